@@ -1,0 +1,29 @@
+# The two commands a newcomer needs: `make demo` (the end-to-end loop) and `make test`.
+# Both install what is missing first (Debian packages, the Python venv).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+export PERFCI_TEST_DATABASE_URL ?= postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test
+export PERFCI_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: setup services dataplane test test-fast demo clean
+
+setup:
+	bash .ci/install-deps
+
+services: setup
+	bash .ci/services
+
+dataplane: setup
+	meson setup dataplane/build dataplane --buildtype=release --reconfigure >/dev/null
+	ninja -C dataplane/build
+
+test: services dataplane
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Only what needs neither the services nor a dataplane build.
+test-fast: setup
+	$(PY) -m pytest -m "not dataplane and not services" $(PYTEST_ARGS)
+
+clean:
+	rm -rf dataplane/build .pytest_cache

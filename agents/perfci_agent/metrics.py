@@ -1,0 +1,172 @@
+"""The metric catalogue and the one implementation of every derived-metric formula.
+
+The lean measurement model (DESIGN §1):
+
+    IPC  = instructions / cycles
+    eIPC = useful instructions / useful cycles        (idle polling of empty RX queues removed)
+    IPP  = useful instructions / packets
+    CPP  = useful cycles / packets = IPP / eIPC
+    CUR  = useful cycles / all cycles of the forwarding core
+    PPS  = packets / window seconds = Freq x CUR x eIPC / IPP = Freq x CUR / CPP
+
+"Useful" removes the idle share with an idle calibration (the same loop, no offered traffic):
+
+    i_e = instructions / empty polls   and   c_e = cycles / empty polls      (idle run)
+    useful instructions = instructions - empty_polls x i_e                     (loaded run)
+    useful cycles       = cycles       - empty_polls x c_e
+
+Raw counts are keyed by source: ``tsc.*`` (the dataplane's own rdtsc accounting), ``pmu.*``
+(perf stat hardware events, generic names below) and ``sim.*`` (valgrind). A raw value of
+``None`` means absent (<not supported>/<not counted>), never zero; metrics that need it are
+simply not derived.
+
+This module is pure (stdlib only): the agent derives with it and the server validates uploads
+and reads better-directions from it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+from typing import Mapping
+
+
+class Backend(str, Enum):
+    PMU = "pmu"
+    SIM = "sim"
+    TSC = "tsc"
+
+
+class Direction(str, Enum):
+    LOWER_IS_BETTER = "lower"
+    HIGHER_IS_BETTER = "higher"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    direction: Direction
+    description: str
+    backends: frozenset[Backend]
+
+    def is_regression(self, before: float, after: float) -> bool:
+        """True when moving from ``before`` to ``after`` is a change for the worse."""
+        if self.direction is Direction.LOWER_IS_BETTER:
+            return after > before
+        return after < before
+
+
+_L, _H = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER
+_P, _S, _T = Backend.PMU, Backend.SIM, Backend.TSC
+
+CATALOGUE: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("ipc", "instructions/cycle", _H, "instructions per cycle, idle polls included", frozenset({_P})),
+        Metric("eipc", "instructions/cycle", _H, "effective IPC: useful instructions per useful cycle", frozenset({_P})),
+        Metric("ipp", "instructions/packet", _L, "useful instructions per packet", frozenset({_P, _S})),
+        Metric("cpp", "cycles/packet", _L, "useful cycles per packet", frozenset({_P, _T})),
+        Metric("pps", "packets/s", _H, "packets forwarded per second in the window", frozenset({_P, _T})),
+        Metric("cur", "ratio", _H, "effective CPU use rate: useful cycles / all cycles", frozenset({_P, _T})),
+        Metric("cache_miss_rate", "ratio", _L, "cache misses / cache references", frozenset({_P})),
+        Metric("cache_misses_pp", "misses/packet", _L, "cache misses per packet", frozenset({_P})),
+        Metric("l1d_misses_pp", "misses/packet", _L, "L1 data-cache (load) misses per packet", frozenset({_P, _S})),
+        Metric("llc_misses_pp", "misses/packet", _L, "last-level-cache (load) misses per packet", frozenset({_P, _S})),
+        Metric("sf_blocks_pp", "blocks/packet", _L, "loads blocked by store forwarding per packet", frozenset({_P})),
+        Metric("sf_blocks_pki", "blocks/kinstr", _L, "loads blocked by store forwarding per 1000 instructions", frozenset({_P})),
+        Metric("branch_misses_pp", "misses/packet", _L, "branch mispredictions per packet", frozenset({_P})),
+    )
+}
+
+
+def get(name: str) -> Metric:
+    """The catalogue entry for ``name``; KeyError names the known metrics."""
+    try:
+        return CATALOGUE[name]
+    except KeyError:
+        raise KeyError(f"unknown metric {name!r}; known: {', '.join(sorted(CATALOGUE))}") from None
+
+
+@dataclass(frozen=True)
+class IdleCalibration:
+    """Cost of one empty poll, from a run with no offered traffic (pmu counts / empty polls)."""
+
+    instructions_per_empty_poll: float
+    cycles_per_empty_poll: float
+
+    @classmethod
+    def from_idle_run(cls, instructions: float, cycles: float, empty_polls: float) -> IdleCalibration:
+        if empty_polls <= 0:
+            raise ValueError("idle calibration saw no empty polls")
+        return cls(instructions / empty_polls, cycles / empty_polls)
+
+
+def _ratio(num: float | None, den: float | None, scale: float = 1.0) -> float | None:
+    if num is None or den is None or den <= 0 or not math.isfinite(num) or not math.isfinite(den):
+        return None
+    return scale * num / den
+
+
+def derive_tsc(raw: Mapping[str, float | None]) -> dict[str, float]:
+    """CPP, PPS and CUR from the dataplane's rdtsc accounting (``tsc.*`` raw counts)."""
+    packets, busy = raw.get("tsc.packets"), raw.get("tsc.busy_cycles")
+    window, hz = raw.get("tsc.window_cycles"), raw.get("tsc.tsc_hz")
+    out = {
+        "cpp": _ratio(busy, packets),
+        "cur": _ratio(busy, window),
+        "pps": _ratio(packets, window, hz) if hz else None,
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def derive_pmu(raw: Mapping[str, float | None], idle: IdleCalibration | None) -> dict[str, float]:
+    """Lean-model metrics from ``pmu.*`` counts of the window plus the dataplane's ``tsc.*`` poll counts.
+
+    Without an idle calibration the idle share cannot be removed: eIPC, IPP, CPP and CUR are then
+    not derived (IPC and the raw per-packet counters still are).
+    """
+    packets = raw.get("tsc.packets")
+    instr, cycles = raw.get("pmu.instructions"), raw.get("pmu.cycles")
+    out: dict[str, float | None] = {"ipc": _ratio(instr, cycles)}
+    useful_instr = useful_cycles = None
+    empty = raw.get("tsc.empty_polls")
+    if idle is not None and empty is not None and instr is not None and cycles is not None:
+        useful_instr = instr - empty * idle.instructions_per_empty_poll
+        useful_cycles = cycles - empty * idle.cycles_per_empty_poll
+        if useful_instr <= 0 or useful_cycles <= 0:
+            useful_instr = useful_cycles = None  # calibration does not fit this run
+    out["eipc"] = _ratio(useful_instr, useful_cycles)
+    out["ipp"] = _ratio(useful_instr, packets)
+    out["cpp"] = _ratio(useful_cycles, packets)
+    out["cur"] = _ratio(useful_cycles, cycles)
+    window, hz = raw.get("tsc.window_cycles"), raw.get("tsc.tsc_hz")
+    out["pps"] = _ratio(packets, window, hz) if hz else None
+    out["cache_miss_rate"] = _ratio(raw.get("pmu.cache_misses"), raw.get("pmu.cache_references"))
+    out["cache_misses_pp"] = _ratio(raw.get("pmu.cache_misses"), packets)
+    out["l1d_misses_pp"] = _ratio(raw.get("pmu.l1d_load_misses"), packets)
+    out["llc_misses_pp"] = _ratio(raw.get("pmu.llc_load_misses"), packets)
+    out["sf_blocks_pp"] = _ratio(raw.get("pmu.sf_blocks"), packets)
+    out["sf_blocks_pki"] = _ratio(raw.get("pmu.sf_blocks"), instr, 1000.0)
+    out["branch_misses_pp"] = _ratio(raw.get("pmu.branch_misses"), packets)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def derive_sim(raw: Mapping[str, float | None]) -> dict[str, float]:
+    """Simulated (valgrind) per-packet metrics: exact IPP of the forwarding function, cache misses."""
+    packets = raw.get("sim.fwd_packets")
+    out = {
+        "ipp": _ratio(raw.get("sim.fwd_instructions"), packets),
+        "l1d_misses_pp": _ratio(raw.get("sim.d1_misses"), raw.get("sim.cache_packets")),
+        "llc_misses_pp": _ratio(raw.get("sim.ll_misses"), raw.get("sim.cache_packets")),
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def core_frequency_hz(raw: Mapping[str, float | None]) -> float | None:
+    """Average core clock over the window: pmu cycles per window second (the lean model's Freq)."""
+    window, hz = raw.get("tsc.window_cycles"), raw.get("tsc.tsc_hz")
+    if not window or not hz:
+        return None
+    return _ratio(raw.get("pmu.cycles"), window / hz)

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <string.h>
+
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
+#include <rte_udp.h>
+
+#include "harness.h"
+
+#define HARNESS_BATCH 64
+#define HARNESS_TTL 64
+#define POOL_CACHE 256
+#define MISS_BASE RTE_IPV4(203, 0, 113, 0)	/* TEST-NET-3: never in the built-in table */
+
+struct flow_tpl {
+	uint32_t src;
+	uint32_t dst;
+	uint16_t sport;
+	uint16_t dport;
+};
+
+/* Kept in each mbuf's private area: what restores a forwarded packet to its template. */
+struct harness_priv {
+	rte_be16_t hdr_checksum;
+};
+
+struct rte_mempool *
+harness_pool_create(const char *name, unsigned int n, int socket)
+{
+	struct rte_pktmbuf_pool_private priv = {
+		.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE,
+		.mbuf_priv_size = RTE_ALIGN(sizeof(struct harness_priv), RTE_MBUF_PRIV_ALIGN),
+	};
+	unsigned int elt = sizeof(struct rte_mbuf) + priv.mbuf_priv_size + priv.mbuf_data_room_size;
+	struct rte_mempool *mp;
+
+	mp = rte_mempool_create_empty(name, n, elt, POOL_CACHE, sizeof(priv), socket,
+			RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+	if (mp == NULL)
+		return NULL;
+	if (rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL) != 0)
+		goto fail;
+	rte_pktmbuf_pool_init(mp, &priv);
+	if (rte_mempool_populate_default(mp) < 0)
+		goto fail;
+	rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
+	return mp;
+fail:
+	rte_mempool_free(mp);
+	return NULL;
+}
+
+/* Destination for flow i: spread over the routes, or unroutable for the miss share. */
+static uint32_t
+flow_dst(const struct route_table *rt, struct rte_lpm *lpm, const struct app_config *cfg, uint32_t i)
+{
+	const struct route *r;
+	uint32_t host, span, hop;
+
+	if ((uint64_t)i * 100 < (uint64_t)cfg->miss_pct * cfg->flows) {
+		uint32_t a = MISS_BASE + (i & 0xff);
+
+		/* a custom table may cover TEST-NET-3: walk until the address misses */
+		while (rte_lpm_lookup(lpm, a, &hop) == 0 && a != UINT32_MAX)
+			a += 256;
+		return a;
+	}
+	r = &rt->routes[i % rt->nb_routes];
+	span = r->depth == 32 ? 1 : (uint32_t)1 << (32 - r->depth);
+	host = span > 2 ? 1 + (i / rt->nb_routes) % (span - 2) : 0;
+	return r->prefix + host;
+}
+
+static void
+packet_from_template(struct harness *h, struct rte_mbuf *m, const struct flow_tpl *f)
+{
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
+	uint16_t l3_len = (uint16_t)(h->pkt_size - sizeof(*eth));
+	struct harness_priv *priv = rte_mbuf_to_priv(m);
+
+	memset(eth, 0, h->pkt_size);
+	eth->dst_addr = (struct rte_ether_addr){ .addr_bytes = { 0x02, 0, 0, 0, 0xfe, 0x01 } };
+	eth->src_addr = (struct rte_ether_addr){ .addr_bytes = { 0x02, 0, 0, 0, 0xfe, 0x02 } };
+	eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_IPV4);
+	ip->version_ihl = RTE_IPV4_VHL_DEF;
+	ip->total_length = rte_cpu_to_be_16(l3_len);
+	ip->time_to_live = HARNESS_TTL;
+	ip->next_proto_id = IPPROTO_UDP;
+	ip->src_addr = rte_cpu_to_be_32(f->src);
+	ip->dst_addr = rte_cpu_to_be_32(f->dst);
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	udp->src_port = rte_cpu_to_be_16(f->sport);
+	udp->dst_port = rte_cpu_to_be_16(f->dport);
+	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(l3_len - sizeof(*ip)));
+	priv->hdr_checksum = ip->hdr_checksum;
+	m->data_len = (uint16_t)h->pkt_size;
+	m->pkt_len = h->pkt_size;
+}
+
+/* Allocates n fresh packets (round-robin over the flows) and queues them for RX. */
+static unsigned int
+top_up(struct harness *h, unsigned int n)
+{
+	struct rte_mbuf *m[HARNESS_BATCH];
+	unsigned int i, done = 0;
+
+	while (done < n) {
+		unsigned int k = RTE_MIN(n - done, (unsigned int)HARNESS_BATCH);
+
+		if (rte_pktmbuf_alloc_bulk(h->pool, m, k) != 0)
+			break;
+		for (i = 0; i < k; i++) {
+			packet_from_template(h, m[i], &h->tpl[h->next_flow]);
+			if (++h->next_flow == h->flows)
+				h->next_flow = 0;
+		}
+		rte_ring_sp_enqueue_bulk(h->rx_ring, (void **)m, k, NULL);
+		done += k;
+	}
+	return done;
+}
+
+void
+harness_self_refill(struct harness *h)
+{
+	struct rte_mbuf *m[HARNESS_BATCH];
+	unsigned int i, n, held;
+
+	/* Forwarded packets only had TTL, checksum and MACs changed: restore TTL and checksum. */
+	while ((n = rte_ring_sc_dequeue_burst(h->tx_ring, (void **)m, HARNESS_BATCH, NULL)) != 0) {
+		for (i = 0; i < n; i++) {
+			struct rte_ipv4_hdr *ip = rte_pktmbuf_mtod_offset(m[i], struct rte_ipv4_hdr *,
+					sizeof(struct rte_ether_hdr));
+
+			ip->time_to_live = HARNESS_TTL;
+			ip->hdr_checksum = ((struct harness_priv *)rte_mbuf_to_priv(m[i]))->hdr_checksum;
+		}
+		rte_ring_sp_enqueue_burst(h->rx_ring, (void **)m, n, NULL);
+	}
+	/* Dropped packets went back to the pool: replace them. */
+	held = rte_ring_count(h->rx_ring);
+	if (held < h->inflight)
+		top_up(h, h->inflight - held);
+}
+
+int
+harness_self_create(struct harness *h, const struct app_config *cfg,
+		const struct route_table *rt, struct rte_lpm *lpm, struct rte_mempool *pool, int socket)
+{
+	unsigned int ring_size = rte_align32pow2(cfg->inflight + 1);
+	uint32_t i;
+	int port;
+
+	memset(h, 0, sizeof(*h));
+	h->pool = pool;
+	h->inflight = cfg->inflight;
+	/* refill a quarter of the ring at a time: few, large, cheap batches */
+	h->low_water = cfg->inflight - cfg->inflight / 4;
+	h->flows = cfg->flows;
+	h->pkt_size = cfg->pkt_size;
+	h->rx_ring = rte_ring_create("self_rx", ring_size, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+	h->tx_ring = rte_ring_create("self_tx", ring_size, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+	h->tpl = rte_zmalloc_socket("flows", sizeof(*h->tpl) * cfg->flows, RTE_CACHE_LINE_SIZE, socket);
+	if (h->rx_ring == NULL || h->tx_ring == NULL || h->tpl == NULL)
+		return -ENOMEM;
+	port = rte_eth_from_rings("net_self", &h->rx_ring, 1, &h->tx_ring, 1, (unsigned int)socket);
+	if (port < 0)
+		return -rte_errno;
+	h->port = (uint16_t)port;
+	for (i = 0; i < cfg->flows; i++) {
+		h->tpl[i].src = RTE_IPV4(198, 18, 0, 0) + (i & 0xffff);
+		h->tpl[i].dst = flow_dst(rt, lpm, cfg, i);
+		h->tpl[i].sport = (uint16_t)(1024 + (i & 0x7fff));
+		h->tpl[i].dport = 9;
+	}
+	if (!cfg->idle && top_up(h, h->inflight) != h->inflight)
+		return -ENOMEM;
+	return 0;
+}
+
+void
+harness_self_free(struct harness *h)
+{
+	struct rte_mbuf *m[HARNESS_BATCH];
+	unsigned int n;
+
+	while ((n = rte_ring_sc_dequeue_burst(h->rx_ring, (void **)m, HARNESS_BATCH, NULL)) != 0)
+		rte_pktmbuf_free_bulk(m, n);
+	while ((n = rte_ring_sc_dequeue_burst(h->tx_ring, (void **)m, HARNESS_BATCH, NULL)) != 0)
+		rte_pktmbuf_free_bulk(m, n);
+	rte_free(h->tpl);
+	rte_ring_free(h->rx_ring);
+	rte_ring_free(h->tx_ring);
+}

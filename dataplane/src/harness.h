@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef PERFCI_HARNESS_H
+#define PERFCI_HARNESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include "config.h"
+#include "routes.h"
+
+/*
+ * The self-fed harness: a net_ring port whose RX ring the harness keeps full
+ * of packets built from templates, recycling what the port transmits.
+ */
+struct harness {
+	struct rte_ring *rx_ring;
+	struct rte_ring *tx_ring;
+	struct rte_mempool *pool;
+	uint16_t port;
+	uint32_t inflight;
+	uint32_t low_water;	/* refill when the RX ring holds fewer packets */
+	uint32_t flows;
+	uint32_t next_flow;
+	uint32_t pkt_size;
+	struct flow_tpl *tpl;	/* one template per flow */
+};
+
+/*
+ * mbuf pool that needs no IOVA-contiguous memory: with --no-huge, objects are
+ * laid out back to back instead of one per page, which avoids every mbuf
+ * aliasing onto the same cache sets (2-3x slower forwarding otherwise).
+ */
+struct rte_mempool *harness_pool_create(const char *name, unsigned int n, int socket);
+
+/* Creates the net_ring port and its templates; fills the RX ring unless idle. */
+int harness_self_create(struct harness *h, const struct app_config *cfg,
+		const struct route_table *rt, struct rte_lpm *lpm, struct rte_mempool *pool, int socket);
+
+/* Recycles transmitted packets into the RX ring and replaces dropped ones. */
+void harness_self_refill(struct harness *h);
+
+/* True when the RX ring has drained below the low-water mark. */
+static inline bool
+harness_self_low(const struct harness *h)
+{
+	return rte_ring_count(h->rx_ring) < h->low_water;
+}
+
+void harness_self_free(struct harness *h);
+
+#endif /* PERFCI_HARNESS_H */

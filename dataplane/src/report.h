@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef PERFCI_REPORT_H
+#define PERFCI_REPORT_H
+
+#include <stdio.h>
+
+#include "config.h"
+#include "fwd.h"
+#include "window.h"
+
+struct report {
+	const struct app_config *cfg;
+	const struct fwd_lcore *lc;
+	const struct window *w;
+	const struct poll_stats *end;	/* poll stats when the window closed */
+	const struct fwd_counters *cnt_end;
+	unsigned int lcore;
+};
+
+/* Writes the JSON report (schema perfci-fwd.report/1, see README.md). */
+void report_write(FILE *f, const struct report *r);
+
+#endif /* PERFCI_REPORT_H */

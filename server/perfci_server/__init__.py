@@ -1,0 +1,1 @@
+"""perfci server: results service, regression detection, alerts and bisection orchestration."""

@@ -1,0 +1,31 @@
+"""Pure analysis core: statistics over numbers. Imports nothing of FastAPI, SQLAlchemy or Celery.
+
+- :mod:`.series`       — input points (commit + repetitions), cleaning of bad input, the search scale
+- :mod:`.noise`        — robust noise estimates and the learned minimum effect
+- :mod:`.compare`      — SAME / DIFFERENT / UNKNOWN between two samples (detection and bisect)
+- :mod:`.changepoints` — MDL grouping over the commit order with validated boundaries
+- :mod:`.detect`       — regressions/improvements of a series, batch and incremental
+- :mod:`.explain`      — lean-model (IPP x eIPC x CUR) explanation of a change
+"""
+
+from .compare import Comparison, Kind, Verdict, compare
+from .detect import Change, DetectionResult, IncrementalDetector, Settings, detect
+from .explain import Explanation, explain
+from .series import CleanSeries, Point, clean
+
+__all__ = [
+    "Change",
+    "CleanSeries",
+    "Comparison",
+    "DetectionResult",
+    "Explanation",
+    "IncrementalDetector",
+    "Kind",
+    "Point",
+    "Settings",
+    "Verdict",
+    "clean",
+    "compare",
+    "detect",
+    "explain",
+]
