@@ -54,14 +54,14 @@ fail:
 	return NULL;
 }
 
-/* Destination for flow i: spread over the routes, or unroutable for the miss share. */
+/* Destination for flow i: unroutable for the first miss_flows, else spread over the routes. */
 static uint32_t
-flow_dst(const struct route_table *rt, struct rte_lpm *lpm, const struct app_config *cfg, uint32_t i)
+flow_dst(const struct route_table *rt, struct rte_lpm *lpm, uint32_t miss_flows, uint32_t i)
 {
 	const struct route *r;
 	uint32_t host, span, hop;
 
-	if ((uint64_t)i * 100 < (uint64_t)cfg->miss_pct * cfg->flows) {
+	if (i < miss_flows) {
 		uint32_t a = MISS_BASE + (i & 0xff);
 
 		/* a custom table may cover TEST-NET-3: walk until the address misses */
@@ -103,9 +103,12 @@ packet_from_template(struct harness *h, struct rte_mbuf *m, const struct flow_tp
 	m->pkt_len = h->pkt_size;
 }
 
-/* Allocates n fresh packets (round-robin over the flows) and queues them for RX. */
+/*
+ * Allocates n fresh packets from flows [0, nb_flows) round-robin, starting at
+ * *next, and queues them for RX.
+ */
 static unsigned int
-top_up(struct harness *h, unsigned int n)
+top_up(struct harness *h, unsigned int n, uint32_t nb_flows, uint32_t *next)
 {
 	struct rte_mbuf *m[HARNESS_BATCH];
 	unsigned int i, done = 0;
@@ -116,9 +119,9 @@ top_up(struct harness *h, unsigned int n)
 		if (rte_pktmbuf_alloc_bulk(h->pool, m, k) != 0)
 			break;
 		for (i = 0; i < k; i++) {
-			packet_from_template(h, m[i], &h->tpl[h->next_flow]);
-			if (++h->next_flow == h->flows)
-				h->next_flow = 0;
+			packet_from_template(h, m[i], &h->tpl[*next]);
+			if (++*next == nb_flows)
+				*next = 0;
 		}
 		rte_ring_sp_enqueue_bulk(h->rx_ring, (void **)m, k, NULL);
 		done += k;
@@ -143,10 +146,14 @@ harness_self_refill(struct harness *h)
 		}
 		rte_ring_sp_enqueue_burst(h->rx_ring, (void **)m, n, NULL);
 	}
-	/* Dropped packets went back to the pool: replace them. */
+	/*
+	 * Dropped packets went back to the pool. Only unroutable flows are dropped
+	 * (templates are otherwise valid), so replacing them from those flows keeps
+	 * the traffic mix at --miss-pct.
+	 */
 	held = rte_ring_count(h->rx_ring);
-	if (held < h->inflight)
-		top_up(h, h->inflight - held);
+	if (held < h->inflight && h->miss_flows > 0)
+		top_up(h, h->inflight - held, h->miss_flows, &h->next_miss);
 }
 
 int
@@ -173,13 +180,15 @@ harness_self_create(struct harness *h, const struct app_config *cfg,
 	if (port < 0)
 		return -rte_errno;
 	h->port = (uint16_t)port;
+	/* flows [0, miss_flows) have no route (see flow_dst) */
+	h->miss_flows = (uint32_t)(((uint64_t)cfg->miss_pct * cfg->flows + 99) / 100);
 	for (i = 0; i < cfg->flows; i++) {
 		h->tpl[i].src = RTE_IPV4(198, 18, 0, 0) + (i & 0xffff);
-		h->tpl[i].dst = flow_dst(rt, lpm, cfg, i);
+		h->tpl[i].dst = flow_dst(rt, lpm, h->miss_flows, i);
 		h->tpl[i].sport = (uint16_t)(1024 + (i & 0x7fff));
 		h->tpl[i].dport = 9;
 	}
-	if (!cfg->idle && top_up(h, h->inflight) != h->inflight)
+	if (!cfg->idle && top_up(h, h->inflight, h->flows, &h->next_flow) != h->inflight)
 		return -ENOMEM;
 	return 0;
 }

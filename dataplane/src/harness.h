@@ -23,7 +23,9 @@ struct harness {
 	uint32_t inflight;
 	uint32_t low_water;	/* refill when the RX ring holds fewer packets */
 	uint32_t flows;
-	uint32_t next_flow;
+	uint32_t miss_flows;	/* flows [0, miss_flows) have no route */
+	uint32_t next_flow;	/* initial fill: round-robin over all flows */
+	uint32_t next_miss;	/* replacements for drops: over the unroutable flows */
 	uint32_t pkt_size;
 	struct flow_tpl *tpl;	/* one template per flow */
 };

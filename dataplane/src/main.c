@@ -149,6 +149,14 @@ poll_loop(struct loop *l)
 
 	prev = rte_rdtsc();
 	while (!force_quit) {
+		if (!l->w.open && window_ready(l)) {
+			if (window_open(l) < 0)
+				return -1;
+			prev = l->w.start_tsc;
+			if (l->cfg->duration_s > 0)
+				deadline = l->w.start_tsc +
+					(uint64_t)(l->cfg->duration_s * (double)rte_get_tsc_hz());
+		}
 		if (refill && harness_self_low(l->self)) {
 			harness_self_refill(l->self);
 			now = rte_rdtsc();
@@ -167,19 +175,8 @@ poll_loop(struct loop *l)
 			l->st.empty_polls++;
 		}
 		prev = now;
-
-		if (!l->w.open) {
-			if (window_ready(l)) {
-				if (window_open(l) < 0)
-					return -1;
-				prev = l->w.start_tsc;
-				if (l->cfg->duration_s > 0)
-					deadline = l->w.start_tsc +
-						(uint64_t)(l->cfg->duration_s * (double)rte_get_tsc_hz());
-			}
-		} else if ((done = window_done(l, now, deadline)) != NULL) {
+		if (l->w.open && (done = window_done(l, now, deadline)) != NULL)
 			return window_close(l, now, done);
-		}
 	}
 	if (l->w.open)
 		return window_close(l, rte_rdtsc(), "signal");
@@ -293,6 +290,8 @@ main(int argc, char **argv)
 		goto cleanup;
 	}
 	rte_eth_macaddr_get(cfg.tx_port, &src_mac);
+	if (rte_is_zero_ether_addr(&src_mac))	/* net_ring ports have none */
+		src_mac = (struct rte_ether_addr){ .addr_bytes = { 0x02, 0, 0, 0, 0, 0x01 } };
 	rte_lpm_delete_all(lpm);
 	if (routes_install(&rt, lpm, hops, &src_mac) < 0) {
 		fprintf(stderr, "LPM: cannot install routes\n");
@@ -309,7 +308,8 @@ main(int argc, char **argv)
 
 	if (poll_loop(&l) == 0) {
 		r = (struct report){ .cfg = &cfg, .lc = &lc, .w = &l.w, .end = &l.st,
-			.cnt_end = &lc.cnt, .lcore = rte_lcore_id() };
+			.cnt_end = &lc.cnt, .lcore = rte_lcore_id(), .rx_port = cfg.rx_port,
+			.tx_port = cfg.tx_port, .tx_mac = &src_mac };
 		if (!l.w.open) {
 			/* never opened: report an empty window */
 			l.w.at_start = l.st;

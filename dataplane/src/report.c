@@ -32,6 +32,7 @@ report_write(FILE *f, const struct report *r)
 	const struct window *w = r->w;
 	const struct poll_stats *s0 = &w->at_start, *s1 = r->end;
 	const struct fwd_counters *c0 = &w->cnt_at_start, *c1 = r->cnt_end;
+	char mac[RTE_ETHER_ADDR_FMT_SIZE];
 	unsigned int i;
 
 	fprintf(f, "{\n  \"schema\": \"perfci-fwd.report/1\",\n  \"build_id\": ");
@@ -39,6 +40,9 @@ report_write(FILE *f, const struct report *r)
 	fprintf(f, ",\n  \"dpdk_version\": ");
 	json_str(f, rte_version());
 	fprintf(f, ",\n  \"lcore\": %u,\n  \"tsc_hz\": %" PRIu64 ",\n", r->lcore, rte_get_tsc_hz());
+	rte_ether_format_addr(mac, sizeof(mac), r->tx_mac);
+	fprintf(f, "  \"ports\": {\"rx\": %u, \"tx\": %u, \"tx_mac\": \"%s\"},\n",
+		r->rx_port, r->tx_port, mac);
 	fprintf(f, "  \"mode\": \"%s\",\n  \"stop_reason\": ", c->idle ? "idle" : "forward");
 	json_str(f, w->stop_reason != NULL ? w->stop_reason : "not_opened");
 	fprintf(f, ",\n  \"config\": {\"harness\": \"%s\", \"pkt_size\": %u, \"flows\": %u, "

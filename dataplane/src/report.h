@@ -4,6 +4,8 @@
 
 #include <stdio.h>
 
+#include <rte_ether.h>
+
 #include "config.h"
 #include "fwd.h"
 #include "window.h"
@@ -15,6 +17,9 @@ struct report {
 	const struct poll_stats *end;	/* poll stats when the window closed */
 	const struct fwd_counters *cnt_end;
 	unsigned int lcore;
+	uint16_t rx_port;
+	uint16_t tx_port;
+	const struct rte_ether_addr *tx_mac;
 };
 
 /* Writes the JSON report (schema perfci-fwd.report/1, see README.md). */
