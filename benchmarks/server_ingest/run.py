@@ -1,0 +1,216 @@
+"""Ingest benchmark: N simulated agents on loopback against a uvicorn server on PostgreSQL.
+
+Each agent enrolls, then loops claim -> upload (a result of 5 repetitions x every catalogue
+(metric, backend) pair, 19 values per repetition) until no job is left. Prints uploads/s and the
+claim/upload latency p50/p99.
+
+    .venv/bin/python benchmarks/server_ingest/run.py [--agents 50] [--machines 10] [--commits 40]
+
+Needs the PostgreSQL of `.ci/services`; uses (and recreates) the database `perfci_bench`.
+Targets on the 2-core VMs: >= 200 uploads/s, claim p99 < 100 ms at 50 agents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from perfci_agent.metrics import CATALOGUE
+from perfci_server import migrate
+from perfci_server.security import github_signature
+
+ROOT = Path(__file__).resolve().parents[2]
+ADMIN_TOKEN = "benchmark-admin-token-not-a-secret-0123456789"
+SECRET = "benchmark-webhook-secret"
+DEFAULT_DB = os.environ.get("PERFCI_TEST_DATABASE_URL", "postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test")
+
+
+class Api:
+    """A tiny keep-alive HTTP client: the agents must not eat the CPU the server is measured on."""
+
+    def __init__(self, port: int, token: str | None = None) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.token = token
+
+    def call(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        all_headers = {"Content-Type": "application/json", **(headers or {})}
+        if self.token:
+            all_headers["Authorization"] = f"Bearer {self.token}"
+        self.conn.request(method, path, body=body, headers=all_headers)
+        response = self.conn.getresponse()
+        data = response.read()
+        return response.status, (json.loads(data) if data else None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _recreate_database(url: str) -> str:
+    bench_url = make_url(url).set(database="perfci_bench")
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text("DROP DATABASE IF EXISTS perfci_bench WITH (FORCE)"))
+        conn.execute(text("CREATE DATABASE perfci_bench"))
+    admin.dispose()
+    rendered = bench_url.render_as_string(hide_password=False)
+    migrate.upgrade(rendered)
+    return rendered
+
+
+def _machine(index: int) -> tuple[dict[str, Any], str]:
+    machine = {"hostname": f"bench-{index}", "cpu_model": "Intel(R) Xeon(R) Gold 6338", "cores": 32}
+    return machine, hashlib.sha256(json.dumps(machine, sort_keys=True).encode()).hexdigest()
+
+
+def _document_template(machine: dict[str, Any], machine_id: str) -> str:
+    pairs = [(m.name, b.value) for m in CATALOGUE.values() for b in sorted(m.backends, key=lambda b: b.value)]
+    samples = [
+        {
+            "rep": rep,
+            "raw": {"pmu.cycles": 1.5e10 + rep, "pmu.instructions": 3.1e10 + rep, "tsc.packets": 2e6, "tsc.tsc_hz": 2.1e9},
+            "metrics": [{"metric": name, "backend": backend, "value": 1.0 + rep / 10 + i / 1000} for i, (name, backend) in enumerate(pairs)],
+        }
+        for rep in range(5)
+    ]
+    now = datetime.now(UTC).isoformat()
+    document = {
+        "schema": "perfci.result/1",
+        "status": "ok",
+        "commit": "@COMMIT@",
+        "config": {"name": "self-64B", "harness": "self", "pkt_size": 64, "flows": 1024, "routes": "default", "packets": 2000000, "warmup": 200000},
+        "backend": "pmu",
+        "machine": machine,
+        "machine_id": machine_id,
+        "samples": samples,
+        "started_at": now,
+        "finished_at": now,
+    }
+    return json.dumps(document)
+
+
+def _setup(port: int, machines: int, agents: int, commits: int) -> list[dict[str, Any]]:
+    admin = Api(port, ADMIN_TOKEN)
+    admin.call("POST", "/api/v1/repositories", json.dumps({"name": "bench/dataplane", "forge": "github", "clone_url": "x", "webhook_secret": SECRET}).encode())
+    admin.call("POST", "/api/v1/configs", json.dumps({"name": "self-64B"}).encode())
+    enrolled = []
+    for i in range(agents):
+        machine, machine_id = _machine(i % machines)
+        _, issued = admin.call("POST", "/api/v1/enrollment-tokens", b"{}")
+        status, agent = Api(port).call(
+            "POST",
+            "/api/v1/agent/enroll",
+            json.dumps({"enrollment_token": issued["token"], "name": f"agent-{i}", "machine_id": machine_id, "machine": machine, "backends": ["pmu", "tsc", "sim"]}).encode(),
+        )
+        assert status == 201, agent
+        enrolled.append({**agent, "template": _document_template(machine, machine_id)})
+    shas = [hashlib.sha1(f"commit-{i}".encode()).hexdigest() for i in range(commits)]
+    push = {
+        "ref": "refs/heads/main",
+        "before": "0" * 40,
+        "after": shas[-1],
+        "repository": {"full_name": "bench/dataplane"},
+        "commits": [{"id": sha, "message": f"commit {i}", "timestamp": "2024-05-02T10:00:00Z", "author": {"name": "b", "email": "b@x"}} for i, sha in enumerate(shas)],
+    }
+    body = json.dumps(push).encode()
+    status, _ = Api(port).call(
+        "POST", "/api/v1/webhooks/github", body, {"X-GitHub-Event": "push", "X-GitHub-Delivery": "bench-1", "X-Hub-Signature-256": github_signature(SECRET, body)}
+    )
+    assert status == 202
+    return enrolled
+
+
+def _agent_loop(port: int, agent: dict[str, Any], claims: list[float], uploads: list[float], lock: threading.Lock, start: threading.Event) -> None:
+    api = Api(port, agent["token"])
+    my_claims, my_uploads = [], []
+    start.wait()
+    while True:
+        t0 = time.perf_counter()
+        status, job = api.call("POST", "/api/v1/agent/jobs/claim", b"")
+        my_claims.append(time.perf_counter() - t0)
+        if status == 204:
+            break
+        assert status == 200, job
+        body = agent["template"].replace("@COMMIT@", job["commit"]).encode()
+        t0 = time.perf_counter()
+        status, result = api.call("PUT", f"/api/v1/agent/jobs/{job['job_id']}/attempts/{job['attempt']}/result", body)
+        my_uploads.append(time.perf_counter() - t0)
+        assert status == 201, result
+    with lock:
+        claims.extend(my_claims)
+        uploads.extend(my_uploads)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agents", type=int, default=50)
+    parser.add_argument("--machines", type=int, default=10)
+    parser.add_argument("--commits", type=int, default=40, help="jobs = commits x machines")
+    parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
+    parser.add_argument("--database-url", default=DEFAULT_DB, help="any database on the server; perfci_bench is created next to it")
+    args = parser.parse_args()
+
+    url = _recreate_database(args.database_url)
+    port = _free_port()
+    env = {**os.environ, "PERFCI_DATABASE_URL": url, "PERFCI_ADMIN_TOKEN": ADMIN_TOKEN, "PERFCI_ENV": "production", "PERFCI_DATABASE_POOL_SIZE": "10"}
+    env.pop("PERFCI_BROKER_URL", None)  # scheduling runs in-process; this measures ingest, not Celery
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "perfci_server.asgi:app", "--host", "127.0.0.1", "--port", str(port), "--workers", str(args.workers), "--no-access-log", "--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        for _ in range(100):
+            try:
+                if Api(port).call("GET", "/api/v1/health")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        agents = _setup(port, args.machines, args.agents, args.commits)
+        claims: list[float] = []
+        uploads: list[float] = []
+        lock, start = threading.Lock(), threading.Event()
+        threads = [threading.Thread(target=_agent_loop, args=(port, a, claims, uploads, lock, start)) for a in agents]
+        for t in threads:
+            t.start()
+        t0 = time.perf_counter()
+        start.set()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - t0
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+    ms = 1000.0
+    print(f"agents={args.agents} machines={args.machines} server_workers={args.workers} jobs={len(uploads)} values/upload=5x19")
+    print(f"uploads/s            {len(uploads) / elapsed:8.1f}   ({len(uploads)} uploads in {elapsed:.2f} s)")
+    print(f"claim  latency p50   {_percentile(claims, 50) * ms:8.1f} ms   p99 {_percentile(claims, 99) * ms:8.1f} ms   (n={len(claims)})")
+    print(f"upload latency p50   {_percentile(uploads, 50) * ms:8.1f} ms   p99 {_percentile(uploads, 99) * ms:8.1f} ms   mean {statistics.fmean(uploads) * ms:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

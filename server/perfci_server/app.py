@@ -1,0 +1,86 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from . import errors
+from .agents.router import admin_router as agents_admin_router
+from .agents.router import agent_router as agents_agent_router
+from .configs.router import router as configs_router
+from .jobs.router import agent_router as jobs_agent_router
+from .jobs.router import router as jobs_router
+from .machines.router import router as machines_router
+from .repos.router import router as repos_router
+from .results.router import agent_router as results_agent_router
+from .results.router import document_schema
+from .results.router import router as results_router
+from .settings import Settings, get_settings
+from .webhooks.router import router as webhooks_router
+
+API_PREFIX = "/api/v1"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    app = FastAPI(
+        title="perfci",
+        summary="Performance-regression CI for DPDK dataplanes: results service",
+        version="1",
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+    )
+    errors.install(app)
+
+    api = APIRouter(prefix=API_PREFIX)
+    for router in (
+        webhooks_router,
+        agents_agent_router,
+        jobs_agent_router,
+        results_agent_router,
+        repos_router,
+        configs_router,
+        machines_router,
+        agents_admin_router,
+        jobs_router,
+        results_router,
+    ):
+        api.include_router(router)
+
+    @api.get("/health", tags=["health"])
+    def health() -> dict[str, str]:
+        return {"status": "ok", "env": settings.env}
+
+    app.include_router(api)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The generated schema plus ResultDocument (the upload body is read raw, so FastAPI can't see it)."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+        document = document_schema()
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(document.pop("$defs", {}))
+        components["ResultDocument"] = document
+        _document_validation_errors(schema)
+        app.openapi_schema = schema
+    return app.openapi_schema
+
+
+def _document_validation_errors(schema: dict[str, Any]) -> None:
+    """Request-validation 422s are rendered by errors.install as ErrorResponse; say so in the schema."""
+    error_ref = {"$ref": "#/components/schemas/ErrorResponse"}
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            response = operation.get("responses", {}).get("422")
+            if response and "HTTPValidationError" in str(response):
+                response["content"] = {"application/json": {"schema": error_ref}}
+    components = schema.get("components", {}).get("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        components.pop(name, None)

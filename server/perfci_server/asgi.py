@@ -1,0 +1,5 @@
+"""ASGI entry point for uvicorn: `uvicorn perfci_server.asgi:app`."""
+
+from .app import create_app
+
+app = create_app()

@@ -1,0 +1,53 @@
+"""The Celery application: Redis broker when PERFCI_BROKER_URL is set, in-process (eager) otherwise.
+
+Start a worker with `perfci worker` (or `celery -A perfci_server.celery_app worker`), the periodic
+lease sweep with `perfci beat`.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from celery.signals import worker_process_init
+
+from . import db
+from .settings import get_settings
+
+REQUEUE_TASK = "perfci.jobs.requeue_expired_leases"
+
+
+def make_celery() -> Celery:
+    settings = get_settings()
+    app = Celery("perfci")
+    app.conf.update(
+        broker_url=settings.broker_url or "memory://",
+        # Tasks write their effects to the database; nobody waits on a Celery result.
+        task_ignore_result=True,
+        result_backend=None,
+        task_always_eager=settings.tasks_run_eagerly,
+        task_eager_propagates=False,
+        task_acks_late=True,  # a worker killed mid-task leaves it on the queue; tasks are idempotent
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_time_limit=settings.task_time_limit_seconds,
+        task_soft_time_limit=max(settings.task_time_limit_seconds - 10, 1),
+        task_default_queue="perfci",
+        broker_connection_retry_on_startup=True,
+        timezone="UTC",
+        beat_schedule={
+            "requeue-expired-leases": {"task": REQUEUE_TASK, "schedule": settings.requeue_interval_seconds},
+        },
+    )
+    return app
+
+
+celery_app = make_celery()
+
+
+@worker_process_init.connect
+def _fresh_engine_per_process(**_: object) -> None:
+    # A forked pool process must not share the parent's database connections.
+    db.reset_engine()
+
+
+# Register the tasks (their modules import celery_app from here).
+from .jobs import tasks as _jobs_tasks  # noqa: E402,F401

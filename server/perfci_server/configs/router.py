@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+
+from ..deps import AdminDep, PageDep, ReaderDep, SessionDep
+from ..errors import Conflict, NotFound, Unauthorized, responses
+from ..pagination import Page, paginate
+from . import repository as config_sql
+from . import service
+from .schemas import ConfigCreate, ConfigRead, ConfigUpdate
+
+router = APIRouter(prefix="/configs", tags=["configs"])
+
+
+@router.get("", responses=responses(Unauthorized))
+def list_configs(
+    session: SessionDep, _: ReaderDep, page: PageDep, enabled: Annotated[bool | None, Query()] = None
+) -> Page[ConfigRead]:
+    rows, total = paginate(session, config_sql.configs_statement(enabled), page)
+    return Page(items=[ConfigRead.model_validate(c) for c in rows], total=total, limit=page.limit, offset=page.offset)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, responses=responses(Unauthorized, Conflict))
+def create_config(data: ConfigCreate, session: SessionDep, _: AdminDep) -> ConfigRead:
+    return ConfigRead.model_validate(service.create_config(session, data))
+
+
+@router.patch("/{config_id}", responses=responses(Unauthorized, NotFound))
+def update_config(config_id: int, data: ConfigUpdate, session: SessionDep, _: AdminDep) -> ConfigRead:
+    return ConfigRead.model_validate(service.update_config(session, config_id, data))

@@ -1,0 +1,104 @@
+"""FastAPI dependencies as `Annotated` aliases: the session (which owns the request's transaction)
+and the three kinds of caller (agent, admin, reader)."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Query
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from . import db
+from .agents import repository as agents_repository
+from .errors import Forbidden, Unauthorized
+from .models import Agent
+from .pagination import PageParams
+from .security import AGENT_TOKEN_PREFIX, hash_token
+from .settings import Settings, get_settings
+
+
+def get_session() -> Iterator[Session]:
+    """One transaction per request: committed when the endpoint returns, rolled back if it raises.
+
+    Used with scope="function" so the commit happens before the response is sent: a client that
+    got a 2xx can rely on the next request seeing its write.
+    """
+    session = db.new_session()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+_agent_bearer = HTTPBearer(auto_error=False, scheme_name="AgentToken", description="Agent token from enrollment")
+_admin_bearer = HTTPBearer(auto_error=False, scheme_name="AdminToken", description="PERFCI_ADMIN_TOKEN or an API token")
+
+
+def _bearer(credentials: HTTPAuthorizationCredentials | None) -> str:
+    if credentials is None or not credentials.credentials:
+        raise Unauthorized("missing bearer token")
+    return credentials.credentials
+
+
+def current_agent(
+    session: SessionDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_agent_bearer)]
+) -> Agent:
+    token = _bearer(credentials)
+    if not token.startswith(AGENT_TOKEN_PREFIX):
+        raise Forbidden("agent endpoints take an agent token")
+    agent = agents_repository.agent_by_token_hash(session, hash_token(token))
+    if agent is None:
+        raise Unauthorized("unknown or revoked agent token")
+    return agent
+
+
+def _is_admin(session: Session, settings: Settings, token: str) -> bool:
+    if hmac.compare_digest(token.encode(), settings.admin_token.get_secret_value().encode()):
+        return True
+    return agents_repository.api_token_by_hash(session, hash_token(token)) is not None
+
+
+def require_admin(
+    session: SessionDep,
+    settings: SettingsDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_admin_bearer)],
+) -> None:
+    token = _bearer(credentials)
+    if token.startswith(AGENT_TOKEN_PREFIX):
+        raise Forbidden("agent tokens are only accepted on agent endpoints")
+    if not _is_admin(session, settings, token):
+        raise Unauthorized("invalid admin/API token")
+
+
+def require_reader(
+    session: SessionDep,
+    settings: SettingsDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_admin_bearer)],
+) -> None:
+    if settings.read_requires_token:
+        require_admin(session, settings, credentials)
+
+
+AgentDep = Annotated[Agent, Depends(current_agent)]
+AdminDep = Annotated[None, Depends(require_admin)]
+ReaderDep = Annotated[None, Depends(require_reader)]
+
+
+def page_params(
+    limit: Annotated[int, Query(ge=1, le=500, description="Items per page")] = 50,
+    offset: Annotated[int, Query(ge=0, description="Items to skip")] = 0,
+) -> PageParams:
+    return PageParams(limit=limit, offset=offset)
+
+
+PageDep = Annotated[PageParams, Depends(page_params)]

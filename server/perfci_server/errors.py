@@ -1,0 +1,104 @@
+"""Errors in one place: each carries its status code; one handler renders them; OpenAPI documents them.
+
+Every error body has the same shape, ``{"error": {"code": ..., "message": ..., "details": ...}}``,
+including FastAPI's own request-validation errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: Any | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+class PerfciError(Exception):
+    status_code = 500
+    code = "internal_error"
+    description = "Internal error"
+
+    def __init__(self, message: str, details: Any | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class BadRequest(PerfciError):
+    status_code, code, description = 400, "bad_request", "Malformed request"
+
+
+class Unauthorized(PerfciError):
+    status_code, code, description = 401, "unauthorized", "Missing or invalid credentials"
+
+
+class Forbidden(PerfciError):
+    status_code, code, description = 403, "forbidden", "Credentials not allowed here"
+
+
+class NotFound(PerfciError):
+    status_code, code, description = 404, "not_found", "No such resource"
+
+
+class Conflict(PerfciError):
+    status_code, code, description = 409, "conflict", "Conflicts with the current state"
+
+
+class PayloadTooLarge(PerfciError):
+    status_code, code, description = 413, "payload_too_large", "Request body over the configured limit"
+
+
+class Unprocessable(PerfciError):
+    status_code, code, description = 422, "unprocessable", "Well-formed but invalid content"
+
+
+def responses(*errors: type[PerfciError]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` for a route that can raise these errors."""
+    return {e.status_code: {"model": ErrorResponse, "description": e.description} for e in errors}
+
+
+def _render(status: int, code: str, message: str, details: Any | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    body = ErrorResponse(error=ErrorBody(code=code, message=message, details=details))
+    return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(PerfciError)
+    async def _perfci(_: Request, exc: PerfciError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        return _render(exc.status_code, exc.code, exc.message, exc.details, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        details = validation_details(exc.errors())
+        return _render(422, "validation_error", summarize(details), details)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _render(exc.status_code, "http_error", str(exc.detail), headers=getattr(exc, "headers", None))
+
+
+def validation_details(errors: Any) -> list[dict[str, Any]]:
+    """Pydantic errors reduced to JSON-safe location + message (inputs may hold NaN or huge blobs)."""
+    return [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))} for e in errors][:50]
+
+
+def summarize(details: list[dict[str, Any]]) -> str:
+    if not details:
+        return "invalid request"
+    first = details[0]
+    where = ".".join(first["loc"]) or "body"
+    more = f" (and {len(details) - 1} more)" if len(details) > 1 else ""
+    return f"{where}: {first['msg']}{more}"

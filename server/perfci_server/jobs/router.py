@@ -1,0 +1,66 @@
+"""Agent endpoints for the job lifecycle, and the job list for everyone else."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+
+from ..deps import AgentDep, PageDep, ReaderDep, SessionDep, SettingsDep
+from ..errors import Conflict, Forbidden, NotFound, Unauthorized, Unprocessable, responses
+from ..models import JobState, utcnow
+from ..pagination import Page, paginate
+from . import repository as job_sql
+from . import service
+from .schemas import ClaimedJob, FailureReport, JobDetail, JobOutcome, JobRead, LeaseRenewal, LeaseRenewed
+
+agent_router = APIRouter(prefix="/agent/jobs", tags=["agent"])
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+_AGENT_ERRORS = (Unauthorized, Forbidden)
+
+
+@agent_router.post(
+    "/claim",
+    response_model=ClaimedJob,
+    responses={204: {"description": "No job is waiting for this machine"}, **responses(*_AGENT_ERRORS)},
+)
+def claim(session: SessionDep, agent: AgentDep, settings: SettingsDep) -> ClaimedJob | Response:
+    """Lease the next queued job for this agent's machine (atomic: no two agents get the same job)."""
+    claimed = service.claim(session, agent, settings)
+    if claimed is None:
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return claimed
+
+
+@agent_router.post("/{job_id}/lease", responses=responses(*_AGENT_ERRORS, NotFound, Conflict))
+def renew_lease(job_id: int, renewal: LeaseRenewal, session: SessionDep, agent: AgentDep, settings: SettingsDep) -> LeaseRenewed:
+    """Extend the lease of the agent's current attempt (and mark the job running)."""
+    length = service.renew_lease(session, agent, job_id, renewal.attempt, settings)
+    return LeaseRenewed(job_id=job_id, attempt=renewal.attempt, lease_expires_at=utcnow() + length)
+
+
+@agent_router.post("/{job_id}/attempts/{attempt}/failure", responses=responses(*_AGENT_ERRORS, NotFound, Conflict, Unprocessable))
+def report_failure(job_id: int, attempt: int, report: FailureReport, session: SessionDep, agent: AgentDep) -> JobOutcome:
+    """The attempt produced no result document; the job is retried while attempts remain."""
+    return service.report_failure(session, agent, job_id, attempt, report.reason, report.log_tail)
+
+
+@router.get("", responses=responses(Unauthorized))
+def list_jobs(
+    session: SessionDep,
+    _: ReaderDep,
+    page: PageDep,
+    state: Annotated[JobState | None, Query()] = None,
+    machine_id: Annotated[int | None, Query()] = None,
+    config_id: Annotated[int | None, Query()] = None,
+) -> Page[JobRead]:
+    """Jobs, newest first."""
+    statement = job_sql.jobs_statement(state.value if state else None, machine_id, config_id)
+    rows, total = paginate(session, statement, page)
+    return Page(items=[service.job_read(j) for j in rows], total=total, limit=page.limit, offset=page.offset)
+
+
+@router.get("/{job_id}", responses=responses(Unauthorized, NotFound))
+def get_job(job_id: int, session: SessionDep, _: ReaderDep) -> JobDetail:
+    return service.job_detail(session, job_id)

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from perfci_agent.result import MAX_TEXT, BenchConfig
+
+
+class ClaimedJob(BaseModel):
+    """Everything an agent needs to build, run and report one attempt."""
+
+    job_id: int
+    attempt: int
+    lease_expires_at: datetime
+    lease_seconds: int
+    repository: str
+    clone_url: str
+    commit: str
+    config: BenchConfig
+    backend: str = Field(description="'auto' or the backend the config requires")
+    repetitions: int
+
+
+class LeaseRenewal(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    attempt: int = Field(ge=1)
+
+
+class LeaseRenewed(BaseModel):
+    job_id: int
+    attempt: int
+    lease_expires_at: datetime
+
+
+class FailureReport(BaseModel):
+    """The agent could not produce a result document at all (clone failed, crashed, ...)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT)]
+    log_tail: Annotated[str, StringConstraints(max_length=MAX_TEXT)] | None = None
+
+
+class JobOutcome(BaseModel):
+    job_id: int
+    attempt: int
+    job_state: str
+    run_status: str
+
+
+class RunRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    attempt: int
+    agent_id: int | None
+    status: str
+    reason: str | None
+    backend: str | None
+    build_id: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    received_at: datetime | None
+    created_at: datetime
+
+
+class JobRead(BaseModel):
+    id: int
+    commit: str
+    repository_id: int
+    machine_id: int
+    config: str
+    state: str
+    attempts: int
+    max_attempts: int
+    agent_id: int | None
+    lease_expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class JobDetail(JobRead):
+    runs: list[RunRead]

@@ -1,0 +1,25 @@
+"""Celery tasks of the jobs domain. They take ids, own their transaction, and are idempotent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..celery_app import REQUEUE_TASK, celery_app
+from ..db import session_scope
+from ..settings import get_settings
+from . import service
+
+
+@celery_app.task(name="perfci.jobs.schedule_push", time_limit=60, soft_time_limit=50)
+def schedule_push(commit_ids: list[int]) -> int:
+    """Queue jobs for the commits of one push (every commit x enabled machine x enabled config)."""
+    with session_scope() as session:
+        return service.schedule_commits(session, commit_ids, get_settings())
+
+
+@celery_app.task(name=REQUEUE_TASK, time_limit=60, soft_time_limit=50)
+def requeue_expired_leases() -> dict[str, Any]:
+    """Periodic (beat): requeue jobs whose lease expired, or fail them when out of attempts."""
+    with session_scope() as session:
+        requeued, failed = service.requeue_expired(session)
+    return {"requeued": requeued, "failed": failed}

@@ -1,0 +1,27 @@
+"""SQL for machines."""
+
+from __future__ import annotations
+
+from sqlalchemy import Select, select
+from sqlalchemy.orm import Session
+
+from ..models import Machine
+
+
+def machines_statement(enabled: bool | None = None) -> Select[tuple[Machine]]:
+    statement = select(Machine).order_by(Machine.id)
+    if enabled is not None:
+        statement = statement.where(Machine.enabled.is_(enabled))
+    return statement
+
+
+def by_id(session: Session, machine_id: int) -> Machine | None:
+    return session.get(Machine, machine_id)
+
+
+def by_fingerprint(session: Session, fingerprint: str) -> Machine | None:
+    return session.scalar(select(Machine).where(Machine.fingerprint == fingerprint))
+
+
+def enabled_ids(session: Session) -> list[int]:
+    return list(session.scalars(select(Machine.id).where(Machine.enabled.is_(True)).order_by(Machine.id)))

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from ..deps import AdminDep, PageDep, ReaderDep, SessionDep
+from ..errors import NotFound, Unauthorized, responses
+from ..pagination import Page, paginate
+from . import repository as machine_sql
+from .schemas import MachineRead, MachineUpdate
+
+router = APIRouter(prefix="/machines", tags=["machines"])
+
+
+@router.get("", responses=responses(Unauthorized))
+def list_machines(
+    session: SessionDep, _: ReaderDep, page: PageDep, enabled: Annotated[bool | None, Query()] = None
+) -> Page[MachineRead]:
+    rows, total = paginate(session, machine_sql.machines_statement(enabled), page)
+    return Page(items=[MachineRead.model_validate(m) for m in rows], total=total, limit=page.limit, offset=page.offset)
+
+
+@router.get("/{machine_id}", responses=responses(Unauthorized, NotFound))
+def get_machine(machine_id: int, session: SessionDep, _: ReaderDep) -> MachineRead:
+    machine = machine_sql.by_id(session, machine_id)
+    if machine is None:
+        raise NotFound(f"no machine {machine_id}")
+    return MachineRead.model_validate(machine)
+
+
+@router.patch("/{machine_id}", responses=responses(Unauthorized, NotFound))
+def update_machine(machine_id: int, data: MachineUpdate, session: SessionDep, _: AdminDep) -> MachineRead:
+    """Enable or disable a machine (disabled machines get no new jobs) or rename it."""
+    machine = machine_sql.by_id(session, machine_id)
+    if machine is None:
+        raise NotFound(f"no machine {machine_id}")
+    if data.enabled is not None:
+        machine.enabled = data.enabled
+    if data.name is not None:
+        machine.name = data.name
+    session.flush()
+    return MachineRead.model_validate(machine)

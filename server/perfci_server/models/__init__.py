@@ -1,0 +1,31 @@
+"""All tables, imported in one place so ``Base.metadata`` is complete for Alembic and the tests."""
+
+from .base import Base, utcnow
+from .bench import BenchConfig
+from .job import ACTIVE_STATES, Job, JobState, Run, RunStatus
+from .machine import Agent, ApiToken, EnrollmentToken, Machine
+from .repository import Branch, BranchCommit, Commit, Forge, Repository, WebhookDelivery
+from .result import MetricValue, Sample
+
+__all__ = [
+    "ACTIVE_STATES",
+    "Agent",
+    "ApiToken",
+    "Base",
+    "BenchConfig",
+    "Branch",
+    "BranchCommit",
+    "Commit",
+    "EnrollmentToken",
+    "Forge",
+    "Job",
+    "JobState",
+    "Machine",
+    "MetricValue",
+    "Repository",
+    "Run",
+    "RunStatus",
+    "Sample",
+    "WebhookDelivery",
+    "utcnow",
+]

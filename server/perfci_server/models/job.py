@@ -1,0 +1,93 @@
+"""Work: a job is one commit x machine x config; a run is one attempt at it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from sqlalchemy import CheckConstraint, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from .base import Base, BigId, CreatedAtMixin, IdMixin, utcnow
+from .bench import BenchConfig
+from .machine import Machine
+from .repository import Commit
+
+
+class JobState(str, Enum):
+    QUEUED = "queued"
+    LEASED = "leased"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class RunStatus(str, Enum):
+    RUNNING = "running"
+    OK = "ok"
+    BUILD_FAILED = "build_failed"
+    RUN_FAILED = "run_failed"
+    ERROR = "error"  # the agent could not produce a result at all (clone, crash, ...)
+    EXPIRED = "expired"  # the lease ran out before a result arrived
+
+
+ACTIVE_STATES = (JobState.LEASED.value, JobState.RUNNING.value)
+
+
+class Job(IdMixin, CreatedAtMixin, Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("commit_id", "machine_id", "config_id"),
+        CheckConstraint("state IN ('queued', 'leased', 'running', 'done', 'failed')", name="state"),
+        CheckConstraint("attempts <= max_attempts", name="attempts"),
+        # The claim query: next queued job of one machine, oldest first.
+        Index("ix_jobs_machine_id_state_id", "machine_id", "state", "id"),
+        # The requeue sweep: active jobs by lease expiry.
+        Index("ix_jobs_state_lease_expires_at", "state", "lease_expires_at"),
+    )
+
+    commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"))
+    machine_id: Mapped[int] = mapped_column(BigId, ForeignKey("machines.id", ondelete="CASCADE"))
+    config_id: Mapped[int] = mapped_column(BigId, ForeignKey("bench_configs.id", ondelete="CASCADE"))
+    state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED.value)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    agent_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("agents.id", ondelete="SET NULL"))
+    lease_expires_at: Mapped[datetime | None]
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    commit: Mapped[Commit] = relationship(lazy="raise")
+    machine: Mapped[Machine] = relationship(lazy="raise")
+    config: Mapped[BenchConfig] = relationship(lazy="raise")
+
+
+class Run(IdMixin, CreatedAtMixin, Base):
+    __tablename__ = "runs"
+    __table_args__ = (
+        UniqueConstraint("job_id", "attempt"),
+        # A job never gets two result sets: at most one successful run per job, enforced by the database.
+        Index(
+            "uq_runs_job_id_ok",
+            "job_id",
+            unique=True,
+            postgresql_where=text("status = 'ok'"),
+            sqlite_where=text("status = 'ok'"),
+        ),
+    )
+
+    job_id: Mapped[int] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    agent_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("agents.id", ondelete="SET NULL"))
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.RUNNING.value)
+    reason: Mapped[str | None] = mapped_column(Text)
+    log_tail: Mapped[str | None] = mapped_column(Text)
+    backend: Mapped[str | None] = mapped_column(String(8))
+    backend_reason: Mapped[str] = mapped_column(Text, default="")
+    build_id: Mapped[str | None] = mapped_column(String(200))
+    tuning: Mapped[dict[str, Any] | None]
+    # sha256 of the canonical result document: a retried identical upload is recognised as such.
+    document_sha256: Mapped[str | None] = mapped_column(String(64))
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    received_at: Mapped[datetime | None]

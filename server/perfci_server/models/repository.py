@@ -1,0 +1,83 @@
+"""Source side: repositories, their branches and commits (with their order on each branch)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+
+from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from .base import Base, BigId, CreatedAtMixin, IdMixin
+
+
+class Forge(str, Enum):
+    GITHUB = "github"
+    GITLAB = "gitlab"
+
+
+class Repository(IdMixin, CreatedAtMixin, Base):
+    __tablename__ = "repositories"
+
+    # GitHub `repository.full_name` / GitLab `project.path_with_namespace`: how webhooks find us.
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    forge: Mapped[str] = mapped_column(String(16))
+    clone_url: Mapped[str] = mapped_column(String(1024))
+    webhook_secret: Mapped[str] = mapped_column(String(255))
+    track_tags: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    branches: Mapped[list[Branch]] = relationship(back_populates="repository", lazy="raise")
+
+
+class Branch(IdMixin, CreatedAtMixin, Base):
+    __tablename__ = "branches"
+    __table_args__ = (UniqueConstraint("repository_id", "name"),)
+
+    repository_id: Mapped[int] = mapped_column(BigId, ForeignKey("repositories.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(255))
+    head_sha: Mapped[str | None] = mapped_column(String(40))
+
+    repository: Mapped[Repository] = relationship(back_populates="branches", lazy="raise")
+
+
+class Commit(IdMixin, CreatedAtMixin, Base):
+    __tablename__ = "commits"
+    __table_args__ = (UniqueConstraint("repository_id", "sha"),)
+
+    repository_id: Mapped[int] = mapped_column(BigId, ForeignKey("repositories.id", ondelete="CASCADE"))
+    sha: Mapped[str] = mapped_column(String(40))
+    # Webhooks carry no parents: within one push each commit's parent is the one before it.
+    parents: Mapped[list[str]] = mapped_column(default=list)
+    author_name: Mapped[str] = mapped_column(String(255), default="")
+    author_email: Mapped[str] = mapped_column(String(255), default="")
+    committed_at: Mapped[datetime | None]
+    message: Mapped[str] = mapped_column(Text, default="")
+
+
+class BranchCommit(Base):
+    """A commit's position on a branch: series are drawn in this order, not by timestamps."""
+
+    __tablename__ = "branch_commits"
+    __table_args__ = (
+        UniqueConstraint("branch_id", "position"),
+        Index("ix_branch_commits_commit_id", "commit_id"),
+    )
+
+    branch_id: Mapped[int] = mapped_column(BigId, ForeignKey("branches.id", ondelete="CASCADE"), primary_key=True)
+    commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+
+
+class WebhookDelivery(IdMixin, CreatedAtMixin, Base):
+    """One accepted delivery; the unique id makes a forge's redelivery a no-op."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (UniqueConstraint("forge", "delivery_id"),)
+
+    forge: Mapped[str] = mapped_column(String(16))
+    delivery_id: Mapped[str] = mapped_column(String(128))
+    event: Mapped[str] = mapped_column(String(64))
+    repository_id: Mapped[int] = mapped_column(BigId, ForeignKey("repositories.id", ondelete="CASCADE"), index=True)
+    ref: Mapped[str | None] = mapped_column(String(255))
+    # What became of it: "scheduled", "ignored: <why>", "ping".
+    outcome: Mapped[str] = mapped_column(String(255))

@@ -1,0 +1,229 @@
+"""Result ingest (validate, check it belongs to the attempt, store every sample) and the reads
+built on it: a metric's series along a branch and the comparison of two commits."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from perfci_agent import metrics as catalogue
+from perfci_agent.result import ResultDocument
+
+from ..analysis.compare import compare as two_sample_verdict
+from ..analysis.detect import Settings as DetectionSettings
+from ..configs import repository as config_sql
+from ..configs.schemas import ConfigRead
+from ..errors import Conflict, NotFound, Unprocessable, summarize, validation_details
+from ..jobs import repository as job_sql
+from ..jobs import service as job_service
+from ..models import Agent, Commit, Job, Run, RunStatus, utcnow
+from ..repos import repository as repo_sql
+from . import repository as result_sql
+from .schemas import Comparison, MetricComparison, Series, SeriesPoint, SeriesSample, UploadAccepted
+
+# --- ingest -------------------------------------------------------------------------------------
+
+
+def parse_result_document(body: bytes) -> ResultDocument:
+    """The agent's result document, or a 422 that says what is wrong (nothing is stored)."""
+    try:
+        return ResultDocument.model_validate_json(body)
+    except ValidationError as exc:
+        details = validation_details(exc.errors())
+        raise Unprocessable(f"invalid result document: {summarize(details)}", details) from None
+    except KeyError as exc:  # the metric catalogue names unknown metrics with a KeyError
+        raise Unprocessable(f"invalid result document: {exc.args[0]}") from None
+
+
+def document_digest(document: ResultDocument) -> str:
+    return hashlib.sha256(document.model_dump_json(by_alias=True).encode()).hexdigest()
+
+
+def ingest(session: Session, agent: Agent, job_id: int, attempt: int, document: ResultDocument) -> UploadAccepted:
+    """Store the result of one attempt; idempotent on (job, attempt), one result set per job.
+
+    Re-sending the stored document returns the stored outcome; a different document for the same
+    attempt, or any document for an attempt that is no longer current (lease expired and the job
+    requeued, or the job already finished), is a 409.
+    """
+    digest = document_digest(document)
+    job = job_sql.lock_job(session, job_id)
+    if job is None or job.machine_id != agent.machine_id:
+        raise NotFound(f"no job {job_id} for this agent's machine")
+    run = job_sql.run_for_attempt(session, job_id, attempt)
+    if run is not None and run.document_sha256 is not None:
+        if run.document_sha256 != digest:
+            raise Conflict(f"attempt {attempt} of job {job_id} already has a different result")
+        return _accepted(job, run, document, duplicate=True)
+    job = job_service.current_attempt(session, agent, job_id, attempt, locked=job)
+    assert run is not None, "every claim creates its run"
+    _check_belongs_to_job(session, agent, job, document)
+
+    run.status = document.status
+    run.reason, run.log_tail = document.reason, document.log_tail
+    run.backend, run.backend_reason, run.build_id = document.backend.value, document.backend_reason, document.build_id
+    run.tuning = document.tuning.model_dump(mode="json")
+    run.started_at, run.finished_at, run.received_at = document.started_at, document.finished_at, utcnow()
+    run.document_sha256 = digest
+    session.flush()  # the run's status must be 'ok' in the database before the one-ok-run index is checked
+    _store_samples(session, job, run, document)
+    job_service.finish_attempt(job, run, RunStatus(document.status))
+    return _accepted(job, run, document, duplicate=False)
+
+
+def _check_belongs_to_job(session: Session, agent: Agent, job: Job, document: ResultDocument) -> None:
+    commit = session.get(Commit, job.commit_id)
+    config_row = config_sql.by_id(session, job.config_id)
+    assert commit is not None and config_row is not None
+    config = ConfigRead.model_validate(config_row)
+    problems = []
+    if document.commit != commit.sha:
+        problems.append(f"commit {document.commit} is not the job's commit {commit.sha}")
+    if document.config != config.bench_config():
+        problems.append(f"config {document.config.name!r} does not match the job's config {config.name!r}")
+    if document.machine_id != agent.machine.fingerprint:
+        problems.append("machine_id is not the fingerprint this agent enrolled with")
+    if config.backend != "auto" and document.backend.value != config.backend:
+        problems.append(f"config {config.name!r} requires backend {config.backend}, result used {document.backend.value}")
+    if problems:
+        raise Unprocessable("result does not belong to this job: " + "; ".join(problems), problems)
+
+
+def _store_samples(session: Session, job: Job, run: Run, document: ResultDocument) -> None:
+    sample_ids = result_sql.insert_samples(
+        session,
+        [{"run_id": run.id, "rep": s.rep, "raw": s.raw, "running_pct": s.running_pct} for s in document.samples],
+    )
+    result_sql.insert_metric_values(
+        session,
+        [
+            {
+                "sample_id": sample_ids[s.rep],
+                "run_id": run.id,
+                "commit_id": job.commit_id,
+                "machine_id": job.machine_id,
+                "config_id": job.config_id,
+                "rep": s.rep,
+                "metric": m.metric,
+                "backend": m.backend.value,
+                "value": m.value,
+            }
+            for s in document.samples
+            for m in s.metrics
+        ],
+    )
+
+
+def _accepted(job: Job, run: Run, document: ResultDocument, duplicate: bool) -> UploadAccepted:
+    return UploadAccepted(
+        job_id=job.id,
+        attempt=run.attempt,
+        run_id=run.id,
+        run_status=run.status,
+        job_state=job.state,
+        samples=len(document.samples),
+        metric_values=sum(len(s.metrics) for s in document.samples),
+        duplicate=duplicate,
+    )
+
+
+# --- the comparison statistic (one function, so it can be pointed at the analysis core) -------
+
+
+# --- reads -------------------------------------------------------------------------------------
+
+
+def series(
+    session: Session,
+    repository_id: int,
+    branch: str,
+    machine_id: int,
+    config: str,
+    metric: str,
+    backend: catalogue.Backend,
+    after_position: int | None,
+    limit: int,
+) -> Series:
+    """Every sample of one metric along a branch, in commit order (one page of commits)."""
+    definition = _metric(metric)
+    branch_row = repo_sql.branch(session, repository_id, branch)
+    if branch_row is None:
+        raise NotFound(f"no branch {branch!r} in repository {repository_id}")
+    config_row = config_sql.by_name(session, config)
+    if config_row is None:
+        raise NotFound(f"no benchmark config {config!r}")
+    key = (branch_row.id, machine_id, config_row.id, metric, backend.value)
+    positions = result_sql.series_positions(session, *key, after_position, limit)
+    points: list[SeriesPoint] = []
+    if positions:
+        for row in result_sql.series_values(session, *key, positions[0], positions[-1]):
+            if not points or points[-1].position != row.position:
+                points.append(SeriesPoint(position=row.position, commit=row.sha, committed_at=row.committed_at, run_id=row.run_id, samples=[]))
+            points[-1].samples.append(SeriesSample(rep=row.rep, value=row.value))
+    return Series(
+        repository_id=repository_id,
+        branch=branch,
+        machine_id=machine_id,
+        config=config,
+        metric=metric,
+        backend=backend.value,
+        unit=definition.unit,
+        direction=definition.direction.value,
+        points=points,
+        next_after_position=positions[-1] if len(positions) == limit else None,
+    )
+
+
+def compare(session: Session, repository_id: int, base: str, head: str, machine_id: int, config: str) -> Comparison:
+    """Per (metric, backend) measured on both commits: medians, % change and p-value."""
+    config_row = config_sql.by_name(session, config)
+    if config_row is None:
+        raise NotFound(f"no benchmark config {config!r}")
+    values = []
+    for sha in (base, head):
+        commit = repo_sql.commit_by_sha(session, repository_id, sha)
+        if commit is None:
+            raise NotFound(f"no commit {sha} in repository {repository_id}")
+        grouped: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for row in result_sql.values_of_commit(session, commit.id, machine_id, config_row.id):
+            grouped[(row.metric, row.backend)].append(row.value)
+        values.append(grouped)
+    base_values, head_values = values
+    results = []
+    for metric, backend in sorted(base_values.keys() & head_values.keys()):
+        definition = _metric(metric)
+        stat = two_sample_verdict(base_values[(metric, backend)], head_values[(metric, backend)], definition,
+                                  backend=backend, min_effect=DETECTION.min_change)
+        results.append(
+            MetricComparison(
+                metric=metric,
+                backend=backend,
+                unit=definition.unit,
+                direction=definition.direction.value,
+                n_base=len(base_values[(metric, backend)]),
+                n_head=len(head_values[(metric, backend)]),
+                base_median=stat.before_median,
+                head_median=stat.after_median,
+                change_pct=stat.rel_change * 100.0 if math.isfinite(stat.rel_change) else None,
+                p_value=stat.p_value,
+                verdict=stat.verdict.value,
+                worse=definition.is_regression(stat.before_median, stat.after_median),
+            )
+        )
+    return Comparison(repository_id=repository_id, machine_id=machine_id, config=config, base=base, head=head, metrics=results)
+
+
+# Two commits are SAME when they differ by less than detection's minimum effect.
+DETECTION = DetectionSettings()
+
+
+def _metric(name: str) -> catalogue.Metric:
+    try:
+        return catalogue.get(name)
+    except KeyError as exc:
+        raise NotFound(str(exc.args[0])) from None

@@ -1,0 +1,75 @@
+"""The one settings class. Every knob comes from the environment with the ``PERFCI_`` prefix."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Only acceptable while PERFCI_ENV=development: anyone reading this file knows it.
+DEVELOPMENT_ADMIN_TOKEN = "perfci-development-admin-token"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PERFCI_", extra="ignore")
+
+    env: Literal["development", "test", "production"] = "development"
+
+    # Unset → embedded SQLite file under data_dir (single machine, the demo).
+    database_url: str | None = None
+    data_dir: Path = Path(".perfci")
+    database_pool_size: int = Field(10, ge=1, le=200)
+    database_echo: bool = False
+
+    # Unset → Celery tasks run in-process (eager); the embedded default needs no broker.
+    broker_url: str | None = None
+
+    admin_token: SecretStr = SecretStr(DEVELOPMENT_ADMIN_TOKEN)
+    # Reads (series, compare, lists) are open unless this is set; mutations always need a token.
+    read_requires_token: bool = False
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+
+    lease_seconds: int = Field(600, ge=5)
+    max_attempts: int = Field(3, ge=1, le=20)
+    requeue_interval_seconds: float = Field(30.0, gt=0)
+    enrollment_token_ttl_seconds: int = Field(24 * 3600, ge=60)
+
+    webhook_max_bytes: int = Field(5 * 1024 * 1024, ge=1024)
+    upload_max_bytes: int = Field(2 * 1024 * 1024, ge=1024)
+
+    task_time_limit_seconds: int = Field(120, ge=5)
+
+    @model_validator(mode="after")
+    def _refuse_unsafe_defaults(self) -> Settings:
+        if self.env != "development":
+            token = self.admin_token.get_secret_value()
+            if token == DEVELOPMENT_ADMIN_TOKEN or len(token) < 24:
+                raise ValueError(
+                    f"PERFCI_ADMIN_TOKEN must be set to a secret of at least 24 characters "
+                    f"when PERFCI_ENV={self.env} (the development default is public)"
+                )
+        return self
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'perfci.db').resolve()}"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.effective_database_url.startswith("sqlite")
+
+    @property
+    def tasks_run_eagerly(self) -> bool:
+        return not self.broker_url
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,122 @@
+"""The parts of GitHub and GitLab push deliveries we read, and the forge-neutral push they become.
+
+Only the fields we use are declared; forges add fields freely, so extra ones are ignored.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from ..repos.service import PushedCommit
+
+Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
+ZERO_SHA = "0" * 40
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Author(_Lenient):
+    name: str = ""
+    email: str = ""
+
+
+class ForgeCommit(_Lenient):
+    id: Sha
+    message: str = ""
+    timestamp: datetime | None = None
+    author: Author = Field(default_factory=Author)
+
+
+class GitHubRepository(_Lenient):
+    full_name: str
+
+
+class GitHubPush(_Lenient):
+    ref: str
+    before: Sha
+    after: Sha
+    deleted: bool = False
+    forced: bool = False
+    repository: GitHubRepository
+    commits: list[ForgeCommit] = Field(default_factory=list)
+    # The pushed head; the only commit given when a branch or tag is created at an existing commit.
+    head_commit: ForgeCommit | None = None
+
+
+class GitLabProject(_Lenient):
+    path_with_namespace: str
+
+
+class GitLabPush(_Lenient):
+    object_kind: Literal["push", "tag_push"]
+    ref: str
+    before: Sha
+    after: Sha
+    project: GitLabProject
+    commits: list[ForgeCommit] = Field(default_factory=list)
+    total_commits_count: int | None = None
+    checkout_sha: Sha | None = None
+
+
+class Push(BaseModel):
+    """A push, whatever the forge: the ref and its commits oldest first."""
+
+    ref: str
+    before: str
+    after: str
+    commits: list[PushedCommit]
+    truncated: bool = False
+
+    @property
+    def is_tag(self) -> bool:
+        return self.ref.startswith("refs/tags/")
+
+    @property
+    def is_deletion(self) -> bool:
+        return self.after == ZERO_SHA
+
+    @property
+    def ref_name(self) -> str:
+        for prefix in ("refs/heads/", "refs/tags/"):
+            if self.ref.startswith(prefix):
+                return self.ref[len(prefix) :]
+        return self.ref
+
+    @classmethod
+    def from_forge(cls, ref: str, before: str, after: str, commits: list[ForgeCommit], total: int | None = None) -> Push:
+        ordered = _oldest_first(commits, after)
+        return cls(
+            ref=ref,
+            before=before,
+            after=after,
+            commits=[
+                PushedCommit(
+                    sha=c.id,
+                    message=c.message,
+                    author_name=c.author.name,
+                    author_email=c.author.email,
+                    committed_at=c.timestamp,
+                )
+                for c in ordered
+            ],
+            truncated=total is not None and total > len(commits),
+        )
+
+
+def _oldest_first(commits: list[ForgeCommit], after: str) -> list[ForgeCommit]:
+    # Both forges document oldest-first, but GitLab has shipped newest-first payloads; the pushed
+    # head (`after`) is the newest commit, so it tells which way round the list is.
+    if len(commits) > 1 and commits[0].id == after and commits[-1].id != after:
+        return list(reversed(commits))
+    return list(commits)
+
+
+class WebhookAccepted(BaseModel):
+    status: Literal["scheduled", "ignored", "duplicate", "pong"]
+    detail: str = ""
+    commits: int = 0

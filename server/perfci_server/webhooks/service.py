@@ -1,0 +1,138 @@
+"""Turn a verified forge delivery into commits on a branch and a job-scheduling task.
+
+Order of checks, and why: the body must parse and name a repository before we know whose secret
+to verify with; nothing is written until the signature is good; the delivery id is recorded in the
+same transaction as the commits, so a redelivery is recognised and does nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from .. import db, dispatch
+from ..errors import BadRequest, NotFound, Unauthorized, Unprocessable, summarize, validation_details
+from ..models import Forge, Repository, WebhookDelivery, utcnow
+from ..repos import repository as repo_sql
+from ..repos.service import record_push
+from ..security import github_signature_valid, gitlab_token_valid
+from .schemas import ForgeCommit, GitHubPush, GitLabPush, Push, WebhookAccepted
+
+SCHEDULE_PUSH_TASK = "perfci.jobs.schedule_push"
+
+
+def handle_github(session: Session, event: str, delivery_id: str, signature: str | None, body: bytes) -> WebhookAccepted:
+    payload = _parse_object(body)
+    name = _dig(payload, "repository", "full_name")
+    repository = _find_repository(session, Forge.GITHUB, name)
+    if not github_signature_valid(repository.webhook_secret, body, signature):
+        raise Unauthorized("X-Hub-Signature-256 does not match the body signed with the repository's secret")
+
+    if event == "ping":
+        return _record(session, repository, Forge.GITHUB, delivery_id, event, None, WebhookAccepted(status="pong"))
+    if event != "push":
+        return _record(session, repository, Forge.GITHUB, delivery_id, event, None, _ignored(f"event {event!r}"))
+    data = _validate(GitHubPush, payload)
+    commits = data.commits or ([data.head_commit] if data.head_commit else [])
+    push = Push.from_forge(data.ref, data.before, data.after, commits)
+    return _accept_push(session, repository, Forge.GITHUB, delivery_id, event, push)
+
+
+def handle_gitlab(session: Session, event: str, event_uuid: str | None, token: str | None, body: bytes) -> WebhookAccepted:
+    payload = _parse_object(body)
+    name = _dig(payload, "project", "path_with_namespace")
+    repository = _find_repository(session, Forge.GITLAB, name)
+    if not gitlab_token_valid(repository.webhook_secret, token):
+        raise Unauthorized("X-Gitlab-Token does not match the repository's secret")
+
+    # Older GitLab sends no per-event id; the body itself then identifies a redelivery.
+    delivery_id = event_uuid or "sha256:" + hashlib.sha256(body).hexdigest()
+    if event not in ("Push Hook", "Tag Push Hook"):
+        return _record(session, repository, Forge.GITLAB, delivery_id, event, None, _ignored(f"event {event!r}"))
+    data = _validate(GitLabPush, payload)
+    commits = data.commits or ([ForgeCommit(id=data.checkout_sha)] if data.checkout_sha else [])
+    push = Push.from_forge(data.ref, data.before, data.after, commits, data.total_commits_count)
+    return _accept_push(session, repository, Forge.GITLAB, delivery_id, event, push)
+
+
+def _accept_push(session: Session, repository: Repository, forge: Forge, delivery_id: str, event: str, push: Push) -> WebhookAccepted:
+    if push.is_deletion:
+        return _record(session, repository, forge, delivery_id, event, push.ref, _ignored("ref deleted"))
+    if push.is_tag and not repository.track_tags:
+        return _record(session, repository, forge, delivery_id, event, push.ref, _ignored("tag (repository does not track tags)"))
+    if not push.ref.startswith(("refs/heads/", "refs/tags/")):
+        return _record(session, repository, forge, delivery_id, event, push.ref, _ignored("not a branch or tag"))
+    if not push.commits:
+        return _record(session, repository, forge, delivery_id, event, push.ref, _ignored("no commits"))
+
+    detail = f"{len(push.commits)} commit(s) on {push.ref_name}" + (" (forge truncated the list)" if push.truncated else "")
+    accepted = WebhookAccepted(status="scheduled", detail=detail, commits=len(push.commits))
+    recorded = _record(session, repository, forge, delivery_id, event, push.ref, accepted)
+    if recorded.status == "duplicate":
+        return recorded
+    before = None if push.before == "0" * 40 else push.before
+    commit_ids = record_push(session, repository, push.ref_name, before, push.after, push.commits)
+    dispatch.send_after_commit(session, SCHEDULE_PUSH_TASK, commit_ids)
+    return accepted
+
+
+def _record(
+    session: Session, repository: Repository, forge: Forge, delivery_id: str, event: str, ref: str | None, outcome: WebhookAccepted
+) -> WebhookAccepted:
+    row = {
+        "forge": forge.value,
+        "delivery_id": delivery_id[:128],
+        "event": event[:64],
+        "repository_id": repository.id,
+        "ref": ref[:255] if ref else None,
+        "outcome": f"{outcome.status}: {outcome.detail}"[:255],
+        "created_at": utcnow(),
+    }
+    result = db.insert_ignoring_conflicts(
+        session, WebhookDelivery.__table__, [row], ["forge", "delivery_id"], returning=WebhookDelivery.__table__.c.id
+    )
+    if result.first() is None:
+        return WebhookAccepted(status="duplicate", detail=f"delivery {delivery_id} was already processed")
+    return outcome
+
+
+def _ignored(why: str) -> WebhookAccepted:
+    return WebhookAccepted(status="ignored", detail=why)
+
+
+def _parse_object(body: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadRequest(f"body is not valid JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise BadRequest("body must be a JSON object")
+    return payload
+
+
+def _dig(payload: dict[str, Any], *keys: str) -> str:
+    value: Any = payload
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    if not isinstance(value, str) or not value:
+        raise Unprocessable(f"payload has no {'.'.join(keys)}")
+    return value
+
+
+def _find_repository(session: Session, forge: Forge, name: str) -> Repository:
+    repository = repo_sql.by_name(session, name)
+    if repository is None or repository.forge != forge.value:
+        raise NotFound(f"no {forge.value} repository named {name!r} is registered")
+    return repository
+
+
+def _validate(model: type[GitHubPush] | type[GitLabPush], payload: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        details = validation_details(exc.errors())
+        raise Unprocessable(f"not a valid push payload: {summarize(details)}", details) from None

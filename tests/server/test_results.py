@@ -1,0 +1,185 @@
+"""Result upload: validation (422, nothing changes), idempotency, series bit for bit, compare."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import struct
+
+import pytest
+from sqlalchemy import func, select
+
+from perfci_server.jobs import service as job_service
+from perfci_server.models import Job, MetricValue, Run, Sample
+from perfci_server.settings import get_settings
+from server_support import GITHUB_COMMITS, create_config, create_repository, enroll, push_github, result_document
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture
+def setup(client, session, sent_tasks):
+    repo = create_repository(client)
+    create_config(client)
+    agent = enroll(client)
+    push_github(client)
+    [(commit_ids,)] = sent_tasks.named("perfci.jobs.schedule_push")
+    job_service.schedule_commits(session, commit_ids, get_settings())
+    session.commit()
+    return {"repo": repo, "agent": agent}
+
+
+def _claim(client, agent):
+    response = client.post("/api/v1/agent/jobs/claim", headers=agent["headers"])
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _upload(client, agent, job, document, attempt=None):
+    body = document if isinstance(document, (bytes, str)) else json.dumps(document)
+    return client.put(
+        f"/api/v1/agent/jobs/{job['job_id']}/attempts/{attempt or job['attempt']}/result",
+        content=body,
+        headers={**agent["headers"], "Content-Type": "application/json"},
+    )
+
+
+def _stored(session):
+    return tuple(session.scalar(select(func.count()).select_from(m)) for m in (Sample, MetricValue))
+
+
+def test_upload_stores_samples_and_raw_counts_and_finishes_the_job(client, session, setup):
+    agent = setup["agent"]
+    job = _claim(client, agent)
+    response = _upload(client, agent, job, result_document(job["commit"]))
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert (body["run_status"], body["job_state"], body["samples"], body["metric_values"], body["duplicate"]) == ("ok", "done", 5, 10, False)
+    assert _stored(session) == (5, 10)
+    sample = session.scalars(select(Sample).order_by(Sample.rep)).first()
+    assert sample.raw["tsc.busy_cycles"] == 15_220_000.0 and sample.raw["pmu.cycles"] is None
+
+
+def test_retrying_the_same_upload_is_idempotent_and_a_different_one_conflicts(client, session, setup):
+    agent = setup["agent"]
+    job = _claim(client, agent)
+    document = result_document(job["commit"])
+    assert _upload(client, agent, job, document).status_code == 201
+    again = _upload(client, agent, job, document)
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    different = result_document(job["commit"], values={"cpp": [9.0] * 5})
+    assert _upload(client, agent, job, different).status_code == 409
+    assert _stored(session) == (5, 10)
+
+
+def _bad_documents(commit):
+    nan_raw = result_document(commit)
+    nan_raw["samples"][0]["raw"]["tsc.packets"] = float("nan")
+    negative = result_document(commit, values={"cpp": [7.6, -1.0, 7.7, 7.8, 7.9]})
+    unknown = result_document(commit, values={"cpp": [7.6] * 5})
+    unknown["samples"][2]["metrics"].append({"metric": "bogomips", "backend": "tsc", "value": 1.0})
+    wrong_backend = result_document(commit, values={"eipc": [1.5] * 5})  # eipc is pmu-only; doc says tsc
+    infinite = json.dumps(result_document(commit)).replace("7.61", "Infinity")
+    wrong_commit = result_document("e" * 40)
+    wrong_machine = result_document(commit, machine_id="ab" * 32)
+    wrong_config = result_document(commit, config={"pkt_size": 128})
+    no_reason = result_document(commit, status="build_failed")
+    no_reason.pop("reason")
+    return {
+        "nan raw count": (json.dumps(nan_raw), "finite"),
+        "negative value": (negative, "non-negative"),
+        "unknown metric": (unknown, "bogomips"),
+        "wrong backend": (wrong_backend, "does not measure eipc"),
+        "infinity": (infinite, "finite"),
+        "not json": ("{", "invalid result document"),
+        "wrong commit": (wrong_commit, "not the job's commit"),
+        "wrong machine": (wrong_machine, "machine_id"),
+        "wrong config": (wrong_config, "does not match the job's config"),
+        "failure without reason": (no_reason, "reason"),
+    }
+
+
+def test_invalid_uploads_are_422_with_a_clear_message_and_change_nothing(client, session, setup):
+    agent = setup["agent"]
+    job = _claim(client, agent)
+    for label, (document, expected) in _bad_documents(job["commit"]).items():
+        response = _upload(client, agent, job, document)
+        assert response.status_code == 422, (label, response.text)
+        assert expected in response.json()["error"]["message"], (label, response.json())
+    assert _stored(session) == (0, 0)
+    assert session.get(Job, job["job_id"]).state == "leased"
+    assert session.scalars(select(Run.status)).all() == ["running"]
+    assert _upload(client, agent, job, result_document(job["commit"])).status_code == 201  # still uploadable
+
+
+def test_oversized_upload_is_413(client, session, setup):
+    agent = setup["agent"]
+    job = _claim(client, agent)
+    body = b"{" + b" " * get_settings().upload_max_bytes + b"}"
+    assert _upload(client, agent, job, body).status_code == 413
+    assert _stored(session) == (0, 0)
+
+
+def test_another_agents_upload_is_refused(client, setup):
+    agent = setup["agent"]
+    job = _claim(client, agent)
+    other = enroll(client, "other", machine={"cpu": "elsewhere"})
+    assert _upload(client, other, job, result_document(job["commit"])).status_code == 404
+
+
+def test_build_failure_ends_the_job_without_samples(client, session, setup):
+    agent = setup["agent"]
+    job = _claim(client, agent)
+    response = _upload(client, agent, job, result_document(job["commit"], status="build_failed"))
+    assert response.status_code == 201
+    assert (response.json()["run_status"], response.json()["job_state"]) == ("build_failed", "failed")
+    assert session.scalar(select(Run.reason)) == "meson: compile error in fwd.c"
+
+
+def test_series_returns_every_uploaded_value_bit_for_bit_in_commit_order(client, session, setup):
+    agent, repo = setup["agent"], setup["repo"]
+    rng = random.Random(20240502)
+    awkward = [0.1 + 0.2, 5e-324, 1.7976931348623157e308, 1 / 3, 123456789.12345679, 0.0, 2.0**-1074 * 3]
+    uploaded: dict[str, list[float]] = {}
+    for index in range(3):
+        job = _claim(client, agent)
+        values = [awkward[(index * 5 + i) % len(awkward)] if i % 2 else rng.uniform(0, 1e12) for i in range(5)]
+        uploaded[job["commit"]] = values
+        response = _upload(client, agent, job, result_document(job["commit"], values={"cpp": values}))
+        assert response.status_code == 201, response.text
+
+    params = {"repository_id": repo["id"], "branch": "main", "machine_id": agent["machine_id"], "config": "self-64B", "metric": "cpp", "backend": "tsc"}
+    series = client.get("/api/v1/series", params=params).json()
+    assert [p["commit"] for p in series["points"]] == GITHUB_COMMITS
+    assert [p["position"] for p in series["points"]] == [0, 1, 2]
+    assert series["unit"] == "cycles/packet" and series["direction"] == "lower"
+    for point in series["points"]:
+        got = [s["value"] for s in point["samples"]]
+        assert [s["rep"] for s in point["samples"]] == [0, 1, 2, 3, 4]
+        assert [struct.pack("<d", v) for v in got] == [struct.pack("<d", v) for v in uploaded[point["commit"]]]
+
+    page = client.get("/api/v1/series", params={**params, "limit": 2}).json()
+    assert [p["position"] for p in page["points"]] == [0, 1] and page["next_after_position"] == 1
+    rest = client.get("/api/v1/series", params={**params, "limit": 2, "after_position": 1}).json()
+    assert [p["position"] for p in rest["points"]] == [2] and rest["next_after_position"] is None
+    assert client.get("/api/v1/series", params={**params, "backend": "pmu"}).json()["points"] == []
+    assert client.get("/api/v1/series", params={**params, "metric": "nope"}).status_code == 404
+
+
+def test_compare_two_commits(client, setup):
+    agent, repo = setup["agent"], setup["repo"]
+    base_job, head_job = _claim(client, agent), _claim(client, agent)
+    _upload(client, agent, base_job, result_document(base_job["commit"], values={"cpp": [7.6, 7.7, 7.5, 7.65, 7.62], "pps": [3e7] * 5}))
+    _upload(client, agent, head_job, result_document(head_job["commit"], values={"cpp": [8.1, 8.2, 8.0, 8.15, 8.3], "pps": [3e7] * 5}))
+    params = {"repository_id": repo["id"], "base": base_job["commit"], "head": head_job["commit"], "machine_id": agent["machine_id"], "config": "self-64B"}
+    response = client.get("/api/v1/compare", params=params)
+    assert response.status_code == 200, response.text
+    by_metric = {m["metric"]: m for m in response.json()["metrics"]}
+    cpp = by_metric["cpp"]
+    assert (cpp["base_median"], cpp["head_median"], cpp["n_base"], cpp["n_head"]) == (7.62, 8.15, 5, 5)
+    assert math.isclose(cpp["change_pct"], (8.15 - 7.62) / 7.62 * 100)
+    assert cpp["p_value"] < 0.05 and cpp["worse"] is True
+    assert cpp["verdict"] == "different"  # the analysis core's two-sample verdict
+    assert by_metric["pps"]["change_pct"] == 0.0 and by_metric["pps"]["worse"] is False
+    assert by_metric["pps"]["verdict"] == "same"

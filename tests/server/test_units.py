@@ -1,0 +1,68 @@
+"""Pure pieces: settings safety, signatures, result-document parsing, push ordering, the statistic."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from perfci_server.errors import Unprocessable
+from perfci_server.results.service import parse_result_document
+from perfci_server.security import github_signature, github_signature_valid, gitlab_token_valid, hash_token, new_token
+from perfci_server.settings import DEVELOPMENT_ADMIN_TOKEN, Settings
+from perfci_server.webhooks.schemas import ForgeCommit, Push
+from server_support import result_document
+
+
+def test_settings_refuse_the_default_admin_token_outside_development():
+    assert Settings(env="development").admin_token.get_secret_value() == DEVELOPMENT_ADMIN_TOKEN
+    with pytest.raises(ValidationError, match="PERFCI_ADMIN_TOKEN"):
+        Settings(env="production")
+    with pytest.raises(ValidationError, match="PERFCI_ADMIN_TOKEN"):
+        Settings(env="test", admin_token="short")
+    assert Settings(env="production", admin_token="x" * 32).env == "production"
+
+
+def test_settings_default_to_embedded_sqlite_and_eager_tasks(tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    assert settings.effective_database_url == f"sqlite:///{tmp_path / 'perfci.db'}"
+    assert settings.tasks_run_eagerly and settings.is_sqlite
+    pg = Settings(database_url="postgresql+psycopg://u:p@127.0.0.1/db", broker_url="redis://127.0.0.1:6379/0")
+    assert not pg.is_sqlite and not pg.tasks_run_eagerly
+
+
+def test_github_signature_is_hmac_sha256_of_the_raw_body():
+    # The example from GitHub's "Validating webhook deliveries" documentation.
+    assert github_signature("It's a Secret to Everybody", b"Hello, World!") == (
+        "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    )
+    assert github_signature_valid("k", b"body", github_signature("k", b"body"))
+    assert not github_signature_valid("k", b"body", None)
+    assert not github_signature_valid("k", b"body", github_signature("other", b"body"))
+    assert gitlab_token_valid("tok", "tok") and not gitlab_token_valid("tok", "tok2") and not gitlab_token_valid("tok", None)
+
+
+def test_tokens_are_random_and_hashed():
+    a, b = new_token("pca_"), new_token("pca_")
+    assert a != b and a.startswith("pca_") and len(hash_token(a)) == 64 and hash_token(a) != a
+
+
+def test_push_commits_are_ordered_oldest_first_whichever_way_the_forge_lists_them():
+    c1, c2 = ForgeCommit(id="1" * 40), ForgeCommit(id="2" * 40)
+    assert [c.sha for c in Push.from_forge("refs/heads/main", "0" * 40, "2" * 40, [c1, c2]).commits] == ["1" * 40, "2" * 40]
+    assert [c.sha for c in Push.from_forge("refs/heads/main", "0" * 40, "2" * 40, [c2, c1]).commits] == ["1" * 40, "2" * 40]
+    push = Push.from_forge("refs/tags/v1", "0" * 40, "0" * 40, [], total=3)
+    assert push.is_tag and push.is_deletion and push.ref_name == "v1" and push.truncated
+
+
+def test_result_document_parsing_reports_what_is_wrong():
+    good = result_document("a" * 40)
+    assert parse_result_document(json.dumps(good).encode()).commit == "a" * 40
+    unknown = result_document("a" * 40, values={"nope": [1.0] * 5})
+    with pytest.raises(Unprocessable, match="unknown metric 'nope'"):
+        parse_result_document(json.dumps(unknown).encode())
+    with pytest.raises(Unprocessable, match="finite"):
+        parse_result_document(json.dumps(result_document("a" * 40, values={"cpp": [float("nan")] * 5})).encode())
+
+
