@@ -1,0 +1,233 @@
+"""Change points over the commit order: minimum-description-length grouping, then a significance
+test on every boundary.
+
+Why MDL grouping (CSIT's jumpavg family) rather than E-divisive means (Otava):
+
+- It is *exact*: optimal partitioning by dynamic programming finds the grouping of minimum total
+  code length over all groupings (with PELT pruning, about linear time), where E-divisive is a
+  greedy bisection whose windowed variant (Otava's 50-point windows) can split a long stable run
+  at window edges and needs permutations or a t-test per split.
+- It is cheap to extend: appending one point adds one DP step; the incremental detector re-runs
+  it on a tail window only (``detect.IncrementalDetector``).
+- It consumes the per-metric noise model directly. jumpavg estimates a standard deviation per
+  group, which collapses on short groups (and so over-splits noisy data); here the noise is one
+  robust number learned from the whole series (``noise.diff_sigma`` of the per-commit medians),
+  scaled per commit by its repetition count, so a group's code length depends only on how far
+  its points sit from its mean.
+
+Code length (nats) of a grouping = sum over groups of [ data: sum w_i (y_i - mean)^2 / 2 ]
+plus a per-group model cost ``penalty = ln N + ln(R / sigma) + 0.5 ln N`` (where the boundary is,
+the group mean to a precision of sigma / sqrt n over the range R of the series), the usual
+two-part MDL code with Gaussian data given the model (constants common to all groupings dropped).
+
+Robustness before the search (the heavy upper tail of DESIGN §4): a Hampel-style clip replaces
+a point that is more than ``clip`` noise-sigmas away from *both* the median of the 3 points
+before it and the median of the 3 after it by the nearer median +/- clip sigma, and gives it a
+hundredth of the weight. A lone outlier cannot buy a group of its own nor drag a boundary next
+to it; a step is left intact (its points agree with one side).
+Groups shorter than ``min_segment`` points are not allowed, so a change at the tip of the series
+is reported once ``min_segment`` commits confirm it.
+
+Every boundary the search proposes must then pass :func:`compare.compare` on the per-commit
+medians of up to ``window`` commits on each side (two-sample rank tests, ``alpha``, and the
+learned minimum effect). A boundary that fails is removed — the weakest first — and its
+neighbours are re-tested on the merged groups (Otava's merge step). The local window keeps slow
+drift from being reported as a step: across a boundary, drift moves the level by only
+slope x window.
+
+The location is a range when the data cannot pin it: every boundary position whose two-group
+code length is within ``location_nats`` of the best, between the neighbouring change points.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfci_agent import metrics as catalogue
+
+from .compare import Comparison, Verdict, compare
+
+HAMPEL_HALF_WINDOW = 3
+OUTLIER_WEIGHT = 0.01
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    min_segment: int = 3
+    clip: float = 3.0
+    penalty_factor: float = 1.0
+    window: int = 50
+    alpha: float = 1e-4
+    location_nats: float = 3.0
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    index: int  # first point of the new level
+    range_start: int  # earliest position the change can be at (index of a point)
+    range_end: int  # latest position (inclusive)
+    test: Comparison  # per-commit medians, up to `window` commits each side
+
+
+def hampel_clip(y: np.ndarray, sigma: np.ndarray, clip: float) -> np.ndarray:
+    """Clip points far from both their left and right neighbourhood medians (see module doc)."""
+    y = np.asarray(y, dtype=float)
+    n = y.size
+    h = HAMPEL_HALF_WINDOW
+    if n < 2:
+        return y.copy()
+    pad = np.full(h, np.nan)
+    windows = np.lib.stride_tricks.sliding_window_view(np.concatenate([pad, y, pad]), h)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows at the two ends
+        left = np.nanmedian(windows[0:n], axis=1)  # y[i-h:i]
+        right = np.nanmedian(windows[h + 1:h + 1 + n], axis=1)  # y[i+1:i+1+h]
+    d_left = np.where(np.isnan(left), np.inf, np.abs(y - left))
+    d_right = np.where(np.isnan(right), np.inf, np.abs(y - right))
+    use_left = d_left <= d_right
+    ref = np.where(use_left, left, right)
+    dist = np.minimum(d_left, d_right)
+    limit = clip * np.asarray(sigma, dtype=float)
+    out = np.where(dist > limit, ref + np.copysign(limit, y - ref), y)
+    return out
+
+
+class _Costs:
+    """Weighted within-group squared error, O(1) per group from cumulative sums."""
+
+    def __init__(self, y: np.ndarray, w: np.ndarray):
+        self.s0 = np.concatenate([[0.0], np.cumsum(w)])
+        self.s1 = np.concatenate([[0.0], np.cumsum(w * y)])
+        self.s2 = np.concatenate([[0.0], np.cumsum(w * y * y)])
+
+    def __call__(self, start: np.ndarray | int, stop: int) -> np.ndarray:
+        s0 = self.s0[stop] - self.s0[start]
+        s1 = self.s1[stop] - self.s1[start]
+        s2 = self.s2[stop] - self.s2[start]
+        return np.maximum(s2 - s1 * s1 / s0, 0.0) / 2.0  # nats
+
+
+def mdl_penalty(n: int, y_range_sigmas: float, factor: float = 1.0) -> float:
+    """Model cost of one more group, in nats (see module doc)."""
+    return factor * (1.5 * math.log(max(n, 2)) + math.log(max(y_range_sigmas, 1.0)))
+
+
+def segment(y: np.ndarray, weights: np.ndarray, penalty: float, min_segment: int) -> list[int]:
+    """Optimal partitioning (PELT pruning) of standardised ``y``: the first index of every group
+    after the first, in order. ``weights`` are 1 / variance per point (in standardised units).
+    """
+    n = y.size
+    L = max(1, min_segment)
+    if n < 2 * L:
+        return []
+    cost = _Costs(y, weights)
+    best = np.full(n + 1, np.inf)
+    best[0] = -penalty
+    last = np.zeros(n + 1, dtype=int)
+    cands = np.array([0], dtype=int)
+    for t in range(L, n + 1):
+        eligible = cands[cands <= t - L]
+        if eligible.size:
+            vals = best[eligible] + cost(eligible, t) + penalty
+            j = int(np.argmin(vals))
+            best[t], last[t] = vals[j], eligible[j]
+            keep_eligible = eligible[best[eligible] + cost(eligible, t) <= best[t]]
+            cands = np.concatenate([keep_eligible, cands[cands > t - L]])
+        if np.isfinite(best[t]):
+            cands = np.append(cands, t)
+    out = []
+    t = n
+    while t > 0:
+        t = int(last[t])
+        if t > 0:
+            out.append(t)
+    return sorted(out)
+
+
+def location_range(cost: _Costs, a: int, k: int, b: int, min_segment: int, nats: float) -> tuple[int, int]:
+    """Contiguous positions around ``k`` whose split of [a, b) costs within ``nats`` of ``k``'s."""
+    lo_k, hi_k = a + min_segment, b - min_segment
+    if hi_k < lo_k:
+        return k, k
+    ks = np.arange(lo_k, hi_k + 1)
+    total = cost(a, ks) + cost(ks, b)
+    base = total[k - lo_k]
+    ok = total <= base + nats
+    lo = hi = k - lo_k
+    while lo > 0 and ok[lo - 1]:
+        lo -= 1
+    while hi + 1 < ok.size and ok[hi + 1]:
+        hi += 1
+    return int(ks[lo]), int(ks[hi])
+
+
+def find_change_points(
+    medians: np.ndarray,
+    scaled: np.ndarray,
+    point_sigma: np.ndarray,
+    metric: catalogue.Metric | None,
+    min_effect: float,
+    relative_noise: float,
+    settings: SearchSettings = SearchSettings(),
+) -> list[ChangePoint]:
+    """Validated change points of a noisy series.
+
+    ``medians``: per-commit medians (metric units, for the tests); ``scaled``: the same on the
+    search scale (``series.to_scale``); ``point_sigma``: noise of each scaled point (> 0).
+    """
+    n = medians.size
+    if n < 2 * settings.min_segment:
+        return []
+    ref = float(np.median(point_sigma))
+    z = (scaled - float(np.median(scaled))) / ref
+    zs = point_sigma / ref
+    clipped = hampel_clip(z, zs, settings.clip)
+    w = 1.0 / (zs * zs)
+    w[clipped != z] *= OUTLIER_WEIGHT  # an outlier must not pull a boundary towards itself
+    z = clipped
+    pen = mdl_penalty(n, float(np.ptp(z)), settings.penalty_factor)
+    bounds = segment(z, w, pen, settings.min_segment)
+
+    def test(i: int) -> Comparison:
+        a = bounds[i - 1] if i > 0 else 0
+        b = bounds[i + 1] if i + 1 < len(bounds) else n
+        k = bounds[i]
+        before = medians[max(a, k - settings.window):k]
+        after = medians[k:min(b, k + settings.window)]
+        return compare(before, after, metric, alpha=settings.alpha, min_effect=min_effect)
+
+    tests = [test(i) for i in range(len(bounds))]
+    while True:
+        failing = [i for i, t in enumerate(tests) if t.verdict is not Verdict.DIFFERENT]
+        if not failing:
+            break
+        worst = max(failing, key=lambda i: (tests[i].p_value, -abs(tests[i].rel_change)))
+        del bounds[worst]
+        del tests[worst]
+        for i in (worst - 1, worst):
+            if 0 <= i < len(bounds):
+                tests[i] = test(i)
+
+    cost = _Costs(z, w)
+    out = []
+    for i, k in enumerate(bounds):
+        a = bounds[i - 1] if i > 0 else 0
+        b = bounds[i + 1] if i + 1 < len(bounds) else n
+        lo, hi = location_range(cost, a, k, b, settings.min_segment, settings.location_nats)
+        out.append(ChangePoint(k, lo, hi, tests[i]))
+    return out
+
+
+def find_exact_changes(medians: np.ndarray, metric: catalogue.Metric | None,
+                       tolerance: float) -> list[ChangePoint]:
+    """Deterministic series: every step between consecutive commits beyond ``tolerance``."""
+    out = []
+    for k in range(1, medians.size):
+        c = compare([medians[k - 1]], [medians[k]], metric, backend=catalogue.Backend.SIM, tolerance=tolerance)
+        if c.verdict is Verdict.DIFFERENT:
+            out.append(ChangePoint(k, k, k, c))
+    return out

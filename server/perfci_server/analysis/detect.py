@@ -1,0 +1,241 @@
+"""Detection: regressions and improvements of one series, each located at a commit range.
+
+:func:`detect` combines the two checks DESIGN §5 asks for:
+
+1. change points over the commit order (:mod:`.changepoints`: MDL grouping of the per-commit
+   medians, every boundary validated by a two-sample test on up to ``window`` commits each side
+   with the learned minimum effect) — the segment-level evidence, which is what raises an alert;
+2. a per-commit two-sample test on the *repetitions* at each boundary (:func:`compare.compare`)
+   — the commit-level evidence, which pins the change to one commit when the repetitions can:
+   the suspect commit differs from the repetitions just before it, and the commit before it
+   differs from the repetitions just after. Otherwise the change is reported as the commit range
+   the change-point search cannot tell apart (last good .. first bad), for ``perfci bisect``.
+
+Deterministic (``sim``) series use the exact-change rule between consecutive commits instead
+(no statistics, one repetition suffices, always pinned).
+
+No alert floods, no missed regressions: an alert needs a whole new level (at least
+``min_segment`` commits) that passes a rank test at ``alpha`` = 0.001 against its neighbour
+level and moves by at least the learned minimum effect; one outlier commit, a bimodal build or
+slow drift does not. What it costs is delay: a noisy change is reported once ``min_segment``
+commits confirm it.
+
+Bad input: non-finite repetitions and empty points are dropped with a note
+(:func:`series.clean`); fewer than two points give no verdict (a note); an unknown metric raises
+KeyError naming the known ones unless ``Settings.unknown_metric == "report"``, which reports
+changes of kind CHANGE (no better-direction known, so neither regression nor improvement).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Literal, Sequence
+
+import numpy as np
+
+from perfci_agent import metrics as catalogue
+
+from .changepoints import ChangePoint, SearchSettings, find_change_points, find_exact_changes
+from .compare import DEFAULT_TOLERANCE, Comparison, Kind, Verdict, compare
+from .noise import diff_sigma, learned_min_effect
+from .series import CleanSeries, Point, clean, resolve_metric, to_scale
+
+NOISE_FLOOR = 1e-6  # relative; a noisy-backend series that never moved still gets a finite scale
+
+
+@dataclass(frozen=True)
+class Settings:
+    tolerance: float = DEFAULT_TOLERANCE  # sim: relative change that counts as a change
+    min_change: float = 0.002  # floor of the minimum effect (0.2 %)
+    noise_factor: float = 0.5  # minimum effect = max(min_change, noise_factor x per-commit noise)
+    search: SearchSettings = field(default_factory=SearchSettings)
+    pin_commits: int = 5  # commits of repetitions pooled on each side for the per-commit test
+    commit_alpha: float = 1e-4  # the per-commit test's alpha (pinning must not guess)
+    unknown_metric: Literal["raise", "report"] = "raise"
+    tail_window: int = 300  # IncrementalDetector: points re-examined on each append
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: Kind  # REGRESSION / IMPROVEMENT (CHANGE for a metric of unknown direction)
+    metric: str
+    backend: str
+    index: int  # position of the suspect commit in the cleaned series
+    suspect: str  # most likely first bad commit
+    last_good: str  # last commit known to be at the old level
+    first_bad: str  # first commit known to be at the new level
+    candidates: tuple[str, ...]  # commits that may be the first bad one (last_good excluded)
+    pinned: bool  # the repetitions pin the change to `suspect`
+    before_median: float
+    after_median: float
+    rel_change: float
+    p_value: float
+    confidence: float
+    min_effect: float
+    exact: bool  # decided by the exact-change rule (sim)
+    commit_check: Comparison | None = None  # suspect's repetitions vs the ones just before
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.rel_change
+
+
+@dataclass(frozen=True)
+class DetectionResult:
+    metric: str
+    backend: str
+    changes: tuple[Change, ...]
+    n_points: int
+    noise: float  # relative commit-to-commit noise of the per-commit medians (0 for sim)
+    min_effect: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def regressions(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.kind is Kind.REGRESSION)
+
+    @property
+    def improvements(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.kind is Kind.IMPROVEMENT)
+
+
+def _metric(metric: str | catalogue.Metric, settings: Settings, notes: list[str]) -> tuple[str, catalogue.Metric | None]:
+    if isinstance(metric, catalogue.Metric):
+        return metric.name, metric
+    try:
+        return metric, resolve_metric(metric)
+    except KeyError:
+        if settings.unknown_metric == "report":
+            notes.append(f"unknown metric {metric!r}: changes reported without a better-direction")
+            return metric, None
+        raise
+
+
+def series_noise(s: CleanSeries) -> tuple[float, np.ndarray]:
+    """Relative per-commit-median noise of a series and each point's noise on the search scale.
+
+    A point with fewer repetitions than is typical for the series is noisier: its sigma is
+    scaled by sqrt(typical count / its count).
+    """
+    scaled = to_scale(s.medians)
+    sigma = max(diff_sigma(scaled), NOISE_FLOOR)
+    counts = s.counts
+    typical = float(np.median(counts))
+    return sigma, sigma * np.sqrt(typical / counts)
+
+
+def detect(
+    series: CleanSeries | Sequence[Point | tuple[str, float | Iterable[float]]],
+    metric: str | catalogue.Metric,
+    backend: catalogue.Backend | str,
+    settings: Settings = Settings(),
+) -> DetectionResult:
+    """Regressions and improvements of one series (commit order, every repetition)."""
+    notes: list[str] = []
+    name, m = _metric(metric, settings, notes)
+    be = catalogue.Backend(backend)
+    s = series if isinstance(series, CleanSeries) else clean(series)
+    notes.extend(s.notes)
+    if len(s) < 2:
+        notes.append(f"{len(s)} usable point(s): no verdict before two commits are measured")
+        return DetectionResult(name, be.value, (), len(s), 0.0, 0.0, tuple(notes))
+    medians = s.medians
+
+    if be is catalogue.Backend.SIM:
+        cps = find_exact_changes(medians, m, settings.tolerance)
+        changes = tuple(_change(s, cp, name, be, m, None, pinned=True) for cp in cps)
+        for i, x in enumerate(s.samples):
+            if np.ptp(x) > settings.tolerance * max(abs(float(np.median(x))), 1e-300):
+                notes.append(f"{s.commits[i]}: deterministic repetitions differ (median used)")
+        return DetectionResult(name, be.value, changes, len(s), 0.0, settings.tolerance, tuple(notes))
+
+    noise, point_sigma = series_noise(s)
+    min_effect = learned_min_effect(noise, settings.min_change, settings.noise_factor)
+    cps = find_change_points(medians, to_scale(medians), point_sigma, m, min_effect, noise, settings.search)
+    bounds = [cp.index for cp in cps]
+    changes = []
+    for i, cp in enumerate(cps):
+        a = bounds[i - 1] if i > 0 else 0
+        b = bounds[i + 1] if i + 1 < len(bounds) else len(s)
+        check, pinned = _pin(s, a, cp.index, b, m, min_effect, settings)
+        changes.append(_change(s, cp, name, be, m, check, pinned))
+    return DetectionResult(name, be.value, tuple(changes), len(s), noise, min_effect, tuple(notes))
+
+
+def _pin(s: CleanSeries, a: int, k: int, b: int, m: catalogue.Metric | None, min_effect: float,
+         settings: Settings) -> tuple[Comparison, bool]:
+    """Per-commit test of the suspect ``k`` on the repetitions; pinned when both edges differ."""
+    p = settings.pin_commits
+    before = s.pooled(max(a, k - p), k)
+    check = compare(before, s.samples[k], m, alpha=settings.commit_alpha, min_effect=min_effect)
+    if check.verdict is not Verdict.DIFFERENT:
+        return check, False
+    after = s.pooled(k, min(b, k + p))
+    back = compare(s.samples[k - 1], after, m, alpha=settings.commit_alpha, min_effect=min_effect)
+    same_sign = np.sign(back.rel_change) == np.sign(check.rel_change)
+    return check, bool(back.verdict is Verdict.DIFFERENT and same_sign)
+
+
+def _change(s: CleanSeries, cp: ChangePoint, name: str, be: catalogue.Backend, m: catalogue.Metric | None,
+            check: Comparison | None, pinned: bool) -> Change:
+    if pinned:
+        lo = hi = cp.index
+    else:  # the profile range, one commit wider each way: noise is rarely as Gaussian as modelled
+        lo, hi = max(1, cp.range_start - 1), min(len(s) - 1, cp.range_end + 1)
+    t = cp.test
+    kind = t.kind if t.kind is not Kind.NONE else Kind.CHANGE
+    return Change(
+        kind=kind, metric=name, backend=be.value, index=cp.index, suspect=s.commits[cp.index],
+        last_good=s.commits[lo - 1], first_bad=s.commits[hi], candidates=s.commits[lo:hi + 1],
+        pinned=lo == hi, before_median=t.before_median, after_median=t.after_median,
+        rel_change=t.rel_change, p_value=t.p_value, confidence=t.confidence,
+        min_effect=t.min_effect, exact=t.exact, commit_check=check,
+    )
+
+
+class IncrementalDetector:
+    """Detection that stays cheap as points are appended one at a time (after each ingest).
+
+    Each :meth:`append` re-examines only the last ``settings.tail_window`` points. Changes found
+    earlier at positions more than one validation window before that tail are kept as they were
+    (their evidence on both sides was complete when they were found); the rest are replaced by
+    the fresh analysis of the tail, so a change is updated in place, never duplicated.
+    """
+
+    def __init__(self, metric: str | catalogue.Metric, backend: catalogue.Backend | str,
+                 settings: Settings = Settings()):
+        self.metric, self.backend, self.settings = metric, catalogue.Backend(backend), settings
+        self._commits: list[str] = []
+        self._samples: list[np.ndarray] = []
+        self._notes: list[str] = []
+        self._frozen: list[Change] = []
+        self._result: DetectionResult | None = None
+
+    def __len__(self) -> int:
+        return len(self._commits)
+
+    @property
+    def result(self) -> DetectionResult:
+        if self._result is None:
+            return detect([], self.metric, self.backend, self.settings)
+        return self._result
+
+    def append(self, commit: str, values: float | Iterable[float]) -> DetectionResult:
+        c = clean([Point.of(commit, values)])
+        self._notes.extend(c.notes)
+        if len(c):
+            self._commits.append(c.commits[0])
+            self._samples.append(c.samples[0])
+        n = len(self._commits)
+        tail = max(self.settings.tail_window, 4 * self.settings.search.window)
+        start = max(0, n - tail)
+        window = CleanSeries(tuple(self._commits[start:]), tuple(self._samples[start:]))
+        fresh = detect(window, self.metric, self.backend, self.settings)
+        keep_below = start + self.settings.search.window if start > 0 else 0
+        self._frozen = [ch for ch in self._frozen if ch.index < keep_below]
+        shifted = [replace(ch, index=ch.index + start) for ch in fresh.changes]
+        self._frozen.extend(ch for ch in shifted if ch.index >= keep_below)
+        self._result = DetectionResult(fresh.metric, fresh.backend, tuple(self._frozen), n, fresh.noise,
+                                       fresh.min_effect, tuple(self._notes) + fresh.notes)
+        return self._result

@@ -1,0 +1,207 @@
+"""Lean-model explanation of a change: which of IPP, eIPC and CUR moved CPP/PPS, and which
+per-packet counters moved with it (DESIGN §1).
+
+The identities are multiplicative, so their log-ratios add up exactly:
+
+    CPP = IPP / eIPC                 ->  ln(CPP'/CPP) = ln(IPP'/IPP) - ln(eIPC'/eIPC)
+    PPS = Freq x CUR x eIPC / IPP    ->  ln(PPS'/PPS) = ln(Freq'/Freq) + ln(CUR'/CUR)
+                                                       + ln(eIPC'/eIPC) - ln(IPP'/IPP)
+
+Each factor present in both ``before`` and ``after`` gets its signed log contribution; whatever
+the present factors do not account for is one ``other`` term (for PPS: the clock frequency, which
+is not a metric; for CPP: the mismatch between the median of a ratio and the ratio of medians, or
+a factor that was not measured), so the contributions always sum to the target's log change.
+``share`` is each contribution divided by that total.
+
+Works with any subset: a ``sim`` alert has only ipp / l1d_misses_pp / llc_misses_pp, so its
+explanation is IPP itself and the cache counters.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+from perfci_agent import metrics as catalogue
+
+# factor -> sign of its log-ratio in the target's log-ratio
+_IDENTITIES: dict[str, dict[str, int]] = {
+    "cpp": {"ipp": +1, "eipc": -1},
+    "pps": {"cur": +1, "eipc": +1, "ipp": -1},
+}
+
+COUNTERS: dict[str, str] = {
+    "sf_blocks_pp": "store-forward blocks per packet",
+    "sf_blocks_pki": "store-forward blocks per 1000 instructions",
+    "cache_misses_pp": "cache misses per packet",
+    "l1d_misses_pp": "L1D misses per packet",
+    "llc_misses_pp": "LLC misses per packet",
+    "branch_misses_pp": "branch misses per packet",
+}
+
+_FACTOR_WORDS = {"ipp": "instructions per packet", "eipc": "eIPC", "cur": "CUR", "other": "other"}
+
+
+@dataclass(frozen=True)
+class Contribution:
+    factor: str  # ipp / eipc / cur / other
+    before: float | None
+    after: float | None
+    rel_change: float  # of the factor itself (nan for `other`)
+    log_contribution: float  # signed share of the target's log change
+    share: float  # log_contribution / target log change (nan when the target did not move)
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    target: str  # cpp / pps
+    before: float
+    after: float
+    rel_change: float
+    log_change: float
+    contributions: tuple[Contribution, ...]  # sums to log_change exactly (other included)
+
+
+@dataclass(frozen=True)
+class CounterMove:
+    metric: str
+    before: float
+    after: float
+    ratio: float  # after / before (inf from zero)
+    rel_change: float
+    worse: bool  # by the catalogue's better-direction
+
+
+@dataclass(frozen=True)
+class Explanation:
+    decompositions: tuple[Decomposition, ...]  # cpp first, then pps, as present
+    counters: tuple[CounterMove, ...]  # moved counters, largest move first
+    cause: str  # "instructions", "stalls", "busy time", "several", "counters only", "unknown"
+    sentence: str
+
+
+def _usable(x: float | None) -> bool:
+    return x is not None and math.isfinite(x) and x > 0
+
+
+def _pct(r: float) -> str:
+    s = f"{100 * r:+.1f} %"
+    return s.replace("-", "\u2212")
+
+
+def _num(v: float) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) < 1:
+        return f"{v:.3f}" if abs(v) >= 0.001 else f"{v:.2e}"
+    return f"{v:.4g}"
+
+
+def decompose(target: str, before: Mapping[str, float], after: Mapping[str, float]) -> Decomposition | None:
+    """Log decomposition of ``target`` (cpp or pps) over the factors present; None if absent."""
+    tb, ta = before.get(target), after.get(target)
+    if not (_usable(tb) and _usable(ta)):
+        return None
+    total = math.log(ta / tb)
+    parts: list[Contribution] = []
+    explained = 0.0
+    for factor, sign in _IDENTITIES[target].items():
+        fb, fa = before.get(factor), after.get(factor)
+        if not (_usable(fb) and _usable(fa)):
+            continue
+        c = sign * math.log(fa / fb)
+        explained += c
+        parts.append(Contribution(factor, fb, fa, fa / fb - 1.0, c, c / total if total else math.nan))
+    other = total - explained
+    parts.append(Contribution("other", None, None, math.nan, other, other / total if total else math.nan))
+    return Decomposition(target, tb, ta, ta / tb - 1.0, total, tuple(parts))
+
+
+def counter_moves(before: Mapping[str, float], after: Mapping[str, float], threshold: float) -> list[CounterMove]:
+    """Per-packet counters whose relative change is at least ``threshold``, largest first."""
+    out = []
+    for name in COUNTERS:
+        b, a = before.get(name), after.get(name)
+        if b is None or a is None or not (math.isfinite(b) and math.isfinite(a)) or b < 0 or a < 0:
+            continue
+        if b == a:
+            continue
+        ratio = a / b if b > 0 else math.inf
+        rel = ratio - 1.0
+        if abs(rel) < threshold:
+            continue
+        worse = catalogue.get(name).is_regression(b, a)
+        out.append(CounterMove(name, b, a, ratio, rel, worse))
+    out.sort(key=lambda c: -abs(math.log(c.ratio)) if 0 < c.ratio < math.inf else -math.inf)
+    return out
+
+
+def _counter_text(c: CounterMove) -> str:
+    if c.ratio == math.inf:
+        change = "from zero"
+    elif c.ratio >= 2:
+        change = f"\u00d7{c.ratio:.3g}"
+    elif c.ratio <= 0.5:
+        change = f"\u00f7{1 / c.ratio:.3g}" if c.ratio > 0 else "to zero"
+    else:
+        change = _pct(c.rel_change)
+    return f"{COUNTERS[c.metric]} {change} ({_num(c.before)} \u2192 {_num(c.after)})"
+
+
+def _factor_text(p: Contribution, unchanged_below: float) -> str:
+    word = _FACTOR_WORDS[p.factor]
+    if abs(p.rel_change) < unchanged_below:
+        return f"{word} unchanged"
+    text = f"{word} {_pct(p.rel_change)}"
+    if p.factor == "eipc":
+        text += " (stalls)" if p.rel_change < 0 else " (fewer stalls)"
+    elif p.factor == "cur":
+        text += " (less busy time)" if p.rel_change < 0 else " (more busy time)"
+    return text
+
+
+def explain(before: Mapping[str, float], after: Mapping[str, float], *, unchanged_below: float = 0.005,
+            counter_threshold: float = 0.10) -> Explanation:
+    """Explain one commit range from before/after medians of any lean-model metrics.
+
+    ``unchanged_below``: a factor moving less than this (relative) is called unchanged.
+    ``counter_threshold``: a counter must move at least this much (relative) to be named.
+    """
+    decs = tuple(d for d in (decompose("cpp", before, after), decompose("pps", before, after)) if d)
+    counters = tuple(counter_moves(before, after, counter_threshold))
+    counters_text = ", ".join(_counter_text(c) for c in counters[:3])
+
+    if decs:
+        d = decs[0]
+        named = [p for p in d.contributions if p.factor != "other"]
+        moved = [p for p in named if abs(p.rel_change) >= unchanged_below]
+        cause = _cause(d, moved)
+        head = f"{d.target.upper()} {_pct(d.rel_change)}"
+        parts = [_factor_text(p, unchanged_below) for p in named]
+        other = d.contributions[-1]
+        if named and abs(other.log_contribution) >= unchanged_below:
+            what = "clock frequency/other" if d.target == "pps" else "other"
+            parts.append(f"{what} {_pct(math.expm1(other.log_contribution))}")
+        sentence = head + (": " + ", ".join(parts) if parts else "")
+    elif _usable(before.get("ipp")) and _usable(after.get("ipp")):
+        r = after["ipp"] / before["ipp"] - 1.0
+        cause = "instructions" if abs(r) >= unchanged_below else ("counters only" if counters else "unknown")
+        sentence = f"IPP {_pct(r)} ({_num(before['ipp'])} \u2192 {_num(after['ipp'])} instructions per packet)"
+    else:
+        cause = "counters only" if counters else "unknown"
+        sentence = "no CPP, PPS or IPP measured"
+    if counters_text:
+        sentence += ": " + counters_text
+    elif decs or "ipp" in before:
+        sentence += "; no per-packet counter moved"
+    return Explanation(decs, counters, cause, sentence)
+
+
+def _cause(d: Decomposition, moved: list[Contribution]) -> str:
+    if not moved:
+        return "unknown"
+    big = [p for p in moved if abs(p.share) >= 0.25]
+    if len(big) != 1:
+        return "several" if len(big) > 1 else "unknown"
+    return {"ipp": "instructions", "eipc": "stalls", "cur": "busy time"}[big[0].factor]

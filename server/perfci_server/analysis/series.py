@@ -1,0 +1,114 @@
+"""Series input: commit-ordered points with every repetition, cleaned once.
+
+A *series* is one machine fingerprint x benchmark config x metric x backend x branch in commit
+order. Each :class:`Point` is a commit id and the repetition values measured at it (any count,
+possibly one, possibly none). :func:`clean` is the only place where bad input is handled:
+
+- NaN and +/-inf repetitions are dropped, with a note naming the commit;
+- a point left with no repetition is dropped (a missing measurement, not a zero), with a note;
+- everything else is kept exactly, in order.
+
+It also fixes the *scale* the change-point search works on (:func:`to_scale`): the natural log of
+the per-commit medians when every value is positive (steps become additive and symmetric, a
++5 % and a -5 % step weigh the same), otherwise the values divided by their median magnitude.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from perfci_agent import metrics as catalogue
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured commit: its id and every repetition value (in the metric's unit)."""
+
+    commit: str
+    values: tuple[float, ...]
+
+    @classmethod
+    def of(cls, commit: str, values: float | Iterable[float]) -> Point:
+        if isinstance(values, (int, float)):
+            return cls(commit, (float(values),))
+        return cls(commit, tuple(float(v) for v in values))
+
+
+@dataclass(frozen=True)
+class CleanSeries:
+    """A series after :func:`clean`: finite repetitions only, no empty points."""
+
+    commits: tuple[str, ...]
+    samples: tuple[np.ndarray, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def __len__(self) -> int:
+        return len(self.commits)
+
+    @property
+    def medians(self) -> np.ndarray:
+        return np.array([float(np.median(s)) for s in self.samples])
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.array([len(s) for s in self.samples], dtype=float)
+
+    def pooled(self, start: int, stop: int) -> np.ndarray:
+        """Every repetition of points ``start`` .. ``stop - 1``."""
+        if stop <= start:
+            return np.empty(0)
+        return np.concatenate(self.samples[start:stop])
+
+
+def clean(points: Sequence[Point | tuple[str, float | Iterable[float]]]) -> CleanSeries:
+    """Drop non-finite repetitions and empty points, noting each; keep the commit order."""
+    commits: list[str] = []
+    samples: list[np.ndarray] = []
+    notes: list[str] = []
+    for raw in points:
+        p = raw if isinstance(raw, Point) else Point.of(*raw)
+        arr = np.asarray(p.values, dtype=float)
+        finite = np.isfinite(arr)
+        if not finite.all():
+            notes.append(f"{p.commit}: dropped {int((~finite).sum())} non-finite repetition(s)")
+            arr = arr[finite]
+        if arr.size == 0:
+            notes.append(f"{p.commit}: no usable repetition, point skipped")
+            continue
+        commits.append(p.commit)
+        samples.append(arr)
+    return CleanSeries(tuple(commits), tuple(samples), tuple(notes))
+
+
+def to_scale(medians: np.ndarray) -> np.ndarray:
+    """Per-commit medians on the scale the change-point search uses (log, or median-normalised).
+
+    On the log scale a difference d is a relative change of exp(d) - 1 (~ d for small d).
+    """
+    m = np.asarray(medians, dtype=float)
+    if m.size and np.all(m > 0):
+        return np.log(m)
+    ref = float(np.median(np.abs(m))) if m.size else 0.0
+    if ref == 0.0:
+        ref = float(np.max(np.abs(m))) if m.size and np.max(np.abs(m)) > 0 else 1.0
+    return m / ref
+
+
+def relative_change(before: float, after: float) -> float:
+    """(after - before) / |before|; 0 when both are 0, +/-inf when only ``before`` is 0."""
+    if before == 0.0:
+        if after == 0.0:
+            return 0.0
+        return math.copysign(math.inf, after)
+    return (after - before) / abs(before)
+
+
+def resolve_metric(metric: str | catalogue.Metric) -> catalogue.Metric:
+    """The catalogue entry (KeyError naming the known metrics when unknown), or a given Metric."""
+    if isinstance(metric, catalogue.Metric):
+        return metric
+    return catalogue.get(metric)

@@ -1,0 +1,62 @@
+import math
+
+import pytest
+
+from perfci_server.analysis.explain import decompose, explain
+
+
+def test_worked_example_store_forwarding():
+    before = {"cpp": 7.60, "ipp": 40.0, "eipc": 40.0 / 7.60, "sf_blocks_pp": 0.010, "l1d_misses_pp": 0.50}
+    after = {"cpp": 7.60 * 1.061, "ipp": 40.0, "eipc": 40.0 / (7.60 * 1.061), "sf_blocks_pp": 0.189,
+             "l1d_misses_pp": 0.51}
+    e = explain(before, after)
+    assert e.cause == "stalls"
+    assert e.sentence == ("CPP +6.1 %: instructions per packet unchanged, eIPC \u22125.7 % (stalls): "
+                          "store-forward blocks per packet \u00d718.9 (0.010 \u2192 0.189)")
+    assert [c.metric for c in e.counters] == ["sf_blocks_pp"]  # +2 % L1D is below the 10 % bar
+    assert e.counters[0].worse
+
+
+def test_cpp_contributions_sum_exactly():
+    before = {"cpp": 10.0, "ipp": 50.0, "eipc": 5.0}
+    after = {"cpp": 12.1, "ipp": 55.0, "eipc": 55.0 / 12.1}
+    d = decompose("cpp", before, after)
+    parts = {p.factor: p.log_contribution for p in d.contributions}
+    assert parts["ipp"] == pytest.approx(math.log(1.1))
+    assert parts["eipc"] == pytest.approx(math.log(1.1))  # eIPC down 1/1.1 -> +ln 1.1 on CPP
+    assert parts["other"] == pytest.approx(0.0, abs=1e-12)
+    assert math.fsum(parts.values()) == pytest.approx(d.log_change, abs=1e-15)
+    assert d.log_change == pytest.approx(math.log(1.21))
+    assert explain(before, after).cause == "several"
+
+
+def test_pps_decomposition_puts_frequency_into_other():
+    f0, f1 = 2.0e9, 1.9e9
+    b = {"pps": f0 * 0.9 * 2.0 / 50.0, "cur": 0.9, "eipc": 2.0, "ipp": 50.0}
+    a = {"pps": f1 * 0.95 * 2.0 / 50.0, "cur": 0.95, "eipc": 2.0, "ipp": 50.0}
+    d = decompose("pps", b, a)
+    parts = {p.factor: p.log_contribution for p in d.contributions}
+    assert parts["cur"] == pytest.approx(math.log(0.95 / 0.9))
+    assert parts["other"] == pytest.approx(math.log(f1 / f0))
+    assert math.fsum(parts.values()) == pytest.approx(d.log_change, abs=1e-15)
+    s = explain(b, a).sentence
+    assert s.startswith("PPS \u22120.0 %") or s.startswith("PPS +0.")
+    assert "CUR +5.6 % (more busy time)" in s and "clock frequency/other \u22125.0 %" in s
+
+
+def test_sim_subset_ipp_and_caches_only():
+    e = explain({"ipp": 100.0, "l1d_misses_pp": 0.5, "llc_misses_pp": 0.01},
+                {"ipp": 103.0, "l1d_misses_pp": 0.9, "llc_misses_pp": 0.01})
+    assert e.decompositions == ()
+    assert e.cause == "instructions"
+    assert e.sentence == "IPP +3.0 % (100 \u2192 103 instructions per packet): L1D misses per packet +80.0 % (0.500 \u2192 0.900)"
+
+
+def test_missing_factor_goes_to_other_and_nothing_known():
+    d = decompose("cpp", {"cpp": 10.0, "ipp": 50.0}, {"cpp": 11.0, "ipp": 50.0})
+    parts = {p.factor: p.log_contribution for p in d.contributions}
+    assert set(parts) == {"ipp", "other"} and parts["other"] == pytest.approx(math.log(1.1))
+    assert explain({}, {}).sentence == "no CPP, PPS or IPP measured"
+    assert explain({"cpp": 0.0}, {"cpp": 1.0}).cause == "unknown"
+    e = explain({"branch_misses_pp": 0.0}, {"branch_misses_pp": 0.2})
+    assert e.cause == "counters only" and "from zero" in e.sentence
