@@ -22,7 +22,7 @@ def eal_args(*extra: str, hugepages: bool = False) -> list[str]:
     # A unique --file-prefix keeps concurrent DPDK processes from sharing runtime state.
     args = ["-l", str(forwarding_core()), "--no-pci", f"--file-prefix=t{uuid.uuid4().hex[:12]}",
             "--log-level=lib.*:error"]
-    args += ["-m", "256"] if hugepages else ["--no-huge", "-m", "512"]
+    args += ["-m", "256", "--huge-unlink"] if hugepages else ["--no-huge", "-m", "512"]
     return args + list(extra)
 
 

@@ -1,0 +1,29 @@
+"""Errors the agent reports to the user (never as a traceback)."""
+
+from __future__ import annotations
+
+
+class MeasureError(Exception):
+    """Base class: ``str(exc)`` is the message shown."""
+
+
+class UsageError(MeasureError):
+    """Bad input: not a repository, unknown commit, impossible option (CLI exit status 2)."""
+
+
+class BuildFailed(MeasureError):
+    def __init__(self, message: str, log_tail: str) -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+class RunFailed(MeasureError):
+    """The dataplane crashed, timed out, or its report was unusable."""
+
+    def __init__(self, message: str, log_tail: str | None = None) -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+class BackendUnavailable(MeasureError):
+    """The requested backend cannot run on this machine; the message says why and what can."""

@@ -1,0 +1,255 @@
+"""Which perf events measure the lean-model counters on this CPU, and which of them exist here.
+
+The agent asks for generic names (the ``pmu.*`` raw keys of :mod:`perfci_agent.metrics`):
+
+    cycles, instructions, ref_cycles, cache_references, cache_misses, l1d_load_misses,
+    llc_load_misses, branch_misses, sf_blocks
+
+Everything but ``sf_blocks`` maps to perf's generic hardware events. Loads blocked by store
+forwarding are vendor specific (DESIGN §3):
+
+- Intel, Skylake and later: ``ld_blocks.store_forward``
+- AMD Zen 3/4/5 (family 19h/1Ah): ``ls_bad_status2.stli_other``
+- Arm Neoverse and anything else: no equivalent -> recorded as unsupported, never guessed.
+
+Which events really count is *probed* once per machine (``perf stat -x, -e <all> -- true``; an
+event the kernel knows but the PMU lacks prints ``<not supported>``, an unknown name is a parse
+error) and cached on disk keyed by the machine fingerprint and perf version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import perfstat
+from .cpuinfo import CpuId
+
+GENERIC: dict[str, str] = {
+    "cycles": "cycles",
+    "instructions": "instructions",
+    "ref_cycles": "ref-cycles",
+    "cache_references": "cache-references",
+    "cache_misses": "cache-misses",
+    "l1d_load_misses": "L1-dcache-load-misses",
+    "llc_load_misses": "LLC-load-misses",
+    "branch_misses": "branch-misses",
+}
+KEYS: tuple[str, ...] = (*GENERIC, "sf_blocks")
+
+# Intel family-6 models from Skylake on (client and server) that have LD_BLOCKS.STORE_FORWARD
+# with the Skylake meaning. Older cores have the event too, but with different semantics.
+_INTEL_SKYLAKE_AND_LATER = {
+    0x4E, 0x5E, 0x55, 0x8E, 0x9E, 0x66, 0x6A, 0x6C, 0x7D, 0x7E, 0x8C, 0x8D, 0xA5, 0xA6,
+    0xA7, 0x8F, 0x97, 0x9A, 0xB7, 0xBA, 0xBF, 0xCF, 0xAA, 0xAC, 0xAD, 0xAE, 0xC5, 0xC6, 0xBD,
+}
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """Generic key -> perf event name (None: the CPU has no such event), with reasons."""
+
+    events: dict[str, str | None]
+    notes: dict[str, str] = field(default_factory=dict)
+    general_counters: int = 4  # programmable counters per logical CPU
+    fixed: frozenset[str] = frozenset()  # keys counted on fixed counters (do not use a slot)
+
+
+def zen_generation(cpu: CpuId) -> int | None:
+    if cpu.vendor != "AuthenticAMD" or cpu.family is None:
+        return None
+    if cpu.family == 0x17:
+        return 1 if (cpu.model or 0) < 0x30 else 2
+    if cpu.family == 0x19:
+        return 3 if (cpu.model or 0) < 0x10 or 0x20 <= (cpu.model or 0) < 0x60 else 4
+    if cpu.family == 0x1A:
+        return 5
+    return None
+
+
+def mapping_for(cpu: CpuId, smt: bool = False) -> Mapping:
+    """The event list for a CPU vendor/family/model."""
+    events: dict[str, str | None] = dict(GENERIC)
+    notes: dict[str, str] = {}
+    if cpu.vendor == "GenuineIntel":
+        if cpu.family == 6 and cpu.model in _INTEL_SKYLAKE_AND_LATER:
+            events["sf_blocks"] = "ld_blocks.store_forward"
+        else:
+            events["sf_blocks"] = None
+            notes["sf_blocks"] = f"Intel family {cpu.family} model {cpu.model:#x} predates Skylake" if cpu.model else "unknown Intel model"
+        # Intel: cycles, instructions, ref-cycles on fixed counters; 4 programmable with SMT, 8 without.
+        return Mapping(events, notes, 4 if smt else 8, frozenset({"cycles", "instructions", "ref_cycles"}))
+    if cpu.vendor == "AuthenticAMD":
+        gen = zen_generation(cpu)
+        if gen is not None and gen >= 3:
+            events["sf_blocks"] = "ls_bad_status2.stli_other"
+        else:
+            events["sf_blocks"] = None
+            notes["sf_blocks"] = f"AMD family {cpu.family:#x} (Zen {gen or '?'}) has no store-to-load-interlock event" if cpu.family else "unknown AMD family"
+        events["ref_cycles"] = None
+        notes["ref_cycles"] = "AMD has no ref-cycles event"
+        return Mapping(events, notes, 6)
+    events["sf_blocks"] = None
+    if cpu.vendor == "ARM":
+        notes["sf_blocks"] = "Arm Neoverse has no loads-blocked-by-store-forwarding event"
+    else:
+        notes["sf_blocks"] = f"no store-forward event known for vendor {cpu.vendor}"
+    events["ref_cycles"] = None
+    notes["ref_cycles"] = f"no ref-cycles on {cpu.vendor}"
+    return Mapping(events, notes, 6)
+
+
+def groups(keys: list[str], mapping: Mapping) -> list[list[str]]:
+    """Split ``keys`` into perf groups that each fit the PMU (cycles+instructions lead the first).
+
+    Events in one group are scheduled together, so their ratios are exact; if more than one group
+    is needed, perf multiplexes the groups and reports running % < 100 (kept and flagged).
+    """
+    order = [k for k in KEYS if k in keys]
+    out: list[list[str]] = []
+    current: list[str] = []
+    used = 0
+    for k in order:
+        cost = 0 if k in mapping.fixed else 1
+        if current and used + cost > mapping.general_counters:
+            out.append(current)
+            current, used = [], 0
+        current.append(k)
+        used += cost
+    if current:
+        out.append(current)
+    return out
+
+
+def event_spec(keys_groups: list[list[str]], mapping: Mapping) -> str:
+    """The ``-e`` argument: ``{a,b},{c,d}`` (a single event is not braced)."""
+    parts = []
+    for g in keys_groups:
+        names = [mapping.events[k] for k in g if mapping.events.get(k)]
+        if not names:
+            continue
+        parts.append(names[0] if len(names) == 1 else "{" + ",".join(names) + "}")
+    return ",".join(parts)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Which generic keys this machine can count, and why the others cannot."""
+
+    perf: str | None  # perf version string, None when perf is missing
+    supported: dict[str, str]  # key -> event name
+    unsupported: dict[str, str]  # key -> reason
+    paranoid: int | None
+    error: str | None = None  # perf unusable altogether
+
+    @property
+    def has_pmu(self) -> bool:
+        return "instructions" in self.supported and "cycles" in self.supported
+
+    def to_json(self) -> dict:
+        return {"perf": self.perf, "supported": self.supported, "unsupported": self.unsupported,
+                "paranoid": self.paranoid, "error": self.error}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Probe:
+        return cls(d.get("perf"), dict(d.get("supported", {})), dict(d.get("unsupported", {})), d.get("paranoid"), d.get("error"))
+
+    def why_no_pmu(self) -> str:
+        if self.error:
+            return self.error
+        for key in ("instructions", "cycles"):
+            if key in self.unsupported:
+                return f"no PMU: perf reports {GENERIC[key]} {self.unsupported[key]}"
+        return ""
+
+
+def read_paranoid() -> int | None:
+    try:
+        return int(Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def paranoid_problem(paranoid: int | None, euid: int | None = None, cpu_wide: bool = True) -> str | None:
+    """Why perf cannot count the forwarding core here, naming the setting, or None."""
+    euid = os.geteuid() if euid is None else euid
+    if euid == 0 or paranoid is None:
+        return None
+    limit = 0 if cpu_wide else 2
+    if paranoid > limit:
+        return (
+            f"kernel.perf_event_paranoid is {paranoid}: counting a CPU (perf stat -C) as a non-root user "
+            f"needs it <= {limit} (sysctl -w kernel.perf_event_paranoid={limit}) or CAP_PERFMON on perf"
+        )
+    return None
+
+
+def perf_version(perf: str) -> str | None:
+    try:
+        r = subprocess.run([perf, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip() or None
+
+
+def probe(mapping: Mapping, perf: str | None = None, runner=subprocess.run) -> Probe:
+    """Ask perf which of the mapped events count on this machine (one `perf stat ... true`)."""
+    perf = perf or shutil.which("perf")
+    paranoid = read_paranoid()
+    unsupported = {k: f"none on this CPU ({mapping.notes.get(k, 'no mapping')})" for k, e in mapping.events.items() if e is None}
+    if perf is None:
+        return Probe(None, {}, unsupported, paranoid, "perf is not installed (Debian: linux-perf)")
+    version = perf_version(perf)
+    problem = paranoid_problem(paranoid)
+    if problem:
+        return Probe(version, {}, unsupported, paranoid, problem)
+    wanted = {k: e for k, e in mapping.events.items() if e}
+    supported: dict[str, str] = {}
+    pending = dict(wanted)
+    r = runner([perf, "stat", "-x,", "-e", ",".join(pending.values()), "--", "true"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        # One unknown name fails the whole command: probe one by one.
+        results = {}
+        for k, e in pending.items():
+            one = runner([perf, "stat", "-x,", "-e", e, "--", "true"], capture_output=True, text=True, timeout=60)
+            if one.returncode != 0:
+                unsupported[k] = f"{e}: unknown to this perf/kernel"
+                continue
+            results[k] = perfstat.parse_csv(one.stderr)
+        counts_by_key = {k: perfstat.lookup(cs, wanted[k]) for k, cs in results.items()}
+    else:
+        counts = perfstat.parse_csv(r.stderr)
+        counts_by_key = {k: perfstat.lookup(counts, e) for k, e in pending.items()}
+    for k, c in counts_by_key.items():
+        if c is None:
+            unsupported[k] = f"{wanted[k]}: not reported by perf"
+        elif c.status == "not supported":
+            unsupported[k] = f"<not supported>"
+        else:
+            supported[k] = wanted[k]
+    return Probe(version, supported, unsupported, paranoid)
+
+
+def cached_probe(mapping: Mapping, cache_dir: Path, machine_id: str, refresh: bool = False) -> Probe:
+    """:func:`probe`, cached per machine fingerprint and perf version under ``cache_dir``."""
+    perf = shutil.which("perf")
+    version = perf_version(perf) if perf else None
+    path = Path(cache_dir) / f"probe-{machine_id[:16]}.json"
+    if not refresh and path.exists():
+        try:
+            data = json.loads(path.read_text())
+            if data.get("perf") == version and data.get("paranoid") == read_paranoid() and data.get("euid") == os.geteuid():
+                return Probe.from_json(data)
+        except (OSError, ValueError):
+            pass
+    result = probe(mapping, perf)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**result.to_json(), "euid": os.geteuid()}, indent=1, sort_keys=True))
+    except OSError:
+        pass
+    return result

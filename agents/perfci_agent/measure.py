@@ -1,0 +1,126 @@
+"""``perfci measure``: one commit on this machine -> a :class:`~perfci_agent.result.ResultDocument`.
+
+    resolve repo + commit -> fingerprint + tuning -> pick backend -> worktree + build (cached)
+    -> [backend calibration] -> N repetitions in fresh pinned processes -> result
+
+Failures that belong to the commit become results (``build_failed``, ``run_failed`` with the
+reason and log tail); failures of the input (no repo, unknown commit, unusable backend) raise
+:class:`~perfci_agent.errors.UsageError` / :class:`~perfci_agent.errors.BackendUnavailable`.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from . import events as ev
+from . import fingerprint, tuning
+from .backends import Backend, select
+from .backends.pmu import PmuBackend
+from .backends.sim import SimBackend
+from .backends.tsc import TscBackend
+from .cpuinfo import read_cpuid
+from .errors import BuildFailed, RunFailed, UsageError
+from .result import BenchConfig, ResultDocument, Sample
+from .workspace import Workspace, repo_root, resolve_commit
+
+CONFIGS: dict[str, BenchConfig] = {
+    "self-64B": BenchConfig(),
+    "self-64B-short": BenchConfig(name="self-64B-short", packets=500_000, warmup=50_000),
+    "self-512B": BenchConfig(name="self-512B", pkt_size=512),
+    "self-1518B": BenchConfig(name="self-1518B", pkt_size=1518),
+}
+
+Progress = Callable[..., None]
+
+
+def default_core() -> int:
+    return max(os.sched_getaffinity(0))
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def config_named(name: str) -> BenchConfig:
+    try:
+        return CONFIGS[name]
+    except KeyError:
+        raise UsageError(f"unknown config {name!r}; known: {', '.join(CONFIGS)}") from None
+
+
+def measure(
+    repo: str | Path = ".",
+    commit: str = "HEAD",
+    backend: str = "auto",
+    reps: int | None = None,
+    config: str | BenchConfig = "self-64B",
+    core: int | None = None,
+    cache_dir: str | Path | None = None,
+    progress: Progress | None = None,
+) -> ResultDocument:
+    started = _now()
+    say = progress or (lambda *a, **k: None)
+    root = repo_root(repo)
+    sha = resolve_commit(root, commit)
+    cfg = config if isinstance(config, BenchConfig) else config_named(config)
+    if reps is not None and not 1 <= reps <= 100:
+        raise UsageError(f"--reps must be between 1 and 100, got {reps}")
+    core = default_core() if core is None else core
+    if core not in os.sched_getaffinity(0):
+        raise UsageError(f"core {core} is not available to this process (allowed: {sorted(os.sched_getaffinity(0))})")
+    ws = Workspace(root, Path(cache_dir) if cache_dir else None)
+
+    cpu = read_cpuid()
+    fp = fingerprint.collect(core, cfg.harness, cpu)
+    mid = fingerprint.machine_id(fp)
+    tuned = tuning.check(core, fp)
+    mapping = ev.mapping_for(cpu, bool(fp.get("smt")))
+    probe_cache: list[ev.Probe] = []
+
+    def probe() -> ev.Probe:
+        if not probe_cache:
+            probe_cache.append(ev.cached_probe(mapping, ws.cache_dir, mid))
+        return probe_cache[0]
+
+    choice = select(backend, probe)
+    impl: Backend
+    if choice.backend.value == "pmu":
+        impl = PmuBackend(probe(), mapping)
+    elif choice.backend.value == "sim":
+        impl = SimBackend()
+    else:
+        impl = TscBackend()
+    cfg = impl.config_for(cfg)
+    n = reps or impl.default_reps
+    say("backend", backend=choice.backend.value, reason=choice.reason)
+
+    def doc(status: str, samples: list[Sample], reason: str | None = None, log_tail: str | None = None, build_id: str | None = None) -> ResultDocument:
+        return ResultDocument(
+            status=status, reason=reason, log_tail=log_tail, commit=sha, build_id=build_id, config=cfg,
+            backend=choice.backend, backend_reason=choice.reason, machine=fp, machine_id=mid, tuning=tuned,
+            samples=samples, started_at=started, finished_at=_now(),
+        )
+
+    say("build", sha=sha)
+    try:
+        build = ws.build(sha, on_step=lambda step: say("build_step", step=step))
+    except BuildFailed as exc:
+        return doc("build_failed", [], f"build failed at {sha[:12]}: {exc}", exc.log_tail or None)
+    say("built", cached=build.cached)
+
+    workdir = build.worktree / "dataplane"
+    samples: list[Sample] = []
+    build_id: str | None = None
+    try:
+        say("calibrate")
+        impl.prepare(build.binary, core, cfg, workdir)
+        for rep in range(n):
+            say("run", rep=rep, reps=n)
+            samples.append(impl.sample(build.binary, core, cfg, workdir, rep))
+        say("done", reps=n)
+    except RunFailed as exc:
+        return doc("run_failed", samples, f"run {len(samples) + 1}/{n} failed: {exc}", exc.log_tail or None, build_id)
+    return doc("ok", samples, build_id=build_id or f"{sha[:12]}-release")

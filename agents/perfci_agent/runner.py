@@ -1,0 +1,131 @@
+"""Run the dataplane once, in a fresh process pinned to one core, and read its JSON report.
+
+Command line (dataplane/README.md):
+
+    [wrapper...] taskset -c CORE perfci-fwd -l CORE --no-huge -m 512 --no-pci
+        --log-level=lib.*:error --file-prefix perfci-<pid>-<n>
+        -- --harness self --packets N --warmup N [--idle --idle-polls N]
+           [--perf-ctl FD --perf-ack FD] --report FILE
+
+``wrapper`` is ``perf stat ... --`` or ``valgrind ...``; taskset sits *inside* perf so perf
+itself is not pinned to the forwarding core, and execs the dataplane (same process).
+``--file-prefix`` keeps EAL runtime files of concurrent runs apart.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import RunFailed
+from .result import BenchConfig
+from .workspace import tail
+
+REPORT_SCHEMA = "perfci-fwd.report/1"
+_counter = itertools.count()
+
+
+@dataclass
+class RunSpec:
+    binary: Path
+    core: int
+    config: BenchConfig
+    idle: bool = False
+    idle_polls: int = 1_000_000
+    workdir: Path | None = None  # cwd; routes files are relative to dataplane/
+    timeout: float = 120.0
+    wrapper: list[str] = field(default_factory=list)
+    perf_fds: tuple[int, int] | None = None  # (ctl, ack) inherited by the child
+    pass_fds: tuple[int, ...] = ()
+    pin_outer: bool = False  # taskset before the wrapper (valgrind runs the program itself)
+
+    def app_args(self, report: Path) -> list[str]:
+        c = self.config
+        args = ["--harness", c.harness, "--packets", str(c.packets), "--warmup", str(c.warmup)]
+        if c.harness == "self":
+            args += ["--pkt-size", str(c.pkt_size), "--flows", str(c.flows)]
+        if c.routes != "default":
+            args += ["--routes", c.routes]
+        if self.idle:
+            args += ["--idle", "--idle-polls", str(self.idle_polls)]
+        if self.perf_fds:
+            args += ["--perf-ctl", str(self.perf_fds[0]), "--perf-ack", str(self.perf_fds[1])]
+        return args + ["--report", str(report)]
+
+    def argv(self, report: Path) -> list[str]:
+        prefix = f"perfci-{os.getpid()}-{next(_counter)}"
+        eal = ["-l", str(self.core), "--no-huge", "-m", "512", "--no-pci", "--log-level=lib.*:error", "--file-prefix", prefix]
+        taskset = [shutil.which("taskset") or "taskset", "-c", str(self.core)]
+        app = [str(self.binary), *eal, "--", *self.app_args(report)]
+        if self.pin_outer:
+            return [*taskset, *self.wrapper, *app]
+        return [*self.wrapper, *taskset, *app]
+
+
+@dataclass
+class RunResult:
+    report: dict
+    stdout: str
+    stderr: str
+    elapsed: float
+    argv: list[str]
+
+
+def run(spec: RunSpec) -> RunResult:
+    """Run once; :class:`RunFailed` on timeout, crash, non-zero exit or a bad report."""
+    with tempfile.TemporaryDirectory(prefix="perfci-run-") as tmp:
+        report_path = Path(tmp) / "report.json"
+        argv = spec.argv(report_path)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=spec.workdir,
+                pass_fds=tuple(spec.pass_fds) + (tuple(spec.perf_fds) if spec.perf_fds else ()),
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise RunFailed(f"cannot start {argv[0]}: {exc}") from None
+        try:
+            out, err = proc.communicate(timeout=spec.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            raise RunFailed(f"dataplane timed out after {spec.timeout:.0f} s", tail(out + err)) from None
+        elapsed = time.monotonic() - start
+        if proc.returncode != 0:
+            how = f"killed by signal {-proc.returncode} ({signal.Signals(-proc.returncode).name})" if proc.returncode < 0 else f"exit status {proc.returncode}"
+            raise RunFailed(f"dataplane failed: {how}", tail(out + err))
+        try:
+            report = json.loads(report_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise RunFailed(f"dataplane wrote no usable report: {exc}", tail(out + err)) from None
+    if report.get("schema") != REPORT_SCHEMA:
+        raise RunFailed(f"unexpected report schema {report.get('schema')!r} (want {REPORT_SCHEMA})")
+    return RunResult(report, out, err, elapsed, argv)
+
+
+def tsc_raw(report: dict) -> dict[str, float]:
+    """The ``tsc.*`` raw counts of one report (DESIGN §3 / metrics.derive_tsc)."""
+    w = report["window"]
+    return {
+        "tsc.packets": float(w["packets"]["rx"]),
+        "tsc.busy_cycles": float(w["cycles"]["busy"]),
+        "tsc.idle_cycles": float(w["cycles"]["idle"]),
+        "tsc.window_cycles": float(w["cycles"]["window"]),
+        "tsc.harness_cycles": float(w["cycles"]["harness"]),
+        "tsc.tsc_hz": float(report["tsc_hz"]),
+        "tsc.empty_polls": float(w["polls"]["empty"]),
+        "tsc.busy_polls": float(w["polls"]["busy"]),
+    }

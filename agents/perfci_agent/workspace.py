@@ -1,0 +1,150 @@
+"""A clean checkout and a cached build of ``dataplane/`` per commit.
+
+Layout under the cache directory (default ``<repo>/.perfci``, git-ignored):
+
+    worktrees/<sha>/        git worktree --detach at <sha> (never the user's working tree)
+    builds/<sha>/           meson build directory; ``perfci-fwd`` inside
+    builds/<sha>/status.json  {"status": "ok"|"build_failed", "log_tail": ...}
+    builds/<sha>/build.log    full meson + ninja output
+
+A commit is built at most once: a later measurement of the same sha reuses the binary (or the
+recorded failure). A per-sha lock file serialises concurrent agents on one machine.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+import subprocess
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .errors import BuildFailed, UsageError
+
+LOG_TAIL_LINES = 60
+BINARY = "perfci-fwd"
+
+
+def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=check, timeout=300)
+
+
+def repo_root(path: str | Path) -> Path:
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise UsageError(f"repository {str(path)!r} does not exist")
+    r = _git(p, "rev-parse", "--show-toplevel", check=False)
+    if r.returncode != 0:
+        raise UsageError(f"{str(path)!r} is not a git repository")
+    return Path(r.stdout.strip())
+
+
+def resolve_commit(repo: Path, rev: str) -> str:
+    if rev.startswith("-"):
+        raise UsageError(f"bad revision {rev!r}")
+    r = _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
+    if r.returncode != 0 or not r.stdout.strip():
+        raise UsageError(f"unknown commit {rev!r} in {repo}")
+    return r.stdout.strip()
+
+
+def tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass(frozen=True)
+class Build:
+    sha: str
+    worktree: Path
+    build_dir: Path
+    cached: bool
+
+    @property
+    def binary(self) -> Path:
+        return self.build_dir / BINARY
+
+
+class Workspace:
+    def __init__(self, repo: Path, cache_dir: Path | None = None) -> None:
+        self.repo = repo
+        self.cache_dir = Path(cache_dir) if cache_dir else repo / ".perfci"
+
+    @contextmanager
+    def _lock(self, sha: str) -> Iterator[None]:
+        lock_dir = self.cache_dir / "locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with open(lock_dir / f"{sha}.lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def worktree(self, sha: str) -> Path:
+        """A clean checkout of ``sha`` (created, or reset and cleaned if it exists)."""
+        wt = self.cache_dir / "worktrees" / sha
+        if wt.exists() and _git(wt, "rev-parse", "HEAD", check=False).stdout.strip() == sha:
+            _git(wt, "reset", "--quiet", "--hard", sha)
+            _git(wt, "clean", "-qfdx")
+            return wt
+        if wt.exists():
+            shutil.rmtree(wt)
+        _git(self.repo, "worktree", "prune")
+        wt.parent.mkdir(parents=True, exist_ok=True)
+        r = _git(self.repo, "worktree", "add", "--detach", "--force", str(wt), sha, check=False)
+        if r.returncode != 0:
+            raise UsageError(f"cannot check out {sha[:12]}: {r.stderr.strip()}")
+        return wt
+
+    def build(self, sha: str, on_step=None) -> Build:
+        """The built dataplane at ``sha``; raises :class:`BuildFailed` with the log tail."""
+        build_dir = self.cache_dir / "builds" / sha
+        status_file = build_dir / "status.json"
+        wt = self.cache_dir / "worktrees" / sha
+        with self._lock(sha):
+            if status_file.exists():
+                status = json.loads(status_file.read_text())
+                if status.get("status") == "ok" and (build_dir / BINARY).exists() and wt.exists():
+                    return Build(sha, wt, build_dir, cached=True)
+                if status.get("status") == "build_failed":
+                    raise BuildFailed(status.get("reason", "build failed"), status.get("log_tail", ""))
+            if on_step:
+                on_step("checkout")
+            wt = self.worktree(sha)
+            src = wt / "dataplane"
+            if not (src / "meson.build").exists():
+                return self._fail(build_dir, "no dataplane/meson.build at this commit", "")
+            if build_dir.exists():
+                shutil.rmtree(build_dir)
+            build_dir.mkdir(parents=True)
+            log_path = build_dir / "build.log"
+            log = []
+            for step, cmd in (
+                ("configure", ["meson", "setup", str(build_dir), str(src), "--buildtype=release"]),
+                ("compile", ["ninja", "-C", str(build_dir)]),
+            ):
+                if on_step:
+                    on_step(step)
+                try:
+                    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=wt)
+                except FileNotFoundError:
+                    return self._fail(build_dir, f"{cmd[0]} is not installed", "")
+                except subprocess.TimeoutExpired:
+                    return self._fail(build_dir, f"{step} timed out", "\n".join(log))
+                log.append(f"$ {' '.join(cmd)}\n{r.stdout}{r.stderr}")
+                log_path.write_text("\n".join(log))
+                if r.returncode != 0:
+                    return self._fail(build_dir, f"{step} failed (exit {r.returncode})", "\n".join(log))
+            if not (build_dir / BINARY).exists():
+                return self._fail(build_dir, f"the build produced no {BINARY}", "\n".join(log))
+            status_file.write_text(json.dumps({"status": "ok"}))
+            return Build(sha, wt, build_dir, cached=False)
+
+    def _fail(self, build_dir: Path, reason: str, log: str) -> Build:
+        build_dir.mkdir(parents=True, exist_ok=True)
+        log_tail = tail(log)
+        (build_dir / "status.json").write_text(json.dumps({"status": "build_failed", "reason": reason, "log_tail": log_tail}))
+        raise BuildFailed(reason, log_tail)

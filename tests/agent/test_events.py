@@ -1,0 +1,98 @@
+"""Vendor/family event mapping, PMU-fitting groups, the probe (really run on this VM), fingerprint."""
+
+import os
+
+import pytest
+
+from perfci_agent import events as ev
+from perfci_agent import fingerprint
+from perfci_agent.backends import select
+from perfci_agent.cpuinfo import CpuId, parse_cpuinfo
+from perfci_agent.errors import BackendUnavailable
+
+
+def cpu(vendor, family, model, arm_part=None):
+    return CpuId(vendor, family, model, 1, "", None, frozenset(), arm_part)
+
+
+def test_store_forward_event_per_vendor():
+    assert ev.mapping_for(cpu("GenuineIntel", 6, 0x55)).events["sf_blocks"] == "ld_blocks.store_forward"  # Skylake-SP
+    assert ev.mapping_for(cpu("GenuineIntel", 6, 0x3F)).events["sf_blocks"] is None  # Haswell-EP: older meaning
+    assert ev.mapping_for(cpu("AuthenticAMD", 0x19, 0x01)).events["sf_blocks"] == "ls_bad_status2.stli_other"  # Zen 3
+    assert ev.mapping_for(cpu("AuthenticAMD", 0x19, 0x11)).events["sf_blocks"] == "ls_bad_status2.stli_other"  # Zen 4
+    assert ev.mapping_for(cpu("AuthenticAMD", 0x1A, 0x02)).events["sf_blocks"] == "ls_bad_status2.stli_other"  # Zen 5
+    zen2 = ev.mapping_for(cpu("AuthenticAMD", 0x17, 0x31))
+    assert zen2.events["sf_blocks"] is None and "Zen 2" in zen2.notes["sf_blocks"]
+    arm = ev.mapping_for(cpu("ARM", None, None, 0xD0C))
+    assert arm.events["sf_blocks"] is None and "Neoverse" in arm.notes["sf_blocks"]
+
+
+def test_generic_names_cover_the_metrics_raw_keys():
+    m = ev.mapping_for(cpu("GenuineIntel", 6, 0x8F))
+    assert set(ev.KEYS) == {"cycles", "instructions", "ref_cycles", "cache_references", "cache_misses",
+                            "l1d_load_misses", "llc_load_misses", "branch_misses", "sf_blocks"}
+    assert m.events["l1d_load_misses"] == "L1-dcache-load-misses" and m.events["llc_load_misses"] == "LLC-load-misses"
+
+
+def test_groups_fit_the_pmu():
+    intel = ev.mapping_for(cpu("GenuineIntel", 6, 0x55), smt=True)  # 4 programmable + fixed
+    keys = list(ev.KEYS)
+    groups = ev.groups(keys, intel)
+    for g in groups:
+        assert sum(1 for k in g if k not in intel.fixed) <= 4
+    assert groups[0][:2] == ["cycles", "instructions"]
+    assert sorted(k for g in groups for k in g) == sorted(keys)
+    spec = ev.event_spec(groups, intel)
+    assert spec.startswith("{cycles,instructions,ref-cycles,cache-references,cache-misses,L1-dcache-load-misses,LLC-load-misses}")
+    amd = ev.mapping_for(cpu("AuthenticAMD", 0x19, 0x11))
+    amd_keys = [k for k in keys if amd.events[k]]
+    assert all(len(g) <= 6 for g in ev.groups(amd_keys, amd))
+
+
+def test_parse_cpuinfo_this_machine_and_arm():
+    with open("/proc/cpuinfo") as fh:
+        here = parse_cpuinfo(fh.read())
+    assert here.vendor in ("AuthenticAMD", "GenuineIntel", "ARM") and here.family is not None
+    arm = parse_cpuinfo("processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd0c\n\n")
+    assert arm.vendor == "ARM" and arm.arm_part == 0xD0C
+
+
+def test_probe_on_this_machine_reports_the_missing_pmu():
+    with open("/proc/cpuinfo") as fh:
+        here = parse_cpuinfo(fh.read())
+    probe = ev.probe(ev.mapping_for(here))
+    if probe.has_pmu:
+        assert "instructions" in probe.supported
+        return
+    assert probe.why_no_pmu() in ("no PMU: perf reports instructions <not supported>", probe.error)
+    choice = select("auto", lambda: probe)
+    assert choice.backend.value in ("sim", "tsc") and "no PMU" in choice.reason
+    with pytest.raises(BackendUnavailable, match="still possible: .*tsc"):
+        select("pmu", lambda: probe)
+
+
+def test_paranoid_message_names_the_setting():
+    msg = ev.paranoid_problem(2, euid=1000)
+    assert "kernel.perf_event_paranoid is 2" in msg and "<= 0" in msg
+    assert ev.paranoid_problem(2, euid=0) is None and ev.paranoid_problem(-1, euid=1000) is None
+
+
+def test_probe_without_perf_or_with_strict_paranoid_names_the_alternatives(monkeypatch):
+    mapping = ev.mapping_for(cpu("GenuineIntel", 6, 0x55))
+    monkeypatch.setattr(ev.shutil, "which", lambda name: None)
+    missing = ev.probe(mapping)
+    assert not missing.has_pmu and "perf is not installed" in missing.why_no_pmu()
+    with pytest.raises(BackendUnavailable, match="perf is not installed.*still possible"):
+        select("pmu", lambda: missing, valgrind=lambda: None)
+    assert select("auto", lambda: missing, valgrind=lambda: None).backend.value == "tsc"
+
+
+def test_machine_id_is_sha256_of_canonical_json():
+    fp = fingerprint.collect(0)
+    for key in ("cpu_vendor", "cpu_family", "cpu_model", "cpu_stepping", "cpu_microcode", "cpu_count", "smt",
+                "turbo", "governor", "kernel", "dpdk", "compiler", "hugepages_total", "nic"):
+        assert key in fp
+    mid = fingerprint.machine_id(fp)
+    assert len(mid) == 64 and mid == fingerprint.machine_id(dict(reversed(list(fp.items()))))
+    assert fingerprint.machine_id({**fp, "cpu_microcode": "0xdead"}) != mid
+    assert fp["cpu_count"] == os.cpu_count()

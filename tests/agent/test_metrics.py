@@ -1,0 +1,99 @@
+"""metrics.py formulas against hand-computed values, and the lean-model identity on real reports."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfci_agent import metrics, runner
+
+REPORTS = Path(__file__).parent / "fixtures" / "reports"
+
+
+def test_derive_tsc_hand_computed():
+    raw = {"tsc.packets": 1000.0, "tsc.busy_cycles": 8000.0, "tsc.window_cycles": 10000.0, "tsc.tsc_hz": 2e9}
+    d = metrics.derive_tsc(raw)
+    assert d["cpp"] == 8.0  # 8000 / 1000
+    assert d["cur"] == 0.8  # 8000 / 10000
+    assert d["pps"] == pytest.approx(2e8)  # 1000 packets in 10000 cycles at 2 GHz = 5 us
+
+
+def test_derive_pmu_hand_computed_with_idle_calibration():
+    # idle run: 1,000 empty polls cost 50,000 instructions and 20,000 cycles -> 50 and 20 per poll
+    idle = metrics.IdleCalibration.from_idle_run(50_000, 20_000, 1_000)
+    assert (idle.instructions_per_empty_poll, idle.cycles_per_empty_poll) == (50.0, 20.0)
+    raw = {
+        "tsc.packets": 10_000.0, "tsc.empty_polls": 100.0, "tsc.window_cycles": 200_000.0, "tsc.tsc_hz": 1e9,
+        "pmu.instructions": 905_000.0, "pmu.cycles": 152_000.0,
+        "pmu.cache_references": 4_000.0, "pmu.cache_misses": 1_000.0, "pmu.l1d_load_misses": 20_000.0,
+        "pmu.llc_load_misses": 500.0, "pmu.sf_blocks": 1_800.0, "pmu.branch_misses": 300.0,
+    }
+    d = metrics.derive_pmu(raw, idle)
+    # useful instructions = 905,000 - 100*50 = 900,000 ; useful cycles = 152,000 - 100*20 = 150,000
+    assert d["ipc"] == pytest.approx(905_000 / 152_000)
+    assert d["eipc"] == pytest.approx(6.0)
+    assert d["ipp"] == pytest.approx(90.0)
+    assert d["cpp"] == pytest.approx(15.0)
+    assert d["cur"] == pytest.approx(150_000 / 152_000)
+    assert d["pps"] == pytest.approx(10_000 / 200e-6)
+    assert d["cache_miss_rate"] == 0.25 and d["cache_misses_pp"] == 0.1
+    assert d["l1d_misses_pp"] == 2.0 and d["llc_misses_pp"] == 0.05
+    assert d["sf_blocks_pp"] == 0.18 and d["sf_blocks_pki"] == pytest.approx(1000 * 1_800 / 905_000)
+    assert d["branch_misses_pp"] == 0.03
+    assert d["cpp"] == pytest.approx(d["ipp"] / d["eipc"])  # CPP = IPP / eIPC
+
+
+def test_absent_counts_are_not_derived_never_zero():
+    raw = {"tsc.packets": 10.0, "pmu.instructions": None, "pmu.cycles": 100.0, "pmu.sf_blocks": None}
+    d = metrics.derive_pmu(raw, None)
+    assert "ipc" not in d and "sf_blocks_pp" not in d and "eipc" not in d
+    assert metrics.derive_sim({"sim.fwd_instructions": None, "sim.fwd_packets": 5.0}) == {}
+
+
+def test_derive_sim_hand_computed():
+    d = metrics.derive_sim({"sim.fwd_instructions": 8_336_620.0, "sim.fwd_packets": 102_016.0,
+                            "sim.d1_misses": 2_000.0, "sim.ll_misses": 80.0, "sim.cache_packets": 1_000.0})
+    assert d == {"ipp": pytest.approx(8_336_620 / 102_016), "l1d_misses_pp": 2.0, "llc_misses_pp": 0.08}
+
+
+def _real(name: str) -> dict:
+    return json.loads((REPORTS / name).read_text())
+
+
+def test_tsc_identity_on_a_real_report():
+    raw = runner.tsc_raw(_real("forward-self-64B.json"))
+    d = metrics.derive_tsc(raw)
+    # PPS = Freq x CUR / CPP with Freq = the TSC rate the report's cycles are counted in
+    assert d["pps"] == pytest.approx(raw["tsc.tsc_hz"] * d["cur"] / d["cpp"], rel=1e-12)
+    assert d["cpp"] == pytest.approx(raw["tsc.busy_cycles"] / raw["tsc.packets"])
+
+
+def test_pmu_identity_on_real_reports():
+    """PPS = Freq x CUR x eIPC / IPP, with the real forward and idle reports' tsc accounting.
+
+    This VM has no PMU, so the instruction and cycle counts are the hand-chosen ones below (not
+    recordings); the packet, poll and window counts are the dataplane's real report.
+    """
+    fwd, idle_rep = _real("forward-self-64B.json"), _real("idle.json")
+    raw = runner.tsc_raw(fwd)
+    idle_polls = idle_rep["window"]["polls"]["empty"]
+    idle = metrics.IdleCalibration.from_idle_run(40.0 * idle_polls, 25.0 * idle_polls, idle_polls)
+    raw.update({"pmu.instructions": 90.0 * raw["tsc.packets"] + 40.0 * raw["tsc.empty_polls"],
+                "pmu.cycles": raw["tsc.window_cycles"] * 1.1})
+    d = metrics.derive_pmu(raw, idle)
+    freq = metrics.core_frequency_hz(raw)
+    assert freq == pytest.approx(1.1 * raw["tsc.tsc_hz"])
+    assert d["pps"] == pytest.approx(freq * d["cur"] * d["eipc"] / d["ipp"], rel=1e-9)
+    assert d["pps"] == pytest.approx(freq * d["cur"] / d["cpp"], rel=1e-9)
+    assert d["ipp"] == pytest.approx(90.0)
+
+
+def test_idle_calibration_rejects_no_empty_polls():
+    with pytest.raises(ValueError):
+        metrics.IdleCalibration.from_idle_run(1.0, 1.0, 0)
+
+
+def test_catalogue_directions():
+    assert metrics.get("ipp").is_regression(80.0, 81.0)
+    assert metrics.get("eipc").is_regression(2.0, 1.9)
+    assert not metrics.get("pps").is_regression(1.0, 2.0)
