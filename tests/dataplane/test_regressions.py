@@ -1,0 +1,85 @@
+"""The known regressions under dataplane/regressions/ still apply, build and regress.
+
+Each patch is applied with `git apply` to a copy of the current tree and built. The agent's own
+backends measure it (one implementation of each measurement): callgrind instructions per packet
+of fwd_burst must rise for (a), (c), (d) and (e); for (b), prefetch removed, the instruction
+count falls slightly while tsc cycles per packet rise, decided by the analysis core's two-sample
+verdict over alternating fresh-process runs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from perfci_agent.backends.sim import SimBackend
+from perfci_agent.backends.tsc import TscBackend
+from perfci_agent.result import BenchConfig
+from perfci_server.analysis.compare import Kind, Verdict, compare
+
+from .fwd import DATAPLANE, build, forwarding_core
+
+PATCHES = {p.stem: p for p in sorted((DATAPLANE / "regressions").glob("*.patch"))}
+IPP_UP = ["a-store-forward-block", "c-per-packet-tx", "d-helper-out-of-line", "e-full-barrier"]
+SIM_CONFIG = BenchConfig(packets=50_000, warmup=1_000)
+TSC_CONFIG = BenchConfig(packets=2_000_000, warmup=200_000)
+
+
+def test_the_five_known_regressions_are_there():
+    assert sorted(PATCHES) == sorted(IPP_UP + ["b-prefetch-removed"])
+    for path in PATCHES.values():
+        first = path.read_text().splitlines()[0]
+        assert first.startswith("Regression (") and len(first) > 40, f"{path.name}: no one-line description"
+
+
+def _build_dirs(directory: str, names: list[str]) -> list[str]:
+    """Build directories at the top of dataplane/ (not src/build_id.h.in)."""
+    return [n for n in names if directory == str(DATAPLANE) and n.startswith("build")]
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory, fwd_bin) -> dict[str, Path]:
+    """The baseline and every patched tree, built."""
+    out = {"base": fwd_bin}
+    for name, patch in PATCHES.items():
+        root = tmp_path_factory.mktemp(name)
+        shutil.copytree(DATAPLANE, root / "dataplane", ignore=_build_dirs)
+        applied = subprocess.run(["git", "apply", str(patch)], cwd=root, capture_output=True, text=True)
+        assert applied.returncode == 0, f"{patch.name} no longer applies: {applied.stderr}"
+        out[name] = build(root / "dataplane", root / "build")
+    return out
+
+
+def ipp(binary: Path, tmp_path: Path) -> float:
+    sample = SimBackend(cache_sim=False).sample(binary, forwarding_core(), SIM_CONFIG, tmp_path, rep=0)
+    return next(m.value for m in sample.metrics if m.metric == "ipp")
+
+
+def cpp(binary: Path, tmp_path: Path) -> float:
+    sample = TscBackend().sample(binary, forwarding_core(), TSC_CONFIG, tmp_path, rep=0)
+    return next(m.value for m in sample.metrics if m.metric == "cpp")
+
+
+@pytest.fixture(scope="module")
+def base_ipp(builds, tmp_path_factory) -> float:
+    return ipp(builds["base"], tmp_path_factory.mktemp("base-ipp"))
+
+
+@pytest.mark.parametrize("name", IPP_UP)
+def test_patch_raises_instructions_per_packet(builds, base_ipp, name, tmp_path):
+    after = ipp(builds[name], tmp_path)
+    verdict = compare([base_ipp], [after], "ipp", backend="sim")
+    assert verdict.verdict is Verdict.DIFFERENT and verdict.kind is Kind.REGRESSION, (base_ipp, after)
+
+
+def test_prefetch_removal_costs_cycles_not_instructions(builds, base_ipp, tmp_path):
+    assert ipp(builds["b-prefetch-removed"], tmp_path) < base_ipp  # one prefetch fewer per packet
+    before, after = [], []
+    for _ in range(15):  # alternate, so drift on a shared machine hits both sides alike
+        before.append(cpp(builds["base"], tmp_path))
+        after.append(cpp(builds["b-prefetch-removed"], tmp_path))
+    verdict = compare(before, after, "cpp", backend="tsc")
+    assert verdict.verdict is Verdict.DIFFERENT and verdict.kind is Kind.REGRESSION, verdict
