@@ -15,7 +15,7 @@ services: setup
 	bash .ci/services
 
 dataplane: setup
-	meson setup dataplane/build dataplane --buildtype=release --reconfigure >/dev/null
+	test -f dataplane/build/build.ninja || meson setup dataplane/build dataplane --buildtype=release
 	ninja -C dataplane/build
 
 test: services dataplane
