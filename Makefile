@@ -1,4 +1,5 @@
-# The two commands a newcomer needs: `make demo` (the end-to-end loop) and `make test`.
+# The two commands a newcomer needs: `make measure` (the main job until `make demo` exists)
+# and `make test`.
 # Both install what is missing first (Debian packages, the Python venv).
 SHELL := /bin/bash
 VENV := .venv
@@ -6,7 +7,7 @@ PY := $(VENV)/bin/python
 export PERFCI_TEST_DATABASE_URL ?= postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test
 export PERFCI_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: setup services dataplane test test-fast demo clean
+.PHONY: setup services dataplane measure test test-fast clean
 
 setup:
 	bash .ci/install-deps
@@ -17,6 +18,10 @@ services: setup
 dataplane: setup
 	test -f dataplane/build/build.ninja || meson setup dataplane/build dataplane --buildtype=release
 	ninja -C dataplane/build
+
+# Build the dataplane at HEAD in a clean worktree and measure it (auto backend).
+measure: setup
+	$(VENV)/bin/perfci measure --repo . --commit HEAD $(MEASURE_ARGS)
 
 test: services dataplane
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -19,6 +19,7 @@ from perfci_agent import runner
 from perfci_agent.backends.pmu import run_counted
 from perfci_agent.measure import CONFIGS, default_core, measure
 from perfci_agent.workspace import Workspace, repo_root, resolve_commit
+from perfci_server.analysis.compare import Kind, Verdict, compare
 
 
 def cpp(report: dict) -> float:
@@ -59,7 +60,19 @@ def main() -> None:
     print(f"counting overhead ({args.pairs} alternating pairs, {cfg.packets} packets each, core {core}): "
           f"plain median {mp:.3f} cyc/pkt [{min(plain):.3f}-{max(plain):.3f}], "
           f"perf stat (task-clock,context-switches,page-faults; -C {core} -D -1 --control) median {mc:.3f} cyc/pkt "
-          f"[{min(counted):.3f}-{max(counted):.3f}] -> {overhead:+.2f} %  target <= 1 %: {'PASS' if overhead <= 1.0 else 'FAIL'}")
+          f"[{min(counted):.3f}-{max(counted):.3f}] -> {overhead:+.2f} %")
+    # A median difference alone is not a verdict: on a noisy host it can be any sign. The analysis
+    # core's two-sample test with a 1 % minimum effect says whether the target is shown met.
+    v = compare(plain, counted, "cpp", backend="tsc", min_effect=0.01)
+    if v.verdict is Verdict.SAME:
+        verdict = "PASS (no change of 1 % or more; p=%.3g)" % v.p_value
+    elif v.verdict is Verdict.DIFFERENT and v.kind is Kind.REGRESSION:
+        verdict = "FAIL (counting costs >= 1 %%; p=%.3g)" % v.p_value
+    elif v.verdict is Verdict.DIFFERENT:
+        verdict = "PASS (counted runs faster: noise, no overhead visible; p=%.3g)" % v.p_value
+    else:
+        verdict = "UNDECIDED (noise too large to resolve 1 %%; p=%.3g): rerun with more --pairs or on a quiet host" % v.p_value
+    print(f"counting overhead target <= 1 %: {verdict}")
 
 
 if __name__ == "__main__":
