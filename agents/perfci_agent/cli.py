@@ -21,13 +21,7 @@ def _register() -> None:
         "perfci_agent.measure_cli",
         "perfci_server.cli",
     ):
-        try:
-            mod = import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        mod.register(app)
+        import_module(module).register(app)
 
 
 _register()
