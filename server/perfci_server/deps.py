@@ -26,15 +26,8 @@ def get_session() -> Iterator[Session]:
     Used with scope="function" so the commit happens before the response is sent: a client that
     got a 2xx can rely on the next request seeing its write.
     """
-    session = db.new_session()
-    try:
+    with db.session_scope() as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
