@@ -29,6 +29,7 @@ enum {
 	OPT_FLOWS,
 	OPT_MISS_PCT,
 	OPT_INFLIGHT,
+	OPT_COLD_DATA,
 	OPT_WARMUP,
 	OPT_PACKETS,
 	OPT_DURATION,
@@ -49,6 +50,7 @@ static const struct option long_options[] = {
 	{ "flows", required_argument, NULL, OPT_FLOWS },
 	{ "miss-pct", required_argument, NULL, OPT_MISS_PCT },
 	{ "inflight", required_argument, NULL, OPT_INFLIGHT },
+	{ "cold-data", no_argument, NULL, OPT_COLD_DATA },
 	{ "warmup", required_argument, NULL, OPT_WARMUP },
 	{ "packets", required_argument, NULL, OPT_PACKETS },
 	{ "duration", required_argument, NULL, OPT_DURATION },
@@ -74,6 +76,7 @@ config_usage(const char *prog)
 		"  --flows N              self: destination addresses (default %d)\n"
 		"  --miss-pct P           self: percent of flows without a route (default 0)\n"
 		"  --inflight N           self: mbufs cycling, power of two (default %d)\n"
+		"  --cold-data            self: flush packet data from the caches after refill (NIC DMA)\n"
 		"  --warmup N             packets before the window opens (default %d)\n"
 		"  --packets N            window length in packets (default %d)\n"
 		"  --duration SEC         window length limit in seconds (default: none)\n"
@@ -153,6 +156,9 @@ parse_one(struct app_config *cfg, int opt, const char *arg)
 		if (parse_u64(arg, 64, MAX_INFLIGHT, &v) < 0 || !rte_is_power_of_2((uint32_t)v))
 			return bad("inflight", arg, "expected a power of two, 64-65536");
 		cfg->inflight = (uint32_t)v;
+		return 0;
+	case OPT_COLD_DATA:
+		cfg->cold_data = true;
 		return 0;
 	case OPT_WARMUP:
 		if (parse_u64(arg, 0, UINT64_MAX >> 1, &v) < 0)

@@ -20,6 +20,7 @@ struct app_config {
 	uint32_t flows;
 	uint32_t miss_pct;
 	uint32_t inflight;
+	bool cold_data;			/* self: flush refilled packet data, as NIC DMA leaves it */
 	uint64_t warmup;
 	uint64_t packets;
 	double duration_s;		/* 0: no time limit */

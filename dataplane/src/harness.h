@@ -27,6 +27,7 @@ struct harness {
 	uint32_t next_flow;	/* initial fill: round-robin over all flows */
 	uint32_t next_miss;	/* replacements for drops: over the unroutable flows */
 	uint32_t pkt_size;
+	bool cold_data;
 	struct flow_tpl *tpl;	/* one template per flow */
 };
 

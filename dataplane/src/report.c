@@ -46,9 +46,9 @@ report_write(FILE *f, const struct report *r)
 	fprintf(f, "  \"mode\": \"%s\",\n  \"stop_reason\": ", c->idle ? "idle" : "forward");
 	json_str(f, w->stop_reason != NULL ? w->stop_reason : "not_opened");
 	fprintf(f, ",\n  \"config\": {\"harness\": \"%s\", \"pkt_size\": %u, \"flows\": %u, "
-		"\"miss_pct\": %u, \"inflight\": %u, \"burst\": %d, \"routes\": ",
+		"\"miss_pct\": %u, \"inflight\": %u, \"cold_data\": %s, \"burst\": %d, \"routes\": ",
 		c->harness == HARNESS_SELF ? "self" : "ports", c->pkt_size, c->flows,
-		c->miss_pct, c->inflight, FWD_BURST);
+		c->miss_pct, c->inflight, c->cold_data ? "true" : "false", FWD_BURST);
 	json_str(f, c->routes_path != NULL ? c->routes_path : "default");
 	fprintf(f, ", \"warmup\": %" PRIu64 ", \"packets\": %" PRIu64 ", \"duration_s\": %g, "
 		"\"idle_polls\": %" PRIu64 "},\n", c->warmup, c->packets, c->duration_s, c->idle_polls);

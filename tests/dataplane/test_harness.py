@@ -52,6 +52,13 @@ def test_packet_sizes(fwd_bin, pkt_size):
     assert report["window"]["packets"]["tx"] == report["window"]["packets"]["rx"] >= 100000
 
 
+def test_cold_data_keeps_forwarding_correct(fwd_bin):
+    report = run_fwd(fwd_bin, eal_args(), ["--packets", "200000", "--cold-data"]).report
+    assert report["config"]["cold_data"] is True
+    p = report["window"]["packets"]
+    assert p["tx"] == p["rx"] >= 200000 and sum(p["dropped"].values()) == 0
+
+
 def test_idle_mode_counts_empty_polls_only(fwd_bin):
     report = run_fwd(fwd_bin, eal_args(), ["--idle", "--idle-polls", "200000", "--warmup", "1000"]).report
     w = report["window"]

@@ -3,8 +3,8 @@
 Each patch is applied with `git apply` to a copy of the current tree and built. The agent's own
 backends measure it (one implementation of each measurement): callgrind instructions per packet
 of fwd_burst must rise for (a), (c), (d) and (e); for (b), prefetch removed, the instruction
-count falls slightly while tsc cycles per packet rise, decided by the analysis core's two-sample
-verdict over alternating fresh-process runs.
+count falls slightly while tsc cycles per packet rise with packet data cold (--cold-data), decided
+by the analysis core's two-sample verdict over alternating fresh-process runs.
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 
+from perfci_agent import metrics, runner
 from perfci_agent.backends.sim import SimBackend
-from perfci_agent.backends.tsc import TscBackend
 from perfci_agent.result import BenchConfig
 from perfci_server.analysis.compare import Kind, Verdict, compare
 
-from .fwd import DATAPLANE, build, forwarding_core
+from .fwd import DATAPLANE, build, eal_args, forwarding_core, run_fwd
 
 PATCHES = {p.stem: p for p in sorted((DATAPLANE / "regressions").glob("*.patch"))}
 IPP_UP = ["a-store-forward-block", "c-per-packet-tx", "d-helper-out-of-line", "e-full-barrier"]
 SIM_CONFIG = BenchConfig(packets=50_000, warmup=1_000)
-TSC_CONFIG = BenchConfig(packets=2_000_000, warmup=200_000)
+ROUND_PAIRS, ROUNDS = 10, 3
 
 
 def test_the_five_known_regressions_are_there():
@@ -58,9 +58,10 @@ def ipp(binary: Path, tmp_path: Path) -> float:
     return next(m.value for m in sample.metrics if m.metric == "ipp")
 
 
-def cpp(binary: Path, tmp_path: Path) -> float:
-    sample = TscBackend().sample(binary, forwarding_core(), TSC_CONFIG, tmp_path, rep=0)
-    return next(m.value for m in sample.metrics if m.metric == "cpp")
+def cpp(binary: Path) -> float:
+    """tsc cycles/packet with packet data cold, as a NIC's DMA leaves it (--cold-data)."""
+    report = run_fwd(binary, eal_args(), ["--packets", "2000000", "--warmup", "200000", "--cold-data"]).report
+    return metrics.derive_tsc(runner.tsc_raw(report))["cpp"]
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +78,15 @@ def test_patch_raises_instructions_per_packet(builds, base_ipp, name, tmp_path):
 
 def test_prefetch_removal_costs_cycles_not_instructions(builds, base_ipp, tmp_path):
     assert ipp(builds["b-prefetch-removed"], tmp_path) < base_ipp  # one prefetch fewer per packet
+    # With packet data in the caches the hardware prefetcher hides the loss; with data cold, as
+    # after a NIC's DMA, the missing prefetch costs ~6 % here. Alternating runs, so that drift on
+    # a shared machine hits both sides alike; more pairs while the verdict is UNKNOWN, up to a cap.
     before, after = [], []
-    for _ in range(15):  # alternate, so drift on a shared machine hits both sides alike
-        before.append(cpp(builds["base"], tmp_path))
-        after.append(cpp(builds["b-prefetch-removed"], tmp_path))
-    verdict = compare(before, after, "cpp", backend="tsc")
+    for _ in range(ROUNDS):
+        for _ in range(ROUND_PAIRS):
+            before.append(cpp(builds["base"]))
+            after.append(cpp(builds["b-prefetch-removed"]))
+        verdict = compare(before, after, "cpp", backend="tsc")
+        if verdict.verdict is not Verdict.UNKNOWN:
+            break
     assert verdict.verdict is Verdict.DIFFERENT and verdict.kind is Kind.REGRESSION, verdict
