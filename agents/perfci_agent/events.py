@@ -228,7 +228,7 @@ def probe(mapping: Mapping, perf: str | None = None, runner=subprocess.run) -> P
         if c is None:
             unsupported[k] = f"{wanted[k]}: not reported by perf"
         elif c.status == "not supported":
-            unsupported[k] = f"<not supported>"
+            unsupported[k] = "<not supported>"
         else:
             supported[k] = wanted[k]
     return Probe(version, supported, unsupported, paranoid)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -25,13 +26,12 @@ class Page(BaseModel, Generic[T]):
     offset: int
 
 
-def paginate(session: Session, statement: Select[Any], params: PageParams) -> tuple[list[Any], int]:
-    """One page of ``statement`` (which must be ordered) and the total row count.
+def paginate(session: Session, statement: Select[Any], params: PageParams, item: Callable[[Any], T]) -> Page[T]:
+    """One page of ``statement`` (which must be ordered), each row made an item, and the total.
 
     A single-entity statement yields the entities; a multi-column one yields Row tuples.
     """
     total = session.scalar(select(func.count()).select_from(statement.order_by(None).subquery())) or 0
     page = statement.limit(params.limit).offset(params.offset)
-    if len(statement.column_descriptions) == 1:
-        return list(session.scalars(page)), total
-    return list(session.execute(page).all()), total
+    rows = session.scalars(page) if len(statement.column_descriptions) == 1 else session.execute(page).all()
+    return Page(items=[item(row) for row in rows], total=total, limit=params.limit, offset=params.offset)

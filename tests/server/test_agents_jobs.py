@@ -14,16 +14,9 @@ pytestmark = pytest.mark.services
 
 
 @pytest.fixture
-def queued(client, session, sent_tasks):
-    """Three commits x one machine x one config, queued."""
-    create_repository(client)
-    create_config(client)
-    agent = enroll(client)
-    push_github(client)
-    [(commit_ids,)] = sent_tasks.named("perfci.jobs.schedule_push")
-    job_service.schedule_commits(session, commit_ids, get_settings())
-    session.commit()
-    return agent
+def queued(queued_jobs):
+    """The enrolled agent of the three queued jobs."""
+    return queued_jobs["agent"]
 
 
 def test_enrollment_token_is_single_use_and_agent_token_is_stored_hashed(client, session):

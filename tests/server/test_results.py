@@ -10,24 +10,16 @@ import struct
 import pytest
 from sqlalchemy import func, select
 
-from perfci_server.jobs import service as job_service
 from perfci_server.models import Job, MetricValue, Run, Sample
 from perfci_server.settings import get_settings
-from server_support import GITHUB_COMMITS, create_config, create_repository, enroll, push_github, result_document
+from server_support import GITHUB_COMMITS, enroll, result_document
 
 pytestmark = pytest.mark.services
 
 
 @pytest.fixture
-def setup(client, session, sent_tasks):
-    repo = create_repository(client)
-    create_config(client)
-    agent = enroll(client)
-    push_github(client)
-    [(commit_ids,)] = sent_tasks.named("perfci.jobs.schedule_push")
-    job_service.schedule_commits(session, commit_ids, get_settings())
-    session.commit()
-    return {"repo": repo, "agent": agent}
+def setup(queued_jobs):
+    return queued_jobs
 
 
 def _claim(client, agent):

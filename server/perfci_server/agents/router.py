@@ -57,8 +57,7 @@ def create_api_token(data: ApiTokenCreate, session: SessionDep, _: AdminDep) -> 
 def list_agents(
     session: SessionDep, _: ReaderDep, page: PageDep, machine_id: Annotated[int | None, Query()] = None
 ) -> Page[AgentRead]:
-    rows, total = paginate(session, agent_sql.agents_statement(machine_id), page)
-    return Page(items=[AgentRead.model_validate(a) for a in rows], total=total, limit=page.limit, offset=page.offset)
+    return paginate(session, agent_sql.agents_statement(machine_id), page, AgentRead.model_validate)
 
 
 @admin_router.post("/agents/{agent_id}/revoke", responses=responses(Unauthorized, NotFound))

@@ -28,7 +28,6 @@ changes of kind CHANGE (no better-direction known, so neither regression nor imp
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Literal, Sequence
 

@@ -18,8 +18,7 @@ router = APIRouter(prefix="/configs", tags=["configs"])
 def list_configs(
     session: SessionDep, _: ReaderDep, page: PageDep, enabled: Annotated[bool | None, Query()] = None
 ) -> Page[ConfigRead]:
-    rows, total = paginate(session, config_sql.configs_statement(enabled), page)
-    return Page(items=[ConfigRead.model_validate(c) for c in rows], total=total, limit=page.limit, offset=page.offset)
+    return paginate(session, config_sql.configs_statement(enabled), page, ConfigRead.model_validate)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=responses(Unauthorized, Conflict))

@@ -57,8 +57,7 @@ def list_jobs(
 ) -> Page[JobRead]:
     """Jobs, newest first."""
     statement = job_sql.jobs_statement(state.value if state else None, machine_id, config_id)
-    rows, total = paginate(session, statement, page)
-    return Page(items=[service.job_read(j) for j in rows], total=total, limit=page.limit, offset=page.offset)
+    return paginate(session, statement, page, service.job_read)
 
 
 @router.get("/{job_id}", responses=responses(Unauthorized, NotFound))

@@ -17,8 +17,7 @@ router = APIRouter(prefix="/machines", tags=["machines"])
 def list_machines(
     session: SessionDep, _: ReaderDep, page: PageDep, enabled: Annotated[bool | None, Query()] = None
 ) -> Page[MachineRead]:
-    rows, total = paginate(session, machine_sql.machines_statement(enabled), page)
-    return Page(items=[MachineRead.model_validate(m) for m in rows], total=total, limit=page.limit, offset=page.offset)
+    return paginate(session, machine_sql.machines_statement(enabled), page, MachineRead.model_validate)
 
 
 @router.get("/{machine_id}", responses=responses(Unauthorized, NotFound))

@@ -23,15 +23,13 @@ def create(data: RepositoryCreate, session: SessionDep, _: AdminDep) -> Reposito
 
 @router.get("", responses=responses(Unauthorized))
 def list_repositories(session: SessionDep, _: ReaderDep, page: PageDep) -> Page[RepositoryRead]:
-    rows, total = paginate(session, repo_sql.list_statement(), page)
-    return Page(items=[RepositoryRead.model_validate(r) for r in rows], total=total, limit=page.limit, offset=page.offset)
+    return paginate(session, repo_sql.list_statement(), page, RepositoryRead.model_validate)
 
 
 @router.get("/{repository_id}/branches", responses=responses(Unauthorized, NotFound))
 def list_branches(repository_id: int, session: SessionDep, _: ReaderDep, page: PageDep) -> Page[BranchRead]:
     get_repository(session, repository_id)
-    rows, total = paginate(session, repo_sql.branches_statement(repository_id), page)
-    return Page(items=[BranchRead.model_validate(r) for r in rows], total=total, limit=page.limit, offset=page.offset)
+    return paginate(session, repo_sql.branches_statement(repository_id), page, BranchRead.model_validate)
 
 
 @router.get("/{repository_id}/commits", responses=responses(Unauthorized, NotFound))
@@ -50,17 +48,11 @@ def list_commits(
         if found is None:
             raise NotFound(f"no branch {branch!r} in repository {repository_id}")
         branch_id = found.id
-    rows, total = paginate(session, repo_sql.commits_statement(repository_id, branch_id), page)
-    items = [
-        CommitRead(
-            sha=c.sha,
-            position=position,
-            parents=list(c.parents),
-            author_name=c.author_name,
-            author_email=c.author_email,
-            committed_at=c.committed_at,
-            message=c.message,
-        )
-        for c, position in rows
-    ]
-    return Page(items=items, total=total, limit=page.limit, offset=page.offset)
+    return paginate(session, repo_sql.commits_statement(repository_id, branch_id), page, _commit_read)
+
+
+def _commit_read(row) -> CommitRead:
+    commit, position = row
+    return CommitRead(sha=commit.sha, position=position, parents=list(commit.parents),
+                      author_name=commit.author_name, author_email=commit.author_email,
+                      committed_at=commit.committed_at, message=commit.message)

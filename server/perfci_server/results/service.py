@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
-from dataclasses import dataclass
 
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
