@@ -119,32 +119,43 @@ class Workspace:
                 return self._fail(build_dir, "no dataplane/meson.build at this commit", "")
             if build_dir.exists():
                 shutil.rmtree(build_dir)
-            build_dir.mkdir(parents=True)
-            log_path = build_dir / "build.log"
-            log = []
-            for step, cmd in (
-                ("configure", ["meson", "setup", str(build_dir), str(src), "--buildtype=release"]),
-                ("compile", ["ninja", "-C", str(build_dir)]),
-            ):
-                if on_step:
-                    on_step(step)
-                try:
-                    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=wt)
-                except FileNotFoundError:
-                    return self._fail(build_dir, f"{cmd[0]} is not installed", "")
-                except subprocess.TimeoutExpired:
-                    return self._fail(build_dir, f"{step} timed out", "\n".join(log))
-                log.append(f"$ {' '.join(cmd)}\n{r.stdout}{r.stderr}")
-                log_path.write_text("\n".join(log))
-                if r.returncode != 0:
-                    return self._fail(build_dir, f"{step} failed (exit {r.returncode})", "\n".join(log))
-            if not (build_dir / BINARY).exists():
-                return self._fail(build_dir, f"the build produced no {BINARY}", "\n".join(log))
+            try:
+                compile_tree(src, build_dir, on_step)
+            except BuildFailed as exc:
+                return self._fail(build_dir, str(exc), exc.log_tail)
             status_file.write_text(json.dumps({"status": "ok"}))
             return Build(sha, wt, build_dir, cached=False)
 
-    def _fail(self, build_dir: Path, reason: str, log: str) -> Build:
+    def _fail(self, build_dir: Path, reason: str, log_tail: str) -> Build:
         build_dir.mkdir(parents=True, exist_ok=True)
-        log_tail = tail(log)
         (build_dir / "status.json").write_text(json.dumps({"status": "build_failed", "reason": reason, "log_tail": log_tail}))
         raise BuildFailed(reason, log_tail)
+
+
+def compile_tree(src: Path, build_dir: Path, on_step=None) -> Path:
+    """meson setup (once per build directory) and ninja of a dataplane source tree.
+
+    Returns the binary; raises :class:`BuildFailed` with the log tail. The full log is kept in
+    ``build_dir/build.log``.
+    """
+    build_dir.mkdir(parents=True, exist_ok=True)
+    steps = [("compile", ["ninja", "-C", str(build_dir)])]
+    if not (build_dir / "build.ninja").exists():  # afterwards ninja reconfigures by itself
+        steps.insert(0, ("configure", ["meson", "setup", str(build_dir), str(src), "--buildtype=release"]))
+    log: list[str] = []
+    for step, cmd in steps:
+        if on_step:
+            on_step(step)
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=src.parent)
+        except FileNotFoundError:
+            raise BuildFailed(f"{cmd[0]} is not installed", "") from None
+        except subprocess.TimeoutExpired:
+            raise BuildFailed(f"{step} timed out", tail("\n".join(log))) from None
+        log.append(f"$ {' '.join(cmd)}\n{r.stdout}{r.stderr}")
+        (build_dir / "build.log").write_text("\n".join(log))
+        if r.returncode != 0:
+            raise BuildFailed(f"{step} failed (exit {r.returncode})", tail("\n".join(log)))
+    if not (build_dir / BINARY).exists():
+        raise BuildFailed(f"the build produced no {BINARY}", tail("\n".join(log)))
+    return build_dir / BINARY

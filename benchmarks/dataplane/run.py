@@ -32,10 +32,10 @@ import time
 import uuid
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from perfci_agent.workspace import compile_tree
+from perfci_server.analysis.compare import compare
 
-from tests.dataplane.fwd import build  # noqa: E402  (one way to build the dataplane)
+REPO = Path(__file__).resolve().parents[2]
 
 EXAMPLES = Path("/usr/share/dpdk/examples")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "perfci-bench"
@@ -172,7 +172,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3, help="runs per app (median reported)")
     args = ap.parse_args()
 
-    fwd = build(REPO / "dataplane", REPO / "dataplane" / "build")
+    fwd = compile_tree(REPO / "dataplane", REPO / "dataplane" / "build")
     l3fwd = build_l3fwd()
     lc = core()
     tmp = Path(tempfile.mkdtemp(prefix="perfci-bench-"))
@@ -224,10 +224,15 @@ def main() -> int:
 
     floor = median(results["dpdk-testpmd io"])
     l3 = median(results["l3fwd lpm"])
-    print(f"\n{'app':<18} {'Mpps':>8} {'cycles/pkt':>11} {'vs l3fwd':>9} {'vs testpmd':>11}")
+    cpp = {name: [tsc_hz / (x * 1e6) for x in xs] for name, xs in results.items()}
+    print(f"\n{'app':<18} {'Mpps':>8} {'cycles/pkt':>11} {'range':>13} {'vs l3fwd':>9} {'vs testpmd':>11}")
     for name, xs in results.items():
         mpps = median(xs)
-        print(f"{name:<18} {mpps:8.2f} {tsc_hz / (mpps * 1e6):11.1f} {l3 / mpps:8.2f}x {floor / mpps:10.2f}x")
+        print(f"{name:<18} {mpps:8.2f} {median(cpp[name]):11.1f} {min(cpp[name]):6.1f}-{max(cpp[name]):<6.1f}"
+              f" {l3 / mpps:8.2f}x {floor / mpps:10.2f}x")
+    v = compare(cpp["l3fwd lpm"], cpp["perfci-fwd"], "cpp", backend="tsc", min_effect=0.01)
+    print(f"perfci-fwd vs l3fwd cycles/packet: {v.verdict.value} ({v.rel_change:+.1%}, p={v.p_value:.3g}, "
+          f"1 % minimum effect, {len(cpp['perfci-fwd'])} runs each)")
     print(f"\nperfci-fwd busy cycles/packet on the pcap input (its own tsc accounting): {median(busy_cpp):.1f}")
     print(f"forwarding work above the driver floor, cycles/packet: "
           f"l3fwd {tsc_hz / (l3 * 1e6) - tsc_hz / (floor * 1e6):.1f}, "

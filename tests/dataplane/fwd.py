@@ -9,6 +9,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfci_agent.errors import BuildFailed
+from perfci_agent.workspace import compile_tree
+
 REPO = Path(__file__).resolve().parents[2]
 DATAPLANE = REPO / "dataplane"
 
@@ -45,9 +48,8 @@ def run_fwd(binary: Path, eal: list[str], app: list[str], timeout: float = 60, *
 
 
 def build(source: Path, builddir: Path) -> Path:
-    """meson + ninja build of a dataplane tree; returns the binary."""
-    if not (builddir / "build.ninja").exists():
-        subprocess.run(["meson", "setup", str(builddir), str(source), "--buildtype=release"],
-                       check=True, capture_output=True, text=True)
-    subprocess.run(["ninja", "-C", str(builddir)], check=True, capture_output=True, text=True)
-    return builddir / "perfci-fwd"
+    """The agent's build of a dataplane tree (meson + ninja); returns the binary."""
+    try:
+        return compile_tree(source, builddir)
+    except BuildFailed as exc:
+        raise AssertionError(f"{source} does not build: {exc}\n{exc.log_tail}") from None
