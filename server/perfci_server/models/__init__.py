@@ -1,5 +1,6 @@
 """All tables, imported in one place so ``Base.metadata`` is complete for Alembic and the tests."""
 
+from .alert import Alert, AlertDirection, AlertGroup, AlertStatus
 from .base import Base, utcnow
 from .bench import BenchConfig
 from .job import ACTIVE_STATES, Job, JobState, Run, RunStatus
@@ -10,6 +11,10 @@ from .result import MetricValue, Sample
 __all__ = [
     "ACTIVE_STATES",
     "Agent",
+    "Alert",
+    "AlertDirection",
+    "AlertGroup",
+    "AlertStatus",
     "ApiToken",
     "Base",
     "BenchConfig",

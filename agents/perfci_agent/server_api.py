@@ -1,0 +1,76 @@
+"""The results service over HTTP, for the CLI commands and the agent daemon (the only way either
+talks to the server). Errors come back as :class:`ApiError` carrying the server's error body
+(``{"error": {"code", "message", "details"}}``) or, when the server is unreachable,
+:class:`ServerUnreachable`."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+API_PREFIX = "/api/v1"
+
+
+class ApiError(Exception):
+    """The server answered with an error status."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message, self.details = status, code, message, details
+
+
+class ServerUnreachable(Exception):
+    """No answer at all (connection refused, timeout, DNS): worth retrying later."""
+
+
+class ServerClient:
+    def __init__(self, base_url: str = DEFAULT_URL, token: str | None = None, timeout: float = 30.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url + API_PREFIX, headers=headers, timeout=timeout,
+                                  transport=transport)
+
+    @classmethod
+    def from_env(cls, url: str | None = None, token: str | None = None, **kwargs: Any) -> ServerClient:
+        """Explicit arguments first, then PERFCI_SERVER_URL / PERFCI_TOKEN, then the local default."""
+        return cls(url or os.environ.get("PERFCI_SERVER_URL") or DEFAULT_URL,
+                   token or os.environ.get("PERFCI_TOKEN") or None, **kwargs)
+
+    def __enter__(self) -> ServerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request; a 4xx/5xx raises ApiError, no answer raises ServerUnreachable."""
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ServerUnreachable(f"{self.base_url}: {exc.__class__.__name__}: {exc}") from exc
+        if response.status_code >= 400:
+            raise _error(response)
+        return response
+
+    def get(self, path: str, **params: Any) -> Any:
+        params = {k: v for k, v in params.items() if v is not None}
+        return self.request("GET", path, params=params).json()
+
+    def post(self, path: str, json: Any = None) -> Any:
+        response = self.request("POST", path, json=json)
+        return response.json() if response.content else None
+
+
+def _error(response: httpx.Response) -> ApiError:
+    try:
+        body = response.json()["error"]
+        return ApiError(response.status_code, str(body.get("code", "error")), str(body.get("message", "")), body.get("details"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return ApiError(response.status_code, "http_error", response.text[:500] or response.reason_phrase)

@@ -1,0 +1,80 @@
+"""Alerts: one group per suspected commit range (last good .. first bad) and machine, one row per
+metric that moved there. Detection re-runs update these rows in place (unique keys), never add
+duplicates; triage state lives on the group."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from sqlalchemy import CheckConstraint, Double, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .base import Base, BigId, CreatedAtMixin, IdMixin, utcnow
+
+
+class AlertStatus(str, Enum):
+    UNTRIAGED = "untriaged"
+    ACKNOWLEDGED = "acknowledged"
+    INVALID = "invalid"
+    FIXED = "fixed"
+
+
+class AlertDirection(str, Enum):
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+
+
+class AlertGroup(IdMixin, CreatedAtMixin, Base):
+    __tablename__ = "alert_groups"
+    __table_args__ = (
+        UniqueConstraint("branch_id", "machine_id", "first_bad_commit_id"),
+        CheckConstraint("status IN ('untriaged', 'acknowledged', 'invalid', 'fixed')", name="status"),
+        CheckConstraint("direction IN ('regression', 'improvement')", name="direction"),
+        Index("ix_alert_groups_status_id", "status", "id"),
+    )
+
+    repository_id: Mapped[int] = mapped_column(BigId, ForeignKey("repositories.id", ondelete="CASCADE"))
+    branch_id: Mapped[int] = mapped_column(BigId, ForeignKey("branches.id", ondelete="CASCADE"))
+    machine_id: Mapped[int] = mapped_column(BigId, ForeignKey("machines.id", ondelete="CASCADE"), index=True)
+    # The suspected range: the change happened after last_good and at or before first_bad.
+    # last_good is None when the change is at the first measured commit of the branch.
+    last_good_commit_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"))
+    first_bad_commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"), index=True)
+    # "regression" when any of its metrics got worse, else "improvement".
+    direction: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default=AlertStatus.UNTRIAGED.value)
+    triage_note: Mapped[str] = mapped_column(Text, default="")
+    triaged_by: Mapped[str] = mapped_column(String(128), default="")
+    triaged_at: Mapped[datetime | None]
+    # The lean-model explanation: structured (JSON) and as one readable sentence.
+    explanation: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    summary: Mapped[str] = mapped_column(Text, default="")
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class Alert(IdMixin, CreatedAtMixin, Base):
+    """One metric of one config that moved in its group's range."""
+
+    __tablename__ = "alerts"
+    __table_args__ = (
+        UniqueConstraint("group_id", "config_id", "metric", "backend"),
+        CheckConstraint("direction IN ('regression', 'improvement')", name="direction"),
+    )
+
+    group_id: Mapped[int] = mapped_column(BigId, ForeignKey("alert_groups.id", ondelete="CASCADE"), index=True)
+    config_id: Mapped[int] = mapped_column(BigId, ForeignKey("bench_configs.id", ondelete="CASCADE"))
+    metric: Mapped[str] = mapped_column(String(64))
+    backend: Mapped[str] = mapped_column(String(8))
+    direction: Mapped[str] = mapped_column(String(16))
+    # This metric's own range (it may be narrower than the group's).
+    last_good_commit_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"))
+    first_bad_commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"))
+    before_median: Mapped[float] = mapped_column(Double)
+    after_median: Mapped[float] = mapped_column(Double)
+    change_pct: Mapped[float] = mapped_column(Double)
+    # 1 - p for statistical verdicts; 1.0 for the exact rule on deterministic (sim) metrics.
+    confidence: Mapped[float] = mapped_column(Double)
+    p_value: Mapped[float | None] = mapped_column(Double)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
