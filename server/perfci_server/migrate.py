@@ -7,11 +7,17 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 
-# alembic.ini lives at the repository root, next to migrations/.
+# alembic.ini lives at the repository root, next to migrations/: the server runs from a checkout
+# (installed editable), which is how the Dockerfile and the Ansible role install it.
 _ROOT = Path(__file__).resolve().parents[2]
 
 
 def alembic_config(url: str | None = None) -> Config:
+    if not (_ROOT / "alembic.ini").is_file() or not (_ROOT / "migrations").is_dir():
+        raise RuntimeError(
+            f"no alembic.ini and migrations/ at {_ROOT}: install perfci editable from a checkout "
+            "(pip install -e '.[server]') so the schema migrations travel with the code"
+        )
     cfg = Config(str(_ROOT / "alembic.ini"))
     cfg.set_main_option("script_location", str(_ROOT / "migrations"))
     cfg.attributes["configure_logging"] = False

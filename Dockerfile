@@ -1,0 +1,25 @@
+# The results service image: api (`perfci server`), worker (`perfci worker`), beat (`perfci beat`)
+# and the one-shot schema upgrade (`perfci admin migrate`) all run this image.
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+# Sources the package needs to install (agents/ holds the metric catalogue and result schema the
+# server validates uploads with); migrations/ + alembic.ini for `perfci admin migrate`.
+COPY pyproject.toml README.md alembic.ini ./
+COPY agents ./agents
+COPY server ./server
+COPY migrations ./migrations
+# Editable: `perfci admin migrate` reads alembic.ini and migrations/ from this checkout.
+RUN pip install -e '.[server]' \
+    && useradd --system --home-dir /var/lib/perfci --create-home perfci
+
+USER perfci
+ENV PERFCI_DATA_DIR=/var/lib/perfci
+EXPOSE 8000
+ENTRYPOINT ["perfci"]
+CMD ["server", "--host", "0.0.0.0"]
