@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export PERFCI_TEST_DATABASE_URL ?= postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test
 export PERFCI_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: setup services dataplane measure test test-fast clean
+.PHONY: setup services dataplane demo measure test test-fast clean
 
 setup:
 	bash .ci/install-deps
@@ -18,6 +18,11 @@ services: setup
 dataplane: setup
 	test -f dataplane/build/build.ninja || meson setup dataplane/build dataplane --buildtype=release
 	ninja -C dataplane/build
+
+# The main job: scratch history -> server -> agent -> alert -> bisect -> plots, on this machine
+# (embedded SQLite, in-process tasks). Output under .perfci/demo/.
+demo: setup
+	$(VENV)/bin/perfci demo $(DEMO_ARGS)
 
 # Build the dataplane at HEAD in a clean worktree and measure it (auto backend).
 measure: setup

@@ -20,6 +20,7 @@ def _register() -> None:
     for module in (
         "perfci_agent.measure_cli",
         "perfci_server.cli",
+        "perfci_agent.demo.cli",
     ):
         import_module(module).register(app)
 

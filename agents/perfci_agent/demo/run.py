@@ -1,0 +1,256 @@
+"""The end-to-end demo: scratch history → server → agent → detection → bisect → plots.
+
+Everything runs on this machine on the embedded defaults: the server on loopback with SQLite and
+in-process tasks, one agent daemon enrolled with an enrollment token, one signed push webhook per
+commit. Each part is the real product started as its own process (`perfci server`, `perfci agent
+run`, `perfci bisect`, `perfci plot`); the demo only drives them and checks the verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from ..measure import CONFIGS, default_core
+from ..server_api import ApiError, ServerClient, ServerUnreachable
+from . import history, pushes
+
+REPOSITORY = "demo/dataplane"
+MACHINE = "demo-machine"
+CONFIG = "self-64B-short"
+METRIC = "ipp"
+ADMIN_TOKEN = "perfci-development-admin-token"  # the server's public development default
+JOB_TIMEOUT_S = 15 * 60
+
+
+class DemoFailed(Exception):
+    pass
+
+
+@dataclass
+class Outcome:
+    commits: list[history.MadeCommit] = field(default_factory=list)
+    jobs: dict[str, int] = field(default_factory=dict)
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+    bisect: dict[str, Any] = field(default_factory=dict)
+    plots: list[Path] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _perfci() -> list[str]:
+    # The console script of the environment running the demo (same code, its own process).
+    return [str(Path(sys.executable).parent / "perfci")]
+
+
+@contextmanager
+def _process(name: str, args: list[str], log: Path, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """A child process with its output in `log`, stopped with SIGTERM (then SIGKILL) on exit."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+
+
+def _wait_healthy(client: ServerClient, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise DemoFailed(f"the server exited ({proc.returncode}); see {log}")
+        try:
+            client.get("/health")
+            return
+        except ServerUnreachable:
+            time.sleep(0.3)
+    raise DemoFailed(f"the server did not answer within {timeout:.0f} s; see {log}")
+
+
+def _run_cli(args: list[str], env: dict[str, str], log: Path) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([*_perfci(), *args], env=env, capture_output=True, text=True)
+    log.write_text(f"$ perfci {' '.join(args)}\n{done.stderr}\n{done.stdout}")
+    return done
+
+
+def run(workdir: Path, source: Path, backend: str = "auto", console: Console | None = None) -> Outcome:
+    console = console or Console(stderr=True)
+    out = Outcome()
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    (workdir / "logs").mkdir(parents=True)
+    logs = workdir / "logs"
+    repo = workdir / "repo"
+
+    console.print(f"[bold]1/6[/] scratch history of the dataplane in {repo}")
+    out.commits = history.make_history(repo, source)
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFCI_")}
+    server_env = {**env, "PERFCI_ENV": "development", "PERFCI_DATA_DIR": str(workdir / "server"), "PERFCI_PORT": str(port)}
+    client_env = {**env, "PERFCI_SERVER_URL": url, "PERFCI_TOKEN": ADMIN_TOKEN}
+
+    console.print(f"[bold]2/6[/] server on {url} (SQLite in {workdir / 'server'}, tasks in-process)")
+    with _process("server", [*_perfci(), "server", "--port", str(port)], logs / "server.log", server_env) as server, \
+            ServerClient(url, ADMIN_TOKEN) as admin:
+        _wait_healthy(admin, server, logs / "server.log")
+        secret = secrets.token_hex(16)
+        admin.post("/repositories", {"name": REPOSITORY, "forge": "github", "clone_url": str(repo), "webhook_secret": secret})
+        cfg = CONFIGS[CONFIG].model_dump()
+        admin.post("/configs", {**cfg, "backend": backend, "repetitions": 1 if backend in ("auto", "sim") else 5})
+        enrollment = admin.post("/enrollment-tokens", {"note": "demo agent"})["token"]
+
+        agent_toml = workdir / "agent.toml"
+        agent_toml.write_text(
+            f'server_url = "{url}"\nmachine_name = "{MACHINE}"\nstate_dir = "{workdir / "agent"}"\n'
+            f'enrollment_token = "{enrollment}"\ncores = [{default_core()}]\nbackends = ["{backend}"]\n'
+            'poll_seconds = 0.5\nheartbeat_seconds = 10.0\n'
+        )
+        console.print(f"[bold]3/6[/] agent daemon enrolling as {MACHINE!r} (config {agent_toml})")
+        with _process("agent", [*_perfci(), "agent", "run", "--config", str(agent_toml)], logs / "agent.log", env) as agent:
+            _wait_for_machine(admin, agent, logs / "agent.log")
+            console.print(f"[bold]4/6[/] {len(out.commits)} signed push webhooks; the agent measures each commit")
+            before = None
+            for commit in out.commits:
+                body, headers = pushes.signed(pushes.push_payload(repo, REPOSITORY, "main", before, [commit.sha]), secret)
+                admin.request("POST", "/webhooks/github", content=body, headers=headers)
+                before = commit.sha
+            out.jobs = _wait_for_jobs(admin, agent, len(out.commits), logs / "agent.log", console)
+
+        console.print("[bold]5/6[/] alerts raised by detection")
+        out.alerts = admin.get("/alerts")["items"]
+        _check_alerts(out)
+
+        regression = next((g for g in out.alerts if g["direction"] == "regression"), None)
+        if regression is not None:
+            console.print(f"[bold]6/6[/] bisect alert {regression['id']} locally, then plots")
+            done = _run_cli(["bisect", "--local", "--repo", str(repo), "--good", regression["last_good"]["sha"],
+                             "--bad", regression["first_bad"]["sha"], "--metric", METRIC, "--config", CONFIG,
+                             "--backend", "sim", "--json"], client_env, logs / "bisect.log")
+            if done.returncode == 0:
+                out.bisect = json.loads(done.stdout)
+            else:
+                out.problems.append(f"perfci bisect exited {done.returncode}; see {logs / 'bisect.log'}")
+        _check_bisect(out)
+        plots = workdir / "plots"
+        plots.mkdir()
+        for metric in ("ipp", "l1d_misses_pp"):
+            target = plots / f"{metric}.png"
+            done = _run_cli(["plot", "--metric", metric, "--machine", MACHINE, "--config", CONFIG, "-o", str(target)],
+                            client_env, logs / f"plot-{metric}.log")
+            if done.returncode == 0 and target.is_file():
+                out.plots.append(target)
+            else:
+                out.problems.append(f"perfci plot --metric {metric} exited {done.returncode}; see {logs / f'plot-{metric}.log'}")
+    return out
+
+
+def _wait_for_machine(admin: ServerClient, agent: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if agent.poll() is not None:
+            raise DemoFailed(f"the agent exited ({agent.returncode}) before enrolling; see {log}")
+        if admin.get("/machines")["items"]:
+            return
+        time.sleep(0.3)
+    raise DemoFailed(f"the agent did not enroll within {timeout:.0f} s; see {log}")
+
+
+def _wait_for_jobs(admin: ServerClient, agent: subprocess.Popen[bytes], expected: int, log: Path, console: Console) -> dict[str, int]:
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("measuring commits", total=expected)
+        while True:
+            states: dict[str, int] = {}
+            for state in ("queued", "leased", "running", "done", "failed"):
+                states[state] = admin.get("/jobs", state=state, limit=1)["total"]
+            finished = states["done"] + states["failed"]
+            progress.update(task, completed=finished, description=f"measuring commits ({states['done']} done, {states['failed']} failed)")
+            if finished >= expected:
+                return states
+            if agent.poll() is not None:
+                raise DemoFailed(f"the agent exited ({agent.returncode}) with {expected - finished} jobs left; see {log}")
+            if time.monotonic() > deadline:
+                raise DemoFailed(f"jobs not finished after {JOB_TIMEOUT_S // 60} minutes; see {log}")
+            time.sleep(1.0)
+
+
+def _expected(out: Outcome, effect: str) -> history.MadeCommit:
+    return next(c for c in out.commits if c.effect == effect)
+
+
+def _check_alerts(out: Outcome) -> None:
+    if out.jobs.get("failed"):
+        out.problems.append(f"{out.jobs['failed']} job(s) failed")
+    regressions = [g for g in out.alerts if g["direction"] == "regression"]
+    want = _expected(out, "regression").sha
+    if len(regressions) != 1:
+        out.problems.append(f"expected exactly one regression alert group, got {len(regressions)}")
+    elif regressions[0]["first_bad"]["sha"] != want:
+        out.problems.append(f"the regression alert points at {regressions[0]['first_bad']['sha'][:12]}, not {want[:12]}")
+
+
+def _check_bisect(out: Outcome) -> None:
+    culprit = out.bisect.get("culprit", {}).get("sha") if out.bisect else None
+    want = _expected(out, "regression").sha
+    if out.bisect and culprit != want:
+        out.problems.append(f"bisect named {str(culprit)[:12]}, not {want[:12]}")
+
+
+def summary(out: Outcome, workdir: Path, console: Console) -> None:
+    console.rule("perfci demo")
+    console.print(f"commits measured: {out.jobs.get('done', 0)} done, {out.jobs.get('failed', 0)} failed")
+    for group in out.alerts:
+        first = group["first_bad"]
+        console.print(f"[bold]{group['direction']}[/] alert {group['id']} at {first['sha'][:12]} "
+                      f"“{first.get('subject', '')}”: {group['summary']}")
+    if out.bisect:
+        culprit = out.bisect.get("culprit", {})
+        console.print(f"bisect culprit: {str(culprit.get('sha', ''))[:12]} “{culprit.get('subject', '')}”")
+    for plot in out.plots:
+        console.print(f"plot: {plot}")
+    console.print(f"logs: {workdir / 'logs'}")
+    for problem in out.problems:
+        console.print(f"[red]problem:[/] {problem}")
+    console.print("[green]demo passed[/]" if not out.problems else "[red]demo failed[/]")
+
+
+def main(workdir: Path, source: Path, backend: str) -> int:
+    console = Console(stderr=True)
+    started = time.monotonic()
+    try:
+        out = run(workdir, source, backend, console)
+    except (DemoFailed, ApiError, ServerUnreachable) as exc:
+        console.print(f"[red]demo failed:[/] {exc}")
+        return 1
+    summary(out, workdir, console)
+    console.print(f"took {time.monotonic() - started:.0f} s")
+    return 0 if not out.problems else 1
