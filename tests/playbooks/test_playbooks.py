@@ -106,6 +106,28 @@ def test_calibration_fails_with_the_list_of_deviations(agent_host):
         assert f"isolcpus does not cover core(s) {agent_host['core']}" in result.output
 
 
+def test_kernel_cmdline_change_runs_update_grub_and_asks_for_a_reboot(agent_host):
+    """The GRUB part, switched off in the applies above: the drop-in goes to the scratch directory,
+    update-grub is replaced by `true` and the reboot is not allowed, so the handlers run safely."""
+    assert agent_host["first"].returncode == 0
+    dropin = agent_host["scratch"] / "grub.d" / "60-perfci-agent.cfg"
+    core = agent_host["core"]
+    extra = (
+        '{"perfci_agent_manage_kernel_cmdline": true, "perfci_agent_reboot_allowed": false,'
+        f' "perfci_agent_grub_dropin": "{dropin}", "perfci_agent_update_grub_command": "/usr/bin/true"}}'
+    )
+    args = ["-i", str(agent_host["inventory"]), "--vault-password-file", str(agent_host["vault_password"]),
+            "--tags", "kernel_cmdline", "-e", extra, "agent.yml"]
+    result = playbook(*args)
+    assert result.returncode == 0, tail(result.output)
+    assert f'isolcpus={core} nohz_full={core} rcu_nocbs={core}"' in dropin.read_text()
+    assert "perfci_agent : Update GRUB" in result.changed_tasks()
+    assert "reboot localhost before benchmarking" in result.output
+    assert "perfci_agent : Reboot the agent host" not in result.changed_tasks()
+    again = playbook(*args)
+    assert again.returncode == 0 and again.recap()["localhost"]["changed"] == 0, again.changed_tasks()
+
+
 def test_installed_agent_self_check_passes(agent_host):
     """The contract's `perfci agent check`, run as the service user the way systemd would."""
     assert agent_host["first"].returncode == 0
