@@ -1,10 +1,10 @@
 """The CI stage of the playbooks: perfci_agent applied for real to this host, twice.
 
 The host must be a throwaway Debian 12 machine (CI, a container) and we must be root: the apply
-installs packages, creates the `perfci-agent` user, writes sysctls live and into /etc/sysctl.d, and
-a tmpfiles.d file. What is switched off by variables: the kernel command line (GRUB, reboot) and
-starting the service (no systemd init here). The venv, config and state directories and the unit
-name point into a scratch directory that is removed afterwards.
+installs packages, creates the `perfci-agent` user and writes the sysctls live. What is switched off
+by variables: the kernel command line (GRUB, reboot) and starting the service (no systemd init
+here). The venv, config and state directories, the sysctl.d and tmpfiles.d files and a private
+hugetlbfs mount live in a scratch directory removed afterwards; the unit gets its own name.
 """
 
 from __future__ import annotations
@@ -45,6 +45,12 @@ def agent_host():
     group_vars = inventory / "group_vars" / "agents"
     group_vars.mkdir(parents=True)
     core = (os.cpu_count() or 1) - 1
+    # A private hugetlbfs: the role changes its group and mode, other DPDK users keep theirs.
+    hugepages = scratch / "hugepages"
+    hugepages.mkdir()
+    for etc in ("sysctl.d", "tmpfiles.d"):  # present on a real host
+        (scratch / etc).mkdir()
+    subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", str(hugepages)], check=True)
     (inventory / "hosts.yml").write_text(
         yaml.safe_dump(
             {
@@ -73,6 +79,9 @@ def agent_host():
                 "perfci_agent_config_dir": str(scratch / "etc"),
                 "perfci_agent_state_dir": str(scratch / "state"),
                 "perfci_agent_service_name": SERVICE,
+                "perfci_agent_sysctl_file": str(scratch / "sysctl.d" / "60-perfci-agent.conf"),
+                "perfci_agent_tmpfiles_file": str(scratch / "tmpfiles.d" / "perfci-agent.conf"),
+                "perfci_agent_hugepages_mount": str(hugepages),
                 # A VM has no cpufreq driver; everything else calibration checks is checked.
                 "perfci_calibration_require_cpufreq": False,
             }
@@ -101,6 +110,9 @@ def agent_host():
         "config": scratch / "etc" / "agent.toml",
         "state": scratch / "state",
         "unit": Path("/etc/systemd/system") / f"{SERVICE}.service",
+        "hugepages": hugepages,
+        "sysctl_file": scratch / "sysctl.d" / "60-perfci-agent.conf",
     }
+    subprocess.run(["umount", str(hugepages)], check=False)
     Path("/etc/systemd/system", f"{SERVICE}.service").unlink(missing_ok=True)
     shutil.rmtree(scratch, ignore_errors=True)

@@ -79,9 +79,15 @@ def test_sysctls_are_live_and_persisted(agent_host):
     assert agent_host["first"].returncode == 0
     wanted = {"kernel.perf_event_paranoid": 0, "kernel.numa_balancing": 0, "kernel.nmi_watchdog": 0}
     assert {key: _live(key) for key in wanted} == wanted
-    persisted = Path("/etc/sysctl.d/60-perfci-agent.conf").read_text()
+    persisted = agent_host["sysctl_file"].read_text()
     for key, value in wanted.items():
         assert f"{key} = {value}\n" in persisted
+
+
+def test_hugetlbfs_mount_is_open_to_the_service_user(agent_host):
+    st = agent_host["hugepages"].stat()
+    assert stat.S_IMODE(st.st_mode) == 0o1770
+    assert grp.getgrgid(st.st_gid).gr_name == "perfci-agent"
 
 
 def test_calibration_fails_with_the_list_of_deviations(agent_host):
