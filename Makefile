@@ -1,5 +1,4 @@
-# The two commands a newcomer needs: `make measure` (the main job until `make demo` exists)
-# and `make test`.
+# The two commands a newcomer needs: `make demo` (the main job, end to end) and `make test`.
 # Both install what is missing first (Debian packages, the Python venv).
 SHELL := /bin/bash
 VENV := .venv
@@ -7,7 +6,7 @@ PY := $(VENV)/bin/python
 export PERFCI_TEST_DATABASE_URL ?= postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test
 export PERFCI_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: setup services dataplane demo measure test test-fast clean
+.PHONY: setup services dataplane demo measure test test-fast test-playbooks clean
 
 setup:
 	bash .ci/install-deps
@@ -31,9 +30,14 @@ measure: setup
 test: services dataplane
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Only what needs neither the services nor a dataplane build.
+# Only what needs neither the services nor a dataplane build, and leaves this host alone.
 test-fast: setup
-	$(PY) -m pytest -m "not dataplane and not services" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not dataplane and not services and not playbooks" $(PYTEST_ARGS)
+
+# The playbooks stage alone (part of `make test`): ansible-lint, syntax checks, perfci_agent
+# applied to this host twice (the second must change nothing), the installed agent's self-check.
+test-playbooks: setup
+	$(PY) -m pytest -m playbooks tests/playbooks $(PYTEST_ARGS)
 
 clean:
 	rm -rf dataplane/build .pytest_cache
