@@ -150,3 +150,16 @@ class Lab:
         response = self.client.get("/api/v1/alerts", params={"limit": 500, **filters})
         assert response.status_code == 200, response.text
         return response.json()["items"]
+
+
+def committed_sim_lab(client: Any, sent_tasks: Any, n: int, step: int) -> Lab:
+    """A committed (visible to other connections) sim series of n commits, IPP +2.9 % from ``step``,
+    measured on dut-01 and through detection. The caller closes ``lab.session``."""
+    from perfci_server import db
+
+    lab = Lab(client, db.new_session(), sent_tasks, configs=(SIM,))
+    lab.agent_row = lab.agent("dut-01")
+    lab.push(n)
+    lab.measure(lambda i, _: sim_values(81.72 * (1.029 if i >= step else 1.0)), lab.agent_row)
+    lab.detect()
+    return lab

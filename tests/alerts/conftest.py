@@ -3,6 +3,7 @@ transaction per test, a real Celery worker where it matters) plus builders of me
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -28,3 +29,4 @@ client = server_conftest.client
 committed = server_conftest.committed
 committed_client = server_conftest.committed_client
 redis_url = server_conftest.redis_url
+worker = importlib.import_module("test_celery_worker").worker  # a real Celery worker process

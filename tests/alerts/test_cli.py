@@ -11,9 +11,8 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
-from alerts_support import SIM, Lab, sim_values
+from alerts_support import committed_sim_lab
 from perfci_agent.cli import app
-from perfci_server import db
 from perfci_server.app import create_app
 from server_support import ADMIN
 
@@ -24,12 +23,7 @@ ADMIN_TOKEN = ADMIN["Authorization"].split()[1]
 
 @pytest.fixture
 def live(committed_client, sent_tasks):
-    session = db.new_session()
-    lab = Lab(committed_client, session, sent_tasks, configs=(SIM,))
-    lab.agent_row = lab.agent("dut-01")
-    lab.push(9)
-    lab.measure(lambda i, _: sim_values(81.72 * (1.029 if i >= STEP else 1.0)), lab.agent_row)
-    lab.detect()
+    lab = committed_sim_lab(committed_client, sent_tasks, 9, STEP)
     lab.push(1)  # pushed, not measured yet
     server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -43,7 +37,7 @@ def live(committed_client, sent_tasks):
     yield lab
     server.should_exit = True
     thread.join(timeout=10)
-    session.close()
+    lab.session.close()
 
 
 def perfci(lab, *args, token=ADMIN_TOKEN):

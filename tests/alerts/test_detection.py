@@ -135,41 +135,47 @@ def test_metrics_of_several_configs_that_moved_in_overlapping_ranges_share_one_g
     assert lab.alerts(metric="eipc") == []
 
 
-def test_a_change_that_more_data_shows_to_be_noise_is_dropped_unless_triaged(client, session, sent_tasks):
-    """30 quiet commits, then 4 commits 1.2 % slower: alerted. Then the machine turns out to be
-    noisy (45 commits at 6 % run-to-run noise): the learned minimum effect grows past 1.2 %, the
-    detector stops reporting the change, and the untriaged alert goes; a triaged one would stay."""
-    rng = np.random.default_rng(0)
-    lab = Lab(client, session, sent_tasks, configs=(TSC,))
-    agent = lab.agent("dut-01")
-    lab.push(34)
-    lab.measure(lambda i, _: {"cpp": (100 * (1 + (0.012 if i >= 30 else 0) + 0.002 * rng.standard_normal(5))).tolist()}, agent)
-    lab.detect()
-    [group] = lab.alerts()
-    assert group["first_bad"]["sha"] == lab.shas["main"][30]
-    lab.push(45)
-    lab.measure(lambda i, _: {"cpp": (100 * (1.006 + 0.06 * rng.standard_normal(5))).tolist()}, agent)
-    outcomes = lab.detect()
+class QuietThenNoisy:
+    """30 quiet commits, then 4 commits 1.2 % slower (alerted); later the machine turns out to be
+    noisy (45 commits at 6 % run-to-run noise), the learned minimum effect grows past 1.2 % and
+    the detector no longer reports the change."""
+
+    def __init__(self, client, session, sent_tasks):
+        self.rng = np.random.default_rng(0)
+        self.lab = Lab(client, session, sent_tasks, configs=(TSC,))
+        self.agent = self.lab.agent("dut-01")
+
+    def quiet_then_step(self):
+        self.lab.push(34)
+        self.lab.measure(lambda i, _: {"cpp": (100 * (1 + (0.012 if i >= 30 else 0) + 0.002 * self.rng.standard_normal(5))).tolist()}, self.agent)
+        self.lab.detect()
+        [group] = self.lab.alerts()
+        assert group["first_bad"]["sha"] == self.lab.shas["main"][30]
+        return group
+
+    def noisy_tail(self):
+        self.lab.push(45)
+        self.lab.measure(lambda i, _: {"cpp": (100 * (1.006 + 0.06 * self.rng.standard_normal(5))).tolist()}, self.agent)
+        return self.lab.detect()
+
+
+def test_a_change_that_more_data_shows_to_be_noise_is_dropped(client, session, sent_tasks):
+    series = QuietThenNoisy(client, session, sent_tasks)
+    series.quiet_then_step()
+    outcomes = series.noisy_tail()
     assert sum(o.dropped for o in outcomes) == 1
-    assert lab.alerts() == [] and _counts(session) == (0, 0)
+    assert series.lab.alerts() == [] and _counts(session) == (0, 0)
     verdicts = {s.state for s in session.scalars(select(CommitStatus))}
     assert verdicts == {"success"}  # the commits of the dropped range were re-judged
 
 
 def test_a_triaged_group_survives_when_detection_no_longer_reports_it(client, session, sent_tasks):
-    rng = np.random.default_rng(0)
-    lab = Lab(client, session, sent_tasks, configs=(TSC,))
-    agent = lab.agent("dut-01")
-    lab.push(34)
-    lab.measure(lambda i, _: {"cpp": (100 * (1 + (0.012 if i >= 30 else 0) + 0.002 * rng.standard_normal(5))).tolist()}, agent)
-    lab.detect()
-    [group] = lab.alerts()
+    series = QuietThenNoisy(client, session, sent_tasks)
+    group = series.quiet_then_step()
     triaged = client.post(f"/api/v1/alerts/{group['id']}/triage", json={"status": "acknowledged", "note": "known: new rx path", "by": "ada"}, headers=ADMIN)
     assert triaged.status_code == 200, triaged.text
-    lab.push(45)
-    lab.measure(lambda i, _: {"cpp": (100 * (1.006 + 0.06 * rng.standard_normal(5))).tolist()}, agent)
-    assert sum(o.dropped for o in lab.detect()) == 0
-    [kept] = lab.alerts()
+    assert sum(o.dropped for o in series.noisy_tail()) == 0
+    [kept] = series.lab.alerts()
     assert (kept["id"], kept["status"], kept["triage_note"], kept["triaged_by"]) == (group["id"], "acknowledged", "known: new rx path", "ada")
 
 

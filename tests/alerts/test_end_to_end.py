@@ -7,13 +7,8 @@ And concurrent detection of the same series: the advisory lock keeps it to one g
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from celery import Celery
@@ -25,10 +20,9 @@ from perfci_server import db, dispatch
 from perfci_server.alerts import service as alert_service
 from perfci_server.models import Alert, AlertGroup, Commit, CommitStatus, Job
 from perfci_server.settings import get_settings
-from server_support import ADMIN, TEST_DATABASE_URL
+from server_support import ADMIN
 
 pytestmark = pytest.mark.services
-ROOT = Path(__file__).resolve().parents[2]
 STEP = 9
 N = 16
 TOKEN = "ghp_" + "e" * 36
@@ -42,31 +36,11 @@ def forge():
 
 
 @pytest.fixture
-def worker(redis_url, committed, tmp_path, forge):
-    env = {
-        **os.environ,
-        "PERFCI_DATABASE_URL": TEST_DATABASE_URL,
-        "PERFCI_BROKER_URL": redis_url,
-        "PERFCI_ENV": "development",
-        "PERFCI_DATA_DIR": str(tmp_path),
-        "PERFCI_GITHUB_API_URL": forge.url,
-        "PERFCI_GITHUB_TOKEN": TOKEN,
-        "PERFCI_FORGE_RETRY_BACKOFF_SECONDS": "0.2",
-    }
-    log = open(tmp_path / "worker.log", "w+")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "perfci_server.celery_app", "worker", "--pool=solo", "-Q", "perfci",
-         "--loglevel=info", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    yield process, log
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    log.close()
+def forge_env(forge, monkeypatch):
+    """The worker (started by the server tests' fixture from this environment) posts statuses to the recording forge."""
+    monkeypatch.setenv("PERFCI_GITHUB_API_URL", forge.url)
+    monkeypatch.setenv("PERFCI_GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("PERFCI_FORGE_RETRY_BACKOFF_SECONDS", "0.2")
 
 
 @pytest.fixture
@@ -100,6 +74,7 @@ def _count(model):
         return s.scalar(select(func.count()).select_from(model)) or 0
 
 
+@pytest.mark.usefixtures("forge_env")  # before `worker` copies the environment
 def test_upload_to_alert_to_forge_status_through_a_real_worker(committed_client, to_worker, worker, forge):
     client = committed_client
     session = db.new_session()

@@ -9,9 +9,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import select
 
-from alerts_support import SIM, Lab, sim_values
+from alerts_support import committed_sim_lab
 from forge_server import ForgeServer
-from perfci_server import db
 from perfci_server.forge import client as forge_client
 from perfci_server.forge import service as forge_service
 from perfci_server.forge import tasks as forge_tasks
@@ -35,14 +34,9 @@ def forge() -> Iterator[ForgeServer]:
 def lab(committed_client, sent_tasks, forge, monkeypatch):
     _settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=TOKEN, PERFCI_FORGE_MAX_RETRIES="3",
                   PERFCI_PUBLIC_URL="https://perfci.example.com", PERFCI_FORGE_RESEND_INTERVAL_SECONDS="0.001")
-    session = db.new_session()
-    lab = Lab(committed_client, session, sent_tasks, configs=(SIM,))
-    lab.agent_row = lab.agent("dut-01")
-    lab.push(10)
-    lab.measure(lambda i, _: sim_values(81.72 * (1.029 if i >= STEP else 1.0)), lab.agent_row)
-    lab.detect()
+    lab = committed_sim_lab(committed_client, sent_tasks, 10, STEP)
     yield lab
-    session.close()
+    lab.session.close()
 
 
 def _post_all(sent_tasks, start: int = 0) -> int:
