@@ -19,6 +19,9 @@ def _register() -> None:
     # Each module exposes register(app: typer.Typer). Order is the order of `perfci --help`.
     for module in (
         "perfci_agent.measure_cli",
+        "perfci_agent.compare_cli",
+        "perfci_agent.alerts_cli",
+        "perfci_agent.check_cli",
         "perfci_server.cli",
         "perfci_agent.demo.cli",
     ):

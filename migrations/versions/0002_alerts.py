@@ -73,9 +73,39 @@ def upgrade() -> None:
     sa.UniqueConstraint('group_id', 'config_id', 'metric', 'backend', name=op.f('uq_alerts_group_id_config_id_metric_backend'))
     )
     op.create_index(op.f('ix_alerts_group_id'), 'alerts', ['group_id'], unique=False)
+    op.create_table('commit_statuses',
+    sa.Column('repository_id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
+    sa.Column('commit_id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
+    sa.Column('machine_id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
+    sa.Column('state', sa.String(length=16), nullable=False),
+    sa.Column('context', sa.String(length=255), nullable=False),
+    sa.Column('description', sa.String(length=255), nullable=False),
+    sa.Column('target_url', sa.String(length=1024), nullable=True),
+    sa.Column('version', sa.Integer(), nullable=False),
+    sa.Column('delivery', sa.String(length=16), nullable=False),
+    sa.Column('sent_version', sa.Integer(), nullable=True),
+    sa.Column('attempts', sa.Integer(), nullable=False),
+    sa.Column('last_error', sa.Text(), nullable=False),
+    sa.Column('sent_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('updated_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.CheckConstraint("delivery IN ('pending', 'sent', 'failed', 'disabled')", name=op.f('ck_commit_statuses_delivery')),
+    sa.CheckConstraint("state IN ('success', 'failure')", name=op.f('ck_commit_statuses_state')),
+    sa.ForeignKeyConstraint(['commit_id'], ['commits.id'], name=op.f('fk_commit_statuses_commit_id_commits'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['machine_id'], ['machines.id'], name=op.f('fk_commit_statuses_machine_id_machines'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['repository_id'], ['repositories.id'], name=op.f('fk_commit_statuses_repository_id_repositories'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_commit_statuses')),
+    sa.UniqueConstraint('commit_id', 'machine_id', name=op.f('uq_commit_statuses_commit_id_machine_id'))
+    )
+    op.create_index('ix_commit_statuses_delivery_updated_at', 'commit_statuses', ['delivery', 'updated_at'], unique=False)
+    op.create_index(op.f('ix_commit_statuses_machine_id'), 'commit_statuses', ['machine_id'], unique=False)
 
 
 def downgrade() -> None:
+    op.drop_index(op.f('ix_commit_statuses_machine_id'), table_name='commit_statuses')
+    op.drop_index('ix_commit_statuses_delivery_updated_at', table_name='commit_statuses')
+    op.drop_table('commit_statuses')
     op.drop_index(op.f('ix_alerts_group_id'), table_name='alerts')
     op.drop_table('alerts')
     op.drop_index('ix_alert_groups_status_id', table_name='alert_groups')

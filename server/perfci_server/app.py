@@ -8,6 +8,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from . import errors
+from .alerts.router import router as alerts_router
 from .agents.router import admin_router as agents_admin_router
 from .agents.router import agent_router as agents_agent_router
 from .configs.router import router as configs_router
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         agents_admin_router,
         jobs_router,
         results_router,
+        alerts_router,
     ):
         api.include_router(router)
 

@@ -13,6 +13,7 @@ from . import db
 from .settings import get_settings
 
 REQUEUE_TASK = "perfci.jobs.requeue_expired_leases"
+RESEND_STATUSES_TASK = "perfci.forge.resend_pending"
 
 
 def make_celery() -> Celery:
@@ -35,6 +36,7 @@ def make_celery() -> Celery:
         timezone="UTC",
         beat_schedule={
             "requeue-expired-leases": {"task": REQUEUE_TASK, "schedule": settings.requeue_interval_seconds},
+            "resend-pending-commit-statuses": {"task": RESEND_STATUSES_TASK, "schedule": settings.forge_resend_interval_seconds},
         },
     )
     return app
@@ -50,4 +52,6 @@ def _fresh_engine_per_process(**_: object) -> None:
 
 
 # Register the tasks (their modules import celery_app from here).
+from .alerts import tasks as _alerts_tasks  # noqa: E402,F401
+from .forge import tasks as _forge_tasks  # noqa: E402,F401
 from .jobs import tasks as _jobs_tasks  # noqa: E402,F401

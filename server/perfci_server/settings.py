@@ -44,6 +44,26 @@ class Settings(BaseSettings):
 
     task_time_limit_seconds: int = Field(120, ge=5)
 
+    # Detection: how many measured commits of a branch each series run looks back over.
+    detection_window_commits: int = Field(200, ge=10, le=5000)
+    # Explanation: measured commits on each side of a range whose medians feed the lean model.
+    explanation_window_commits: int = Field(10, ge=1, le=200)
+
+    # Forge feedback: commit statuses (GitHub statuses API, GitLab commit status API). No token
+    # for a forge means its verdicts are kept but not posted.
+    public_url: str | None = Field(None, description="Base URL of this server, for status links")
+    github_api_url: str = "https://api.github.com"
+    github_token: SecretStr | None = None
+    gitlab_api_url: str = "https://gitlab.com/api/v4"
+    gitlab_token: SecretStr | None = None
+    status_context: str = Field("perfci", min_length=1, max_length=100)
+    forge_timeout_seconds: float = Field(10.0, gt=0)
+    # Retries of one post: backoff x 2^n seconds (capped), then the resend sweep takes over.
+    forge_retry_backoff_seconds: float = Field(5.0, gt=0)
+    forge_retry_backoff_max_seconds: float = Field(600.0, gt=0)
+    forge_max_retries: int = Field(6, ge=0, le=50)
+    forge_resend_interval_seconds: float = Field(300.0, gt=0)
+
     @model_validator(mode="after")
     def _refuse_unsafe_defaults(self) -> Settings:
         if self.env != "development":

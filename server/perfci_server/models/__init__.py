@@ -3,6 +3,7 @@
 from .alert import Alert, AlertDirection, AlertGroup, AlertStatus
 from .base import Base, utcnow
 from .bench import BenchConfig
+from .commit_status import CommitState, CommitStatus, Delivery
 from .job import ACTIVE_STATES, Job, JobState, Run, RunStatus
 from .machine import Agent, ApiToken, EnrollmentToken, Machine
 from .repository import Branch, BranchCommit, Commit, Forge, Repository, WebhookDelivery
@@ -21,6 +22,9 @@ __all__ = [
     "Branch",
     "BranchCommit",
     "Commit",
+    "CommitState",
+    "CommitStatus",
+    "Delivery",
     "EnrollmentToken",
     "Forge",
     "Job",

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from perfci_agent.metrics import Backend
 from perfci_agent.result import ResultDocument
 
+from ..alerts.service import schedule_detection
 from ..bodies import limited_body
 from ..deps import AgentDep, ReaderDep, SessionDep
 from ..errors import Conflict, Forbidden, NotFound, PayloadTooLarge, Unauthorized, Unprocessable, responses
@@ -37,6 +38,8 @@ def upload_result(job_id: int, attempt: int, body: UploadBody, session: SessionD
     """Upload the `perfci measure --json` document of one attempt (idempotent on job + attempt)."""
     document = service.parse_result_document(body)
     accepted = service.ingest(session, agent, job_id, attempt, document)
+    if accepted.run_status == "ok" and not accepted.duplicate:
+        schedule_detection(session, accepted.run_id)  # sent after the upload commits
     return JSONResponse(accepted.model_dump(mode="json"), status_code=200 if accepted.duplicate else 201)
 
 

@@ -1,0 +1,308 @@
+"""SQL for detection input (series windows), alert groups and alerts, and the CI check."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Row, Select, and_, delete, exists, func, select, text
+from sqlalchemy.orm import Session, aliased
+
+from .. import db
+from ..models import (
+    ACTIVE_STATES,
+    Alert,
+    AlertGroup,
+    BenchConfig,
+    Branch,
+    BranchCommit,
+    Commit,
+    CommitStatus,
+    Job,
+    JobState,
+    Machine,
+    MetricValue,
+    Repository,
+    Run,
+)
+
+# --- detection input ------------------------------------------------------------------------
+
+
+def run_context(session: Session, run_id: int) -> Row[Any] | None:
+    """(status, commit_id, machine_id, config_id, repository_id) of one run."""
+    statement = (
+        select(Run.status, Job.commit_id, Job.machine_id, Job.config_id, Commit.repository_id)
+        .join(Job, Job.id == Run.job_id)
+        .join(Commit, Commit.id == Job.commit_id)
+        .where(Run.id == run_id)
+    )
+    return session.execute(statement).first()
+
+
+def branches_of_commit(session: Session, commit_id: int) -> list[int]:
+    return list(session.scalars(select(BranchCommit.branch_id).where(BranchCommit.commit_id == commit_id).order_by(BranchCommit.branch_id)))
+
+
+def lock_branch_machine(session: Session, branch_id: int, machine_id: int) -> None:
+    """Serialise detection of one branch x machine until the transaction ends (PostgreSQL
+    advisory lock): groups span every config and metric of the machine, so two tasks must not
+    match and create groups at the same time. SQLite runs one writer at a time anyway."""
+    if not db.is_postgresql(session):
+        return
+    digest = hashlib.blake2b(f"perfci.alerts:{branch_id}:{machine_id}".encode(), digest_size=8).digest()
+    session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": int.from_bytes(digest, "big", signed=True)})
+
+
+def measured_positions(session: Session, branch_id: int, machine_id: int, config_id: int, limit: int) -> list[int]:
+    """Branch positions of the last ``limit`` commits measured on machine x config (ascending).
+
+    A done job has exactly one successful run, so the jobs table answers without touching the
+    (much larger) metric values."""
+    statement = (
+        select(BranchCommit.position)
+        .join(Job, Job.commit_id == BranchCommit.commit_id)
+        .where(
+            BranchCommit.branch_id == branch_id,
+            Job.machine_id == machine_id,
+            Job.config_id == config_id,
+            Job.state == JobState.DONE.value,
+        )
+        .order_by(BranchCommit.position.desc())
+        .limit(limit)
+    )
+    return sorted(session.scalars(statement))
+
+
+def first_measured_position(session: Session, branch_id: int, machine_id: int, config_id: int) -> int | None:
+    statement = (
+        select(func.min(BranchCommit.position))
+        .join(Job, Job.commit_id == BranchCommit.commit_id)
+        .where(BranchCommit.branch_id == branch_id, Job.machine_id == machine_id, Job.config_id == config_id,
+               Job.state == JobState.DONE.value)
+    )
+    return session.scalar(statement)
+
+
+def window_values(
+    session: Session, branch_id: int, machine_id: int, config_id: int, positions: Sequence[int]
+) -> Sequence[Row[Any]]:
+    """(position, commit_id, sha, metric, backend, value) of every sample at these positions,
+    in commit order."""
+    if not positions:
+        return []
+    statement = (
+        select(BranchCommit.position, MetricValue.commit_id, Commit.sha, MetricValue.metric, MetricValue.backend, MetricValue.value)
+        .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
+        .join(Commit, Commit.id == MetricValue.commit_id)
+        .where(
+            BranchCommit.branch_id == branch_id,
+            BranchCommit.position.in_(list(positions)),
+            MetricValue.machine_id == machine_id,
+            MetricValue.config_id == config_id,
+        )
+        .order_by(BranchCommit.position, MetricValue.metric, MetricValue.backend, MetricValue.rep)
+    )
+    return session.execute(statement).all()
+
+
+def measured_positions_between(
+    session: Session, branch_id: int, machine_id: int, config_id: int, lo: int | None, hi: int | None,
+    limit: int, newest_first: bool,
+) -> list[int]:
+    """Up to ``limit`` measured positions in [lo, hi] nearest to one end (the explanation windows)."""
+    statement = (
+        select(BranchCommit.position)
+        .join(Job, Job.commit_id == BranchCommit.commit_id)
+        .where(BranchCommit.branch_id == branch_id, Job.machine_id == machine_id, Job.config_id == config_id,
+               Job.state == JobState.DONE.value)
+        .order_by(BranchCommit.position.desc() if newest_first else BranchCommit.position)
+        .limit(limit)
+    )
+    if lo is not None:
+        statement = statement.where(BranchCommit.position >= lo)
+    if hi is not None:
+        statement = statement.where(BranchCommit.position <= hi)
+    return sorted(session.scalars(statement))
+
+
+def positions_of(session: Session, branch_id: int, commit_ids: Iterable[int]) -> dict[int, int]:
+    ids = [c for c in set(commit_ids) if c is not None]
+    if not ids:
+        return {}
+    rows = session.execute(
+        select(BranchCommit.commit_id, BranchCommit.position).where(BranchCommit.branch_id == branch_id, BranchCommit.commit_id.in_(ids))
+    )
+    return {commit_id: position for commit_id, position in rows}
+
+
+def commits_at(session: Session, branch_id: int, lo: int, hi: int) -> list[int]:
+    """Commit ids at branch positions lo..hi."""
+    statement = select(BranchCommit.commit_id).where(BranchCommit.branch_id == branch_id, BranchCommit.position.between(lo, hi))
+    return list(session.scalars(statement))
+
+
+# --- groups and alerts ----------------------------------------------------------------------
+
+
+def groups_of(session: Session, branch_id: int, machine_id: int) -> list[AlertGroup]:
+    statement = select(AlertGroup).where(AlertGroup.branch_id == branch_id, AlertGroup.machine_id == machine_id).order_by(AlertGroup.id)
+    return list(session.scalars(statement))
+
+
+def alerts_of_groups(session: Session, group_ids: Sequence[int]) -> list[Alert]:
+    if not group_ids:
+        return []
+    return list(session.scalars(select(Alert).where(Alert.group_id.in_(list(group_ids))).order_by(Alert.id)))
+
+
+def group_by_id(session: Session, group_id: int, lock: bool = False) -> AlertGroup | None:
+    statement = select(AlertGroup).where(AlertGroup.id == group_id)
+    if lock:
+        statement = statement.with_for_update()
+    return session.scalar(statement)
+
+
+def delete_alerts(session: Session, alert_ids: Sequence[int]) -> None:
+    if alert_ids:
+        session.execute(delete(Alert).where(Alert.id.in_(list(alert_ids))))
+
+
+def configs_of_machine_on_branch(session: Session, branch_id: int, machine_id: int) -> list[int]:
+    statement = (
+        select(Job.config_id)
+        .join(BranchCommit, BranchCommit.commit_id == Job.commit_id)
+        .where(BranchCommit.branch_id == branch_id, Job.machine_id == machine_id, Job.state == JobState.DONE.value)
+        .distinct()
+        .order_by(Job.config_id)
+    )
+    return list(session.scalars(statement))
+
+
+# --- reads ----------------------------------------------------------------------------------
+
+
+def groups_statement(
+    status: str | None = None,
+    direction: str | None = None,
+    machine_id: int | None = None,
+    repository_id: int | None = None,
+    branch: str | None = None,
+    config: str | None = None,
+    metric: str | None = None,
+) -> Select[tuple[AlertGroup]]:
+    """Alert groups, newest first; config/metric keep groups with at least one such alert."""
+    statement = select(AlertGroup).order_by(AlertGroup.id.desc())
+    if status is not None:
+        statement = statement.where(AlertGroup.status == status)
+    if direction is not None:
+        statement = statement.where(AlertGroup.direction == direction)
+    if machine_id is not None:
+        statement = statement.where(AlertGroup.machine_id == machine_id)
+    if repository_id is not None:
+        statement = statement.where(AlertGroup.repository_id == repository_id)
+    if branch is not None:
+        statement = statement.where(AlertGroup.branch_id.in_(select(Branch.id).where(Branch.name == branch)))
+    if config is not None or metric is not None:
+        condition = [Alert.group_id == AlertGroup.id]
+        if config is not None:
+            condition.append(Alert.config_id.in_(select(BenchConfig.id).where(BenchConfig.name == config)))
+        if metric is not None:
+            condition.append(Alert.metric == metric)
+        statement = statement.where(exists().where(and_(*condition)))
+    return statement
+
+
+def names(session: Session, model: Any, ids: Iterable[int]) -> dict[int, str]:
+    wanted = list({i for i in ids if i is not None})
+    if not wanted:
+        return {}
+    return {row_id: name for row_id, name in session.execute(select(model.id, model.name).where(model.id.in_(wanted)))}
+
+
+def commits_by_id(session: Session, ids: Iterable[int]) -> dict[int, Commit]:
+    wanted = list({i for i in ids if i is not None})
+    if not wanted:
+        return {}
+    return {c.id: c for c in session.scalars(select(Commit).where(Commit.id.in_(wanted)))}
+
+
+def branch_positions(session: Session, pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """(branch_id, commit_id) -> position for the given pairs."""
+    pairs = {p for p in pairs if p[1] is not None}
+    if not pairs:
+        return {}
+    branch_ids = {b for b, _ in pairs}
+    commit_ids = {c for _, c in pairs}
+    rows = session.execute(
+        select(BranchCommit.branch_id, BranchCommit.commit_id, BranchCommit.position).where(
+            BranchCommit.branch_id.in_(branch_ids), BranchCommit.commit_id.in_(commit_ids)
+        )
+    )
+    return {(b, c): p for b, c, p in rows if (b, c) in pairs}
+
+
+# --- the CI check ---------------------------------------------------------------------------
+
+
+def commits_with_sha(session: Session, sha: str, repository: str | None) -> list[Commit]:
+    statement = select(Commit).where(Commit.sha == sha)
+    if repository is not None:
+        statement = statement.join(Repository, Repository.id == Commit.repository_id).where(Repository.name == repository)
+    return list(session.scalars(statement))
+
+
+def machine_ids(session: Session, machine: str | None) -> list[int] | None:
+    """Ids of machines named (or numbered) ``machine``: a changed fingerprint keeps the name on a
+    new row, so a name can stand for several. None means every machine."""
+    if machine is None:
+        return None
+    condition = Machine.name == machine
+    if machine.isdigit():
+        condition = condition | (Machine.id == int(machine))
+    return list(session.scalars(select(Machine.id).where(condition)))
+
+
+def implicating_groups(session: Session, commit_ids: Sequence[int], machine_ids: Sequence[int] | None,
+                       untriaged_regressions_only: bool = True) -> list[AlertGroup]:
+    """Groups whose suspected range (last good, first bad] on their branch contains a commit."""
+    if not commit_ids:
+        return []
+    at_commit = aliased(BranchCommit)
+    first_bad = aliased(BranchCommit)
+    last_good = aliased(BranchCommit)
+    in_range = (
+        select(AlertGroup.id)
+        .join(at_commit, and_(at_commit.branch_id == AlertGroup.branch_id, at_commit.commit_id.in_(list(commit_ids))))
+        .join(first_bad, and_(first_bad.branch_id == AlertGroup.branch_id, first_bad.commit_id == AlertGroup.first_bad_commit_id))
+        .outerjoin(last_good, and_(last_good.branch_id == AlertGroup.branch_id, last_good.commit_id == AlertGroup.last_good_commit_id))
+        .where(at_commit.position <= first_bad.position, at_commit.position > func.coalesce(last_good.position, -1))
+    )
+    statement = select(AlertGroup).where(AlertGroup.id.in_(in_range)).order_by(AlertGroup.id)
+    if untriaged_regressions_only:
+        statement = statement.where(AlertGroup.status == "untriaged", AlertGroup.direction == "regression")
+    if machine_ids is not None:
+        statement = statement.where(AlertGroup.machine_id.in_(list(machine_ids)))
+    return list(session.scalars(statement))
+
+
+def active_jobs(session: Session, commit_ids: Sequence[int], machine_ids: Sequence[int] | None) -> int:
+    statement = select(func.count()).select_from(Job).where(
+        Job.commit_id.in_(list(commit_ids)), Job.state.in_((JobState.QUEUED.value, *ACTIVE_STATES))
+    )
+    if machine_ids is not None:
+        statement = statement.where(Job.machine_id.in_(list(machine_ids)))
+    return session.scalar(statement) or 0
+
+
+def verdicts(session: Session, commit_ids: Sequence[int], machine_ids: Sequence[int] | None) -> list[tuple[CommitStatus, str]]:
+    statement = (
+        select(CommitStatus, Machine.name)
+        .join(Machine, Machine.id == CommitStatus.machine_id)
+        .where(CommitStatus.commit_id.in_(list(commit_ids)))
+        .order_by(CommitStatus.machine_id)
+    )
+    if machine_ids is not None:
+        statement = statement.where(CommitStatus.machine_id.in_(list(machine_ids)))
+    return [(status, name) for status, name in session.execute(statement)]

@@ -1,0 +1,72 @@
+"""Alert groups (list, one, triage), re-detection, and the CI gate's check of one commit."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+
+from .. import dispatch
+from ..deps import AdminDep, PageDep, ReaderDep, SessionDep, SettingsDep
+from ..errors import NotFound, Unauthorized, responses
+from ..models import AlertDirection, AlertStatus
+from ..pagination import Page, paginate
+from . import repository as alert_sql
+from . import service
+from .schemas import AlertGroupRead, CheckResult, Redetect, RedetectAccepted, Triage
+
+router = APIRouter(prefix="/alerts", tags=["alerts"])
+
+_SHA = Query(pattern=r"^[0-9a-f]{40}$", description="Full commit sha")
+
+
+@router.get("", responses=responses(Unauthorized))
+def list_alerts(
+    session: SessionDep,
+    _: ReaderDep,
+    page: PageDep,
+    status: Annotated[AlertStatus | None, Query()] = None,
+    direction: Annotated[AlertDirection | None, Query()] = None,
+    machine_id: Annotated[int | None, Query()] = None,
+    repository_id: Annotated[int | None, Query()] = None,
+    branch: Annotated[str | None, Query(description="Branch name")] = None,
+    config: Annotated[str | None, Query(description="Groups with an alert of this benchmark config")] = None,
+    metric: Annotated[str | None, Query(description="Groups with an alert of this metric")] = None,
+) -> Page[AlertGroupRead]:
+    """Alert groups, newest first."""
+    statement = alert_sql.groups_statement(
+        status.value if status else None, direction.value if direction else None, machine_id, repository_id, branch, config, metric
+    )
+    return service.read_page(session, paginate(session, statement, page, lambda group: group))
+
+
+@router.get("/check", responses=responses(Unauthorized, NotFound))
+def check_commit(
+    session: SessionDep,
+    _: ReaderDep,
+    commit: Annotated[str, _SHA],
+    repository: Annotated[str | None, Query(description="Repository name (GitHub full_name / GitLab path)")] = None,
+    machine: Annotated[str | None, Query(description="Machine name or id; default every machine")] = None,
+) -> CheckResult:
+    """The CI gate: regressed (an untriaged regression implicates the commit), clean, or pending."""
+    return service.check(session, commit, repository, machine)
+
+
+@router.post("/detect", status_code=status.HTTP_202_ACCEPTED, responses=responses(Unauthorized, NotFound))
+def redetect(data: Redetect, session: SessionDep, _: AdminDep) -> RedetectAccepted:
+    """Run detection again over every series of a branch x machine (e.g. after a detector upgrade)."""
+    branch_id = service.branch_id_of(session, data.repository_id, data.branch)
+    configs = alert_sql.configs_of_machine_on_branch(session, branch_id, data.machine_id)
+    dispatch.send_after_commit(session, service.REDETECT_TASK, branch_id, data.machine_id)
+    return RedetectAccepted(configs=len(configs))
+
+
+@router.get("/{group_id}", responses=responses(Unauthorized, NotFound))
+def get_alert_group(group_id: int, session: SessionDep, _: ReaderDep) -> AlertGroupRead:
+    return service.get_group(session, group_id)
+
+
+@router.post("/{group_id}/triage", responses=responses(Unauthorized, NotFound))
+def triage(group_id: int, data: Triage, session: SessionDep, _: AdminDep, settings: SettingsDep) -> AlertGroupRead:
+    """Set untriaged / acknowledged / invalid / fixed with a note and who; commit statuses follow."""
+    return service.triage(session, group_id, data, settings)

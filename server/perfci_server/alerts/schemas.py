@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..models import AlertStatus
+
+
+class CommitRef(BaseModel):
+    sha: str
+    position: int | None = Field(description="The commit's position on the alert's branch")
+    subject: str = Field(description="First line of the commit message")
+    author: str = ""
+
+
+class AlertRead(BaseModel):
+    config: str
+    metric: str
+    backend: str
+    direction: str
+    before_median: float
+    after_median: float
+    change_pct: float | None = Field(description="(after - before) / |before| x 100; null when before is 0")
+    confidence: float
+    p_value: float | None
+    last_good_sha: str | None
+    first_bad_sha: str
+
+    @field_validator("change_pct", "p_value", mode="before")
+    @classmethod
+    def _finite_or_null(cls, value: Any) -> Any:
+        return value if value is None or math.isfinite(value) else None
+
+
+class AlertGroupRead(BaseModel):
+    id: int
+    repository_id: int
+    repository: str
+    branch: str
+    machine_id: int
+    machine: str
+    direction: str
+    status: str
+    last_good: CommitRef | None = Field(description="Last commit at the old level; null at the series start")
+    first_bad: CommitRef
+    summary: str
+    explanation: dict[str, Any]
+    triage_note: str
+    triaged_by: str
+    triaged_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    alerts: list[AlertRead]
+
+
+class TriageStatus(str, Enum):
+    UNTRIAGED = AlertStatus.UNTRIAGED.value
+    ACKNOWLEDGED = AlertStatus.ACKNOWLEDGED.value
+    INVALID = AlertStatus.INVALID.value
+    FIXED = AlertStatus.FIXED.value
+
+
+class Triage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    status: TriageStatus
+    note: str = Field("", max_length=10_000)
+    by: str = Field(min_length=1, max_length=128, description="Who triaged (a name or handle)")
+
+
+class Redetect(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    repository_id: int
+    branch: str = Field(min_length=1, max_length=255)
+    machine_id: int
+
+
+class RedetectAccepted(BaseModel):
+    configs: int = Field(description="Benchmark configs whose series will be re-examined")
+
+
+class CheckState(str, Enum):
+    REGRESSED = "regressed"
+    CLEAN = "clean"
+    PENDING = "pending"
+
+
+class MachineVerdict(BaseModel):
+    machine_id: int
+    machine: str
+    state: str = Field(description="success / failure, as posted to the forge")
+    description: str
+
+
+class CheckResult(BaseModel):
+    commit: str
+    state: CheckState = Field(description="regressed: an untriaged regression implicates the commit; "
+                                          "clean: measured and analysed everywhere, nothing untriaged; "
+                                          "pending: not (fully) measured or analysed yet")
+    exit_code: int = Field(description="What `perfci check` exits with: 1 regressed, 0 clean, 2 pending")
+    detail: str
+    machines: list[MachineVerdict] = Field(description="Analysed verdicts per machine")
+    pending_jobs: int = Field(description="Jobs of this commit still queued or running")
+    regressions: list[AlertGroupRead]

@@ -1,0 +1,544 @@
+"""Detection in production: turn the analysis core's changes into alert groups, explain them,
+triage them, and answer the CI gate.
+
+What one detection run does (a Celery task after each successful upload, see :mod:`.tasks`):
+
+- for every branch the measured commit is on, under a per branch x machine lock (groups span
+  every config and metric of a machine), read the last ``detection_window_commits`` measured
+  commits of the run's machine x config — every repetition of every metric and backend;
+- run :func:`analysis.detect` on each (metric, backend) series: sim by the exact rule, the rest
+  by change points + the per-commit test with the noise-learned minimum effect. A machine is one
+  fingerprint, so a changed fingerprint (a new machine row) starts new series: no alert ever
+  spans two fingerprints;
+- reconcile the changes with the stored alerts of that series (:class:`_Book`): a change whose
+  range (last good, first bad] overlaps an existing alert of the series updates that alert in
+  place; otherwise it joins a group of the branch x machine whose range it overlaps, or opens a
+  new group. A group's range is the intersection of its alerts' ranges (every metric that moved
+  there agrees the culprit is inside it); two groups whose ranges come to share their first bad
+  commit are merged.
+
+A change that disappears (more data shows no step): an alert of the series that detection no
+longer reports is deleted when its group is still untriaged and the window judged it — its first
+bad commit lies at least ``STALE_MARGIN`` measured commits after the window's start (or the
+window reaches back to the series' first commit), so an alert is never dropped merely because
+the window slid past its left edge. An emptied untriaged group is deleted. Triaged groups are
+never dropped nor re-opened: their alerts' numbers are refreshed, nothing else.
+
+Changes of a metric the catalogue does not know (no better-direction) are logged, not alerted:
+an alert must say regression or improvement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from .. import dispatch
+from ..analysis import Kind, Point, detect, explain
+from ..analysis.detect import Settings as DetectionSettings
+from ..errors import NotFound
+from ..forge import service as forge_service
+from ..models import Alert, AlertDirection, AlertGroup, AlertStatus, BenchConfig, Branch, Machine, Repository, RunStatus, utcnow
+from ..pagination import Page
+from ..repos import repository as repo_sql
+from ..settings import Settings
+from . import repository as alert_sql
+from .schemas import AlertGroupRead, AlertRead, CheckResult, CheckState, CommitRef, MachineVerdict, Triage
+
+log = logging.getLogger(__name__)
+
+DETECT_TASK = "perfci.alerts.detect_run"
+REDETECT_TASK = "perfci.alerts.redetect"
+DETECTION = DetectionSettings(unknown_metric="report")
+STALE_MARGIN = 20  # measured commits after a truncated window's start before an absence counts
+
+
+def schedule_detection(session: Session, run_id: int) -> None:
+    """After the upload commits, detect on the series the run changed."""
+    dispatch.send_after_commit(session, DETECT_TASK, run_id)
+
+
+# --- detection ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Found:
+    """One change of one series, located on the branch."""
+
+    config_id: int
+    metric: str
+    backend: str
+    direction: str
+    last_good: tuple[int, int]  # (commit id, branch position)
+    first_bad: tuple[int, int]
+    before_median: float
+    after_median: float
+    change_pct: float
+    confidence: float
+    p_value: float | None
+
+    @property
+    def key(self) -> tuple[int, str, str]:
+        return (self.config_id, self.metric, self.backend)
+
+
+@dataclass
+class Outcome:
+    """What a detection run did; ``commits`` need their verdict (commit status) refreshed."""
+
+    found: int = 0
+    created: int = 0
+    updated: int = 0
+    dropped: int = 0
+    groups: set[int] = field(default_factory=set)
+    commits: set[int] = field(default_factory=set)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"found": self.found, "created": self.created, "updated": self.updated, "dropped": self.dropped,
+                "groups": sorted(self.groups), "commits": len(self.commits)}
+
+
+def detect_run(session: Session, run_id: int, settings: Settings) -> Outcome:
+    """Detection on the series of one uploaded run (idempotent: re-running changes nothing)."""
+    outcome = Outcome()
+    ctx = alert_sql.run_context(session, run_id)
+    if ctx is None:
+        log.warning("detection: run %s does not exist (deleted?)", run_id)
+        return outcome
+    if ctx.status != RunStatus.OK.value:
+        log.info("detection: run %s is %s, nothing to analyse", run_id, ctx.status)
+        return outcome
+    for branch_id in alert_sql.branches_of_commit(session, ctx.commit_id):
+        alert_sql.lock_branch_machine(session, branch_id, ctx.machine_id)
+        detect_config(session, branch_id, ctx.machine_id, ctx.config_id, settings, outcome)
+    outcome.commits.add(ctx.commit_id)
+    forge_service.record_verdicts(session, ctx.machine_id, outcome.commits, settings)
+    log.info("detection for run %s: %s", run_id, outcome.as_dict())
+    return outcome
+
+
+def redetect(session: Session, branch_id: int, machine_id: int, settings: Settings) -> Outcome:
+    """Detection over every config measured on a branch x machine (after a detector change)."""
+    outcome = Outcome()
+    alert_sql.lock_branch_machine(session, branch_id, machine_id)
+    for config_id in alert_sql.configs_of_machine_on_branch(session, branch_id, machine_id):
+        detect_config(session, branch_id, machine_id, config_id, settings, outcome)
+    forge_service.record_verdicts(session, machine_id, outcome.commits, settings)
+    log.info("redetection of branch %s x machine %s: %s", branch_id, machine_id, outcome.as_dict())
+    return outcome
+
+
+def detect_config(session: Session, branch_id: int, machine_id: int, config_id: int, settings: Settings,
+                  outcome: Outcome) -> None:
+    positions = alert_sql.measured_positions(session, branch_id, machine_id, config_id, settings.detection_window_commits)
+    if not positions:
+        return
+    first = alert_sql.first_measured_position(session, branch_id, machine_id, config_id)
+    judge_from = positions[0] if positions[0] == first else positions[min(STALE_MARGIN, len(positions) - 1)]
+
+    points: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    at: dict[str, tuple[int, int]] = {}
+    for row in alert_sql.window_values(session, branch_id, machine_id, config_id, positions):
+        points[(row.metric, row.backend)][row.position].append(row.value)
+        at[row.sha] = (row.commit_id, row.position)
+    sha_at = {position: sha for sha, (_, position) in at.items()}
+
+    book = _Book(session, branch_id, machine_id)
+    for (metric, backend), by_position in sorted(points.items()):
+        series = [Point.of(sha_at[p], values) for p, values in sorted(by_position.items())]
+        found = _changes(series, metric, backend, config_id, at)
+        outcome.found += len(found)
+        book.reconcile((config_id, metric, backend), found, judge_from, outcome)
+    book.finish(settings, outcome)
+
+
+def _changes(series: list[Point], metric: str, backend: str, config_id: int, at: dict[str, tuple[int, int]]) -> list[Found]:
+    result = detect(series, metric, backend, DETECTION)
+    for note in result.notes:
+        log.debug("detection %s/%s config %s: %s", metric, backend, config_id, note)
+    found = []
+    for change in result.changes:
+        if change.kind not in (Kind.REGRESSION, Kind.IMPROVEMENT):
+            log.warning("detection: %s/%s moved %+.2f%% at %s but has no better-direction; not alerted",
+                        metric, backend, change.percent, change.first_bad)
+            continue
+        found.append(Found(
+            config_id=config_id, metric=metric, backend=backend, direction=change.kind.value,
+            last_good=at[change.last_good], first_bad=at[change.first_bad],
+            before_median=change.before_median, after_median=change.after_median, change_pct=change.percent,
+            confidence=change.confidence, p_value=None if change.exact else change.p_value,
+        ))
+    return found
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> int:
+    """Commits two ranges (last good position, first bad position] have in common."""
+    return max(0, min(a[1], b[1]) - max(a[0], b[0]))
+
+
+class _Book:
+    """The alert groups of one branch x machine, held while detection reconciles series with them
+    (the advisory lock keeps other tasks out)."""
+
+    def __init__(self, session: Session, branch_id: int, machine_id: int):
+        self.session, self.branch_id, self.machine_id = session, branch_id, machine_id
+        self.groups = {g.id: g for g in alert_sql.groups_of(session, branch_id, machine_id)}
+        self.alerts = alert_sql.alerts_of_groups(session, list(self.groups))
+        commit_ids = [c for g in self.groups.values() for c in (g.last_good_commit_id, g.first_bad_commit_id)]
+        commit_ids += [c for a in self.alerts for c in (a.last_good_commit_id, a.first_bad_commit_id)]
+        self.pos = alert_sql.positions_of(session, branch_id, commit_ids)
+        self.old_ranges = {g.id: self.range_of(g) for g in self.groups.values()}
+        self.touched: set[int] = set()
+        branch = session.get(Branch, branch_id)
+        assert branch is not None
+        self.repository_id = branch.repository_id
+
+    def range_of(self, row: AlertGroup | Alert) -> tuple[int, int]:
+        lg = self.pos.get(row.last_good_commit_id, -1) if row.last_good_commit_id is not None else -1
+        return (lg, self.pos[row.first_bad_commit_id])
+
+    def members(self, group_id: int) -> list[Alert]:
+        return [a for a in self.alerts if a.group_id == group_id]
+
+    def reconcile(self, key: tuple[int, str, str], found: list[Found], judge_from: int, outcome: Outcome) -> None:
+        mine = [a for a in self.alerts if (a.config_id, a.metric, a.backend) == key]
+        used: set[int] = set()
+        for f in sorted(found, key=lambda f: f.first_bad[1]):
+            rng = (f.last_good[1], f.first_bad[1])
+            same = [a for a in mine if a.id not in used and _overlap(self.range_of(a), rng)]
+            if same:
+                alert = max(same, key=lambda a: _overlap(self.range_of(a), rng))
+                used.add(alert.id)
+                if not self._fill(alert, f):
+                    continue  # nothing new: no re-explanation, no verdict to refresh
+                outcome.updated += 1
+            else:
+                alert = self._insert(self._group_for(key, rng, f), f)
+                used.add(alert.id)
+                mine.append(alert)
+                outcome.created += 1
+            self.touched.add(alert.group_id)
+            self._settle(alert.group_id)
+        for alert in mine:
+            if alert.id in used or self.range_of(alert)[1] < judge_from:
+                continue
+            group = self.groups[alert.group_id]
+            if group.status != AlertStatus.UNTRIAGED.value:
+                continue  # triaged: a person decided about it; detection does not undo that
+            log.info("detection: %s/%s no longer moves at commit %s; untriaged alert of group %s dropped",
+                     alert.metric, alert.backend, alert.first_bad_commit_id, group.id)
+            self.alerts.remove(alert)
+            self.session.delete(alert)
+            outcome.dropped += 1
+            self.touched.add(group.id)
+            self._settle(group.id)
+
+    def _fill(self, alert: Alert, f: Found) -> bool:
+        """Write the change into the alert; False when it already said exactly that."""
+        fields = {
+            "direction": f.direction, "last_good_commit_id": f.last_good[0], "first_bad_commit_id": f.first_bad[0],
+            "before_median": f.before_median, "after_median": f.after_median, "change_pct": f.change_pct,
+            "confidence": f.confidence, "p_value": f.p_value,
+        }
+        self.pos[f.last_good[0]], self.pos[f.first_bad[0]] = f.last_good[1], f.first_bad[1]
+        if all(getattr(alert, k) == v for k, v in fields.items()):
+            return False
+        for key, value in fields.items():
+            setattr(alert, key, value)
+        return True
+
+    def _insert(self, group: AlertGroup, f: Found) -> Alert:
+        alert = Alert(group_id=group.id, config_id=f.config_id, metric=f.metric, backend=f.backend)
+        self._fill(alert, f)
+        self.session.add(alert)
+        self.session.flush()
+        self.alerts.append(alert)
+        return alert
+
+    def _group_for(self, key: tuple[int, str, str], rng: tuple[int, int], f: Found) -> AlertGroup:
+        """The group whose range overlaps most (and holds no alert of this series), or a new one."""
+        taken = {a.group_id for a in self.alerts if (a.config_id, a.metric, a.backend) == key}
+        best, best_overlap = None, 0
+        for group in self.groups.values():
+            if group.id in taken:
+                continue
+            n = _overlap(self.range_of(group), rng)
+            if n > best_overlap:
+                best, best_overlap = group, n
+        if best is not None:
+            return best
+        group = AlertGroup(
+            repository_id=self.repository_id, branch_id=self.branch_id, machine_id=self.machine_id,
+            last_good_commit_id=f.last_good[0], first_bad_commit_id=f.first_bad[0], direction=f.direction,
+            status=AlertStatus.UNTRIAGED.value, triage_note="", triaged_by="", explanation={}, summary="",
+        )
+        self.session.add(group)
+        self.session.flush()
+        self.groups[group.id] = group
+        return group
+
+    def _settle(self, group_id: int) -> None:
+        """Range (intersection of the alerts' ranges) and direction of a group; delete it when
+        empty and untriaged; merge it into the group that already has its first bad commit."""
+        group = self.groups[group_id]
+        members = self.members(group_id)
+        if not members:
+            if group.status == AlertStatus.UNTRIAGED.value:
+                del self.groups[group_id]
+                self.session.delete(group)
+                self.session.flush()
+            return
+        by_lg = max(members, key=lambda a: self.range_of(a)[0])
+        by_fb = min(members, key=lambda a: self.range_of(a)[1])
+        if self.range_of(by_lg)[0] >= self.range_of(by_fb)[1]:  # no common commit: the lead alert's range
+            by_lg = by_fb = _lead(members)
+        direction = AlertDirection.REGRESSION if any(a.direction == "regression" for a in members) else AlertDirection.IMPROVEMENT
+        group.direction = direction.value
+        group.last_good_commit_id = by_lg.last_good_commit_id
+        other = next((g for g in self.groups.values()
+                      if g.id != group.id and g.first_bad_commit_id == by_fb.first_bad_commit_id), None)
+        if other is None:
+            group.first_bad_commit_id = by_fb.first_bad_commit_id
+            self.session.flush()
+            return
+        self._merge(into=min(group, other, key=lambda g: g.id), absorbed=max(group, other, key=lambda g: g.id))
+
+    def _merge(self, into: AlertGroup, absorbed: AlertGroup) -> None:
+        log.info("alert group %s merged into %s (same first bad commit)", absorbed.id, into.id)
+        keys = {(a.config_id, a.metric, a.backend) for a in self.members(into.id)}
+        for alert in self.members(absorbed.id):
+            if (alert.config_id, alert.metric, alert.backend) in keys:
+                self.alerts.remove(alert)
+                self.session.delete(alert)
+            else:
+                alert.group_id = into.id
+        if into.status == AlertStatus.UNTRIAGED.value and absorbed.status != AlertStatus.UNTRIAGED.value:
+            into.status, into.triage_note = absorbed.status, absorbed.triage_note
+            into.triaged_by, into.triaged_at = absorbed.triaged_by, absorbed.triaged_at
+        del self.groups[absorbed.id]
+        self.session.flush()
+        self.session.delete(absorbed)
+        self.session.flush()
+        self.touched.discard(absorbed.id)
+        self.touched.add(into.id)
+        self._settle(into.id)
+
+    def finish(self, settings: Settings, outcome: Outcome) -> None:
+        """Explain the groups that changed; collect the commits whose verdict may have changed
+        (the old and new ranges of every changed, merged or deleted group)."""
+        changed = self.touched | (set(self.old_ranges) - set(self.groups))
+        for group_id in sorted(changed):
+            ranges = [self.old_ranges.get(group_id)]
+            if group_id in self.groups:
+                ranges.append(self.range_of(self.groups[group_id]))
+            for rng in filter(None, ranges):
+                outcome.commits.update(alert_sql.commits_at(self.session, self.branch_id, rng[0] + 1, rng[1]))
+        for group_id in sorted(self.touched & set(self.groups)):
+            _explain_group(self.session, self.groups[group_id], self, settings)
+            outcome.groups.add(group_id)
+        self.session.flush()
+
+
+def _lead(alerts: Iterable[Alert]) -> Alert:
+    """The alert a group is named after: a regression before an improvement, then the largest move."""
+    return min(alerts, key=lambda a: (a.direction != "regression", -abs(a.change_pct) if math.isfinite(a.change_pct) else -math.inf, a.id))
+
+
+# --- explanation ----------------------------------------------------------------------------
+
+
+def _explain_group(session: Session, group: AlertGroup, book: _Book, settings: Settings) -> None:
+    """Lean-model explanation from the medians of *every* metric of each (config, backend) that
+    alerted, over up to ``explanation_window_commits`` measured commits on each side of the
+    range, bounded by the neighbouring groups' ranges (their levels are not this one's)."""
+    lg, fb = book.range_of(group)
+    others = [book.range_of(g) for g in book.groups.values() if g.id != group.id]
+    prev_fb = max((r[1] for r in others if r[1] <= lg), default=None)
+    next_lg = min((r[0] for r in others if r[0] >= fb), default=None)
+    members = book.members(group.id)
+    lead = _lead(members)
+    config_names = alert_sql.names(session, BenchConfig, [a.config_id for a in members])
+    parts = []
+    for config_id, backend in sorted({(a.config_id, a.backend) for a in members}, key=lambda k: k != (lead.config_id, lead.backend)):
+        k = settings.explanation_window_commits
+        before_at = alert_sql.measured_positions_between(session, group.branch_id, group.machine_id, config_id, prev_fb, lg, k, True) if lg >= 0 else []
+        after_at = alert_sql.measured_positions_between(session, group.branch_id, group.machine_id, config_id, fb, next_lg, k, False)
+        before, after = _medians(session, group, config_id, backend, before_at), _medians(session, group, config_id, backend, after_at)
+        explanation = explain(before, after)
+        parts.append({
+            "config": config_names.get(config_id, str(config_id)), "backend": backend,
+            "cause": explanation.cause, "sentence": explanation.sentence,
+            "decompositions": [dataclasses.asdict(d) for d in explanation.decompositions],
+            "counters": [dataclasses.asdict(c) for c in explanation.counters],
+            "before": before, "after": after, "commits_before": len(before_at), "commits_after": len(after_at),
+        })
+    lead_part = parts[0]
+    group.explanation = _json_safe({"cause": lead_part["cause"], "sentence": lead_part["sentence"], "parts": parts})
+    group.summary = _summary(session, group, (lg, fb), lead_part, len(members))
+
+
+def _medians(session: Session, group: AlertGroup, config_id: int, backend: str, positions: list[int]) -> dict[str, float]:
+    values: dict[str, list[float]] = defaultdict(list)
+    for row in alert_sql.window_values(session, group.branch_id, group.machine_id, config_id, positions):
+        if row.backend == backend and math.isfinite(row.value):
+            values[row.metric].append(row.value)
+    return {metric: float(np.median(v)) for metric, v in values.items()}
+
+
+def _summary(session: Session, group: AlertGroup, rng: tuple[int, int], part: dict[str, Any], n_alerts: int) -> str:
+    commits = alert_sql.commits_by_id(session, [group.first_bad_commit_id, group.last_good_commit_id])
+    machine = session.get(Machine, group.machine_id)
+    first_bad = commits[group.first_bad_commit_id]
+    if rng[1] - rng[0] == 1:
+        subject = _subject(first_bad.message)
+        where = f"at {first_bad.sha[:12]}" + (f" ({subject})" if subject else "")
+    else:
+        last_good = commits.get(group.last_good_commit_id) if group.last_good_commit_id else None
+        where = f"in {rng[1] - rng[0]} commits after {last_good.sha[:12] if last_good else 'the start'} up to {first_bad.sha[:12]}"
+    sim = " simulated" if part["backend"] == "sim" else ""
+    more = f" (+{n_alerts - 1} more metric{'s' if n_alerts > 2 else ''})" if n_alerts > 1 else ""
+    return (f"{group.direction.capitalize()} {where} on {machine.name if machine else group.machine_id}, "
+            f"{part['config']} ({part['backend']}{sim}): {part['sentence']}{more}")
+
+
+def _candidate_span(session: Session, group: AlertGroup) -> tuple[int, int]:
+    """Branch positions of the first and the last commit that may have caused the change."""
+    pos = alert_sql.positions_of(session, group.branch_id, [group.first_bad_commit_id, group.last_good_commit_id])
+    lg = pos.get(group.last_good_commit_id, -1) if group.last_good_commit_id else -1
+    return lg + 1, pos[group.first_bad_commit_id]
+
+
+def _subject(message: str) -> str:
+    return message.strip().splitlines()[0][:200] if message.strip() else ""
+
+
+def _json_safe(value: Any) -> Any:
+    """JSON has no NaN/inf (PostgreSQL's json rejects them): those become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+# --- reads ----------------------------------------------------------------------------------
+
+
+def read_groups(session: Session, groups: list[AlertGroup]) -> list[AlertGroupRead]:
+    """The API shape of groups, with every name and commit loaded in a few batch queries."""
+    if not groups:
+        return []
+    alerts = alert_sql.alerts_of_groups(session, [g.id for g in groups])
+    by_group: dict[int, list[Alert]] = defaultdict(list)
+    for a in alerts:
+        by_group[a.group_id].append(a)
+    commit_ids = [c for g in groups for c in (g.last_good_commit_id, g.first_bad_commit_id)]
+    commit_ids += [c for a in alerts for c in (a.last_good_commit_id, a.first_bad_commit_id)]
+    commits = alert_sql.commits_by_id(session, commit_ids)
+    positions = alert_sql.branch_positions(session, [(g.branch_id, c) for g in groups for c in (g.last_good_commit_id, g.first_bad_commit_id)])
+    repos = alert_sql.names(session, Repository, [g.repository_id for g in groups])
+    branches = alert_sql.names(session, Branch, [g.branch_id for g in groups])
+    machines = alert_sql.names(session, Machine, [g.machine_id for g in groups])
+    configs = alert_sql.names(session, BenchConfig, [a.config_id for a in alerts])
+
+    def ref(group: AlertGroup, commit_id: int | None, author: bool) -> CommitRef | None:
+        if commit_id is None:
+            return None
+        c = commits[commit_id]
+        return CommitRef(sha=c.sha, position=positions.get((group.branch_id, commit_id)), subject=_subject(c.message),
+                         author=(f"{c.author_name} <{c.author_email}>" if c.author_email else c.author_name) if author else "")
+
+    out = []
+    for g in groups:
+        members = sorted(by_group[g.id], key=lambda a: (configs.get(a.config_id, ""), a.metric, a.backend))
+        first_bad = ref(g, g.first_bad_commit_id, author=True)
+        assert first_bad is not None
+        out.append(AlertGroupRead(
+            id=g.id, repository_id=g.repository_id, repository=repos.get(g.repository_id, ""), branch=branches.get(g.branch_id, ""),
+            machine_id=g.machine_id, machine=machines.get(g.machine_id, ""), direction=g.direction, status=g.status,
+            last_good=ref(g, g.last_good_commit_id, author=False), first_bad=first_bad, summary=g.summary,
+            explanation=g.explanation, triage_note=g.triage_note, triaged_by=g.triaged_by, triaged_at=g.triaged_at,
+            created_at=g.created_at, updated_at=g.updated_at,
+            alerts=[AlertRead(
+                config=configs.get(a.config_id, ""), metric=a.metric, backend=a.backend, direction=a.direction,
+                before_median=a.before_median, after_median=a.after_median, change_pct=a.change_pct,
+                confidence=a.confidence, p_value=a.p_value,
+                last_good_sha=commits[a.last_good_commit_id].sha if a.last_good_commit_id else None,
+                first_bad_sha=commits[a.first_bad_commit_id].sha,
+            ) for a in members],
+        ))
+    return out
+
+
+def read_page(session: Session, page: Page[AlertGroup]) -> Page[AlertGroupRead]:
+    return Page(items=read_groups(session, page.items), total=page.total, limit=page.limit, offset=page.offset)
+
+
+def get_group(session: Session, group_id: int) -> AlertGroupRead:
+    group = alert_sql.group_by_id(session, group_id)
+    if group is None:
+        raise NotFound(f"no alert group {group_id}")
+    return read_groups(session, [group])[0]
+
+
+# --- triage and the CI check ----------------------------------------------------------------
+
+
+def triage(session: Session, group_id: int, data: Triage, settings: Settings) -> AlertGroupRead:
+    """Set a group's triage state; the commit statuses of its range follow (success once no
+    untriaged regression implicates a commit)."""
+    group = alert_sql.group_by_id(session, group_id, lock=True)
+    if group is None:
+        raise NotFound(f"no alert group {group_id}")
+    group.status, group.triage_note, group.triaged_by = data.status.value, data.note, data.by
+    group.triaged_at = utcnow()
+    session.flush()
+    lg, fb = _candidate_span(session, group)
+    commits = alert_sql.commits_at(session, group.branch_id, lg, fb)
+    forge_service.record_verdicts(session, group.machine_id, commits, settings)
+    log.info("alert group %s triaged %s by %s", group.id, group.status, group.triaged_by)
+    return read_groups(session, [group])[0]
+
+
+def branch_id_of(session: Session, repository_id: int, branch: str) -> int:
+    row = repo_sql.branch(session, repository_id, branch)
+    if row is None:
+        raise NotFound(f"no branch {branch!r} in repository {repository_id}")
+    return row.id
+
+
+def check(session: Session, sha: str, repository: str | None, machine: str | None) -> CheckResult:
+    """The CI gate's answer for one commit (see CheckResult)."""
+    commits = alert_sql.commits_with_sha(session, sha, repository)
+    machine_ids = alert_sql.machine_ids(session, machine)
+    if machine_ids == []:
+        raise NotFound(f"no machine named {machine!r}")
+    if not commits:
+        where = f" in repository {repository!r}" if repository else ""
+        return CheckResult(commit=sha, state=CheckState.PENDING, exit_code=2, machines=[], pending_jobs=0, regressions=[],
+                           detail=f"commit {sha} is not known{where} yet (no push delivered it)")
+    commit_ids = [c.id for c in commits]
+    regressions = read_groups(session, alert_sql.implicating_groups(session, commit_ids, machine_ids))
+    pending = alert_sql.active_jobs(session, commit_ids, machine_ids)
+    verdicts = [MachineVerdict(machine_id=s.machine_id, machine=name, state=s.state, description=s.description)
+                for s, name in alert_sql.verdicts(session, commit_ids, machine_ids)]
+    if regressions:
+        state, detail = CheckState.REGRESSED, "; ".join(f"alert {g.id}: {g.summary}" for g in regressions)
+    elif pending or not verdicts:
+        state = CheckState.PENDING
+        detail = f"{pending} job(s) still queued or running" if pending else "no analysed result for this commit yet"
+    else:
+        state, detail = CheckState.CLEAN, f"no untriaged regression on {len(verdicts)} machine(s)"
+    exit_code = {CheckState.REGRESSED: 1, CheckState.CLEAN: 0, CheckState.PENDING: 2}[state]
+    return CheckResult(commit=sha, state=state, exit_code=exit_code, detail=detail, machines=verdicts, pending_jobs=pending,
+                       regressions=regressions)

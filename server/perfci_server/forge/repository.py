@@ -1,0 +1,64 @@
+"""SQL for commit statuses (verdicts per commit x machine and their delivery)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, select
+from sqlalchemy.orm import Session
+
+from .. import db
+from ..models import Commit, CommitStatus, Delivery, Machine, Repository, utcnow
+
+
+def commits_with_repository(session: Session, commit_ids: Sequence[int]) -> Sequence[Row[Any]]:
+    """(commit id, sha, repository id, repository name, forge) of each commit."""
+    statement = (
+        select(Commit.id, Commit.sha, Repository.id.label("repository_id"), Repository.name, Repository.forge)
+        .join(Repository, Repository.id == Commit.repository_id)
+        .where(Commit.id.in_(list(commit_ids)))
+        .order_by(Commit.id)
+    )
+    return session.execute(statement).all()
+
+
+def machine_name(session: Session, machine_id: int) -> str:
+    machine = session.get(Machine, machine_id)
+    return machine.name if machine else str(machine_id)
+
+
+def lock_status(session: Session, repository_id: int, commit_id: int, machine_id: int, defaults: dict[str, Any]) -> tuple[CommitStatus, bool]:
+    """The (commit, machine) row, created from ``defaults`` if missing, locked; and whether it is new."""
+    row = {"repository_id": repository_id, "commit_id": commit_id, "machine_id": machine_id, "version": 1,
+           "attempts": 0, "last_error": "", "created_at": utcnow(), "updated_at": utcnow(), **defaults}
+    inserted = db.insert_ignoring_conflicts(session, CommitStatus.__table__, [row], ["commit_id", "machine_id"],
+                                            returning=CommitStatus.__table__.c.id).first()
+    statement = select(CommitStatus).where(CommitStatus.commit_id == commit_id, CommitStatus.machine_id == machine_id)
+    return session.scalars(statement.with_for_update().execution_options(populate_existing=True)).one(), inserted is not None
+
+
+def status_for_delivery(session: Session, status_id: int) -> Row[Any] | None:
+    """(status, sha, project name, forge) of one status row."""
+    statement = (
+        select(CommitStatus, Commit.sha, Repository.name, Repository.forge)
+        .join(Commit, Commit.id == CommitStatus.commit_id)
+        .join(Repository, Repository.id == CommitStatus.repository_id)
+        .where(CommitStatus.id == status_id)
+    )
+    return session.execute(statement).first()
+
+
+def lock_by_id(session: Session, status_id: int) -> CommitStatus | None:
+    return session.scalar(select(CommitStatus).where(CommitStatus.id == status_id).with_for_update())
+
+
+def stale_pending(session: Session, older_than: datetime, limit: int) -> list[int]:
+    statement = (
+        select(CommitStatus.id)
+        .where(CommitStatus.delivery == Delivery.PENDING.value, CommitStatus.updated_at < older_than)
+        .order_by(CommitStatus.updated_at)
+        .limit(limit)
+    )
+    return list(session.scalars(statement))

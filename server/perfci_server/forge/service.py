@@ -1,0 +1,145 @@
+"""Commit verdicts and their delivery to the forge.
+
+A measured commit's verdict on a machine is ``failure`` while an untriaged regression alert group
+of that machine implicates it (the commit lies in the group's range, last good .. first bad),
+else ``success``. The verdict is written in the detection (or triage) transaction; posting it is a
+Celery task sent after commit, retried with exponential backoff, and a periodic sweep re-sends
+whatever is still pending — so a forge outage delays a status but never loses it (nor the alert,
+which was committed before any post was attempted).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+from datetime import timedelta
+
+from sqlalchemy.orm import Session
+
+from .. import dispatch
+from ..alerts import repository as alert_sql
+from ..models import AlertGroup, BenchConfig, CommitState, CommitStatus, Delivery, Forge, utcnow
+from ..settings import Settings
+from . import repository as status_sql
+from .client import StatusPost
+
+log = logging.getLogger(__name__)
+
+POST_TASK = "perfci.forge.post_status"
+RESEND_BATCH = 500
+
+
+def record_verdicts(session: Session, machine_id: int, commit_ids: Iterable[int], settings: Settings) -> list[int]:
+    """Write the verdict of each commit on the machine; queue a post for each one that changed.
+
+    Returns the ids of the statuses that will be posted.
+    """
+    ids = sorted(set(commit_ids))
+    if not ids:
+        return []
+    context = f"{settings.status_context}/{status_sql.machine_name(session, machine_id)}"
+    to_post = []
+    for commit in status_sql.commits_with_repository(session, ids):
+        state, description, target_url = _verdict(session, commit.id, machine_id, settings)
+        delivery = Delivery.PENDING if _token(settings, Forge(commit.forge)) else Delivery.DISABLED
+        fields = {"state": state.value, "context": context, "description": description, "target_url": target_url}
+        status, new = status_sql.lock_status(session, commit.repository_id, commit.id, machine_id, {**fields, "delivery": delivery.value})
+        if not new and all(getattr(status, k) == v for k, v in fields.items()):
+            continue  # same verdict: nothing to post again
+        if not new:
+            for key, value in fields.items():
+                setattr(status, key, value)
+            status.version += 1
+            status.delivery, status.last_error = delivery.value, ""
+        if delivery is Delivery.PENDING:
+            to_post.append(status.id)
+    session.flush()
+    for status_id in to_post:
+        dispatch.send_after_commit(session, POST_TASK, status_id)
+    return to_post
+
+
+def _verdict(session: Session, commit_id: int, machine_id: int, settings: Settings) -> tuple[CommitState, str, str | None]:
+    groups = alert_sql.implicating_groups(session, [commit_id], [machine_id])
+    base = settings.public_url.rstrip("/") + "/api/v1/alerts" if settings.public_url else None
+    if not groups:
+        return CommitState.SUCCESS, "no untriaged performance regression", None
+    return CommitState.FAILURE, _name_regression(session, groups), f"{base}/{groups[0].id}" if base else None
+
+
+def _name_regression(session: Session, groups: list[AlertGroup]) -> str:
+    """"regression: ipp +2.9% (self-64B, sim), alert 7" — the largest regressing metric first."""
+    alerts = [a for a in alert_sql.alerts_of_groups(session, [g.id for g in groups]) if a.direction == "regression"]
+    if not alerts:
+        return f"regression: alert {groups[0].id}"
+    lead = max(alerts, key=lambda a: abs(a.change_pct) if math.isfinite(a.change_pct) else math.inf)
+    config = alert_sql.names(session, BenchConfig, [lead.config_id]).get(lead.config_id, "")
+    change = f"{lead.change_pct:+.2f}%" if math.isfinite(lead.change_pct) else "from zero"
+    text = f"regression: {lead.metric} {change} ({config}, {lead.backend}), alert {lead.group_id}"
+    more = len(alerts) - 1
+    if more:
+        text += f", +{more} more metric{'s' if more > 1 else ''}"
+    return text
+
+
+def _token(settings: Settings, forge: Forge) -> str | None:
+    secret = settings.github_token if forge is Forge.GITHUB else settings.gitlab_token
+    return secret.get_secret_value() if secret is not None and secret.get_secret_value() else None
+
+
+# --- delivery (the post task and the resend sweep) ------------------------------------------
+
+
+def prepare(session: Session, status_id: int, settings: Settings) -> tuple[StatusPost, int] | None:
+    """What to post for a status and the version it is, or None when nothing is left to post."""
+    row = status_sql.status_for_delivery(session, status_id)
+    if row is None:
+        return None
+    status: CommitStatus = row[0]
+    forge = Forge(row.forge)
+    token = _token(settings, forge)
+    if status.delivery != Delivery.PENDING.value:
+        return None
+    if token is None:
+        status.delivery = Delivery.DISABLED.value
+        return None
+    api_url = settings.github_api_url if forge is Forge.GITHUB else settings.gitlab_api_url
+    post = StatusPost(forge=forge, api_url=api_url, token=token, project=row.name, sha=row.sha,
+                      state=CommitState(status.state), context=status.context, description=status.description,
+                      target_url=status.target_url)
+    return post, status.version
+
+
+def record_sent(session: Session, status_id: int, version: int) -> None:
+    status = status_sql.lock_by_id(session, status_id)
+    if status is None:
+        return
+    status.attempts += 1
+    status.sent_version = version
+    if status.version == version:  # a newer verdict has its own post queued
+        status.delivery, status.sent_at, status.last_error = Delivery.SENT.value, utcnow(), ""
+
+
+def record_failure(session: Session, status_id: int, version: int, error: str, permanent: bool) -> None:
+    status = status_sql.lock_by_id(session, status_id)
+    if status is None:
+        return
+    status.attempts += 1
+    status.last_error = error[:2000]
+    if permanent and status.version == version:
+        status.delivery = Delivery.FAILED.value
+
+
+def retry_delay(settings: Settings, retries: int) -> float:
+    return min(settings.forge_retry_backoff_seconds * 2 ** retries, settings.forge_retry_backoff_max_seconds)
+
+
+def resend_pending(session: Session, settings: Settings) -> list[int]:
+    """Statuses still pending after a quiet interval (their task was lost or gave up): post again."""
+    ids = status_sql.stale_pending(session, utcnow() - timedelta(seconds=settings.forge_resend_interval_seconds), RESEND_BATCH)
+    for status_id in ids:
+        dispatch.send_after_commit(session, POST_TASK, status_id)
+    if ids:
+        log.info("forge: re-sending %d pending commit status(es)", len(ids))
+    return ids

@@ -1,0 +1,61 @@
+"""A real HTTP server on loopback standing in for a forge's API: it records every request and
+answers with the status codes it is told to (e.g. 503 twice, then 201)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    answered: int
+
+
+class ForgeServer:
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self.script: deque[int] = deque()  # status codes to answer with, then 201
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with server._lock:
+                    code = server.script.popleft() if server.script else 201
+                    server.requests.append(Recorded("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, code))
+                payload = json.dumps({"id": len(server.requests), "state": body.get("state")} if code < 400 else {"message": f"HTTP {code}"}).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> ForgeServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def accepted(self) -> list[Recorded]:
+        with self._lock:
+            return [r for r in self.requests if r.answered < 400]

@@ -1,0 +1,161 @@
+"""Forge feedback against a real HTTP server on loopback that records the requests: one commit
+status per measured commit, retries with backoff, refusals, outages outlived by the resend sweep,
+triage flipping a status back. Data is committed (the post task opens its own sessions)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import select
+
+from alerts_support import committed_sim_lab
+from forge_server import ForgeServer
+from perfci_server.forge import client as forge_client
+from perfci_server.forge import service as forge_service
+from perfci_server.forge import tasks as forge_tasks
+from perfci_server.models import AlertGroup, CommitState, CommitStatus, Forge
+from server_conftest import _settings_env
+from server_support import ADMIN
+
+pytestmark = pytest.mark.services
+
+TOKEN = "ghp_" + "x" * 36
+STEP = 6
+
+
+@pytest.fixture
+def forge() -> Iterator[ForgeServer]:
+    with ForgeServer() as server:
+        yield server
+
+
+@pytest.fixture
+def lab(committed_client, sent_tasks, forge, monkeypatch):
+    _settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=TOKEN, PERFCI_FORGE_MAX_RETRIES="3",
+                  PERFCI_PUBLIC_URL="https://perfci.example.com", PERFCI_FORGE_RESEND_INTERVAL_SECONDS="0.001")
+    lab = committed_sim_lab(committed_client, sent_tasks, 10, STEP)
+    yield lab
+    lab.session.close()
+
+
+def _post_all(sent_tasks, start: int = 0) -> int:
+    posts = sent_tasks.named(forge_service.POST_TASK)
+    for (status_id,) in posts[start:]:
+        forge_tasks.post_status.apply(args=(status_id,))
+    return len(posts)
+
+
+def _statuses(session) -> dict[int, CommitStatus]:
+    session.expire_all()
+    return {s.commit_id: s for s in session.scalars(select(CommitStatus))}
+
+
+def test_one_status_per_measured_commit_failure_names_the_regression(lab, forge, sent_tasks):
+    assert _post_all(sent_tasks) == 10
+    shas = lab.shas["main"]
+    by_sha = {r.path.rsplit("/", 1)[1]: r for r in forge.requests}
+    assert set(by_sha) == set(shas)
+    for sha, request in by_sha.items():
+        assert request.path == f"/repos/perfci-org/dataplane/statuses/{sha}"
+        assert request.headers["authorization"] == f"Bearer {TOKEN}"
+        assert request.headers["accept"] == "application/vnd.github+json"
+        assert request.body["context"] == "perfci/dut-01"
+    bad = by_sha[shas[STEP]].body
+    [group_id] = [g["id"] for g in lab.alerts()]
+    assert bad["state"] == "failure"
+    assert bad["description"] == f"regression: ipp +2.90% (sim-64B, sim), alert {group_id}"
+    assert bad["target_url"] == f"https://perfci.example.com/api/v1/alerts/{group_id}"
+    assert {by_sha[s].body["state"] for s in shas if s != shas[STEP]} == {"success"}
+    assert all(len(r.body["description"]) <= 140 for r in forge.requests)
+    rows = _statuses(lab.session)
+    assert {(r.delivery, r.sent_version, r.attempts) for r in rows.values()} == {("sent", 1, 1)}
+
+
+def test_transient_failures_are_retried_with_backoff_until_posted(lab, forge, sent_tasks, monkeypatch):
+    delays = []
+    real = forge_service.retry_delay
+    monkeypatch.setattr(forge_service, "retry_delay", lambda settings, n: delays.append(real(settings, n)) or 0)
+    forge.script.extend([503, 429])
+    [first, *_] = sent_tasks.named(forge_service.POST_TASK)
+    forge_tasks.post_status.apply(args=first)
+    assert [r.answered for r in forge.requests] == [503, 429, 201]
+    assert delays == [5.0, 10.0]  # backoff x 2^n (the default 5 s base)
+    [row] = [r for r in _statuses(lab.session).values() if r.id == first[0]]
+    assert (row.delivery, row.attempts, row.last_error) == ("sent", 3, "")
+
+
+def test_a_refused_status_is_not_retried_and_the_alert_stays(lab, forge, sent_tasks):
+    forge.script.append(401)
+    [first, *_] = sent_tasks.named(forge_service.POST_TASK)
+    forge_tasks.post_status.apply(args=first)
+    assert [r.answered for r in forge.requests] == [401]
+    [row] = [r for r in _statuses(lab.session).values() if r.id == first[0]]
+    assert row.delivery == "failed" and "HTTP 401" in row.last_error
+    assert len(lab.alerts()) == 1
+
+
+def test_an_outage_longer_than_the_retries_is_outlived_by_the_resend_sweep(lab, forge, sent_tasks):
+    forge.script.extend([503] * 40)
+    _post_all(sent_tasks)
+    assert len(forge.requests) == 10 * 4 and forge.accepted() == []  # 1 try + 3 retries each
+    rows = _statuses(lab.session)
+    assert {r.delivery for r in rows.values()} == {"pending"} and all("HTTP 503" in r.last_error for r in rows.values())
+    assert len(lab.alerts()) == 1  # the alert never depended on the post
+    # The forge is back; the periodic sweep re-sends what is still pending.
+    sent_before = len(sent_tasks.named(forge_service.POST_TASK))
+    assert forge_tasks.resend_pending.apply().get() == 10
+    _post_all(sent_tasks, sent_before)
+    assert len(forge.accepted()) == 10
+    assert {r.delivery for r in _statuses(lab.session).values()} == {"sent"}
+
+
+def test_triage_flips_the_commit_status_and_the_check(lab, forge, sent_tasks):
+    _post_all(sent_tasks)
+    client = lab.client
+    [group] = lab.alerts()
+    bad_sha = lab.shas["main"][STEP]
+    assert client.get("/api/v1/alerts/check", params={"commit": bad_sha, "repository": "perfci-org/dataplane"}).json()["exit_code"] == 1
+    sent_before = len(sent_tasks.named(forge_service.POST_TASK))
+    response = client.post(f"/api/v1/alerts/{group['id']}/triage", json={"status": "invalid", "note": "measurement host was swapping", "by": "ada"}, headers=ADMIN)
+    assert response.status_code == 200, response.text
+    assert (response.json()["status"], response.json()["triaged_by"]) == ("invalid", "ada")
+    assert _post_all(sent_tasks, sent_before) == sent_before + 1  # only the implicated commit changed
+    assert (forge.requests[-1].path.endswith(bad_sha), forge.requests[-1].body["state"]) == (True, "success")
+    assert client.get("/api/v1/alerts/check", params={"commit": bad_sha}).json()["exit_code"] == 0
+    row = next(r for r in _statuses(lab.session).values() if r.state == "success" and r.version == 2)
+    assert (row.delivery, row.sent_version) == ("sent", 2)
+    # Re-opening it makes the commit fail again.
+    client.post(f"/api/v1/alerts/{group['id']}/triage", json={"status": "untriaged", "by": "ada"}, headers=ADMIN)
+    _post_all(sent_tasks, sent_before + 1)
+    assert forge.requests[-1].body["state"] == "failure"
+    lab.session.expire_all()
+    assert lab.session.scalar(select(AlertGroup.status)) == "untriaged"
+
+
+def test_triage_needs_an_admin_token_and_a_valid_state(lab):
+    [group] = lab.alerts()
+    url = f"/api/v1/alerts/{group['id']}/triage"
+    assert lab.client.post(url, json={"status": "fixed", "by": "ada"}).status_code == 401
+    agent_headers = lab.agent_row["headers"]
+    assert lab.client.post(url, json={"status": "fixed", "by": "ada"}, headers=agent_headers).status_code == 403
+    assert lab.client.post(url, json={"status": "closed", "by": "ada"}, headers=ADMIN).status_code == 422
+    assert lab.client.post("/api/v1/alerts/999999/triage", json={"status": "fixed", "by": "ada"}, headers=ADMIN).status_code == 404
+
+
+def test_gitlab_commit_status_request_shape(forge):
+    post = forge_client.StatusPost(forge=Forge.GITLAB, api_url=forge.url + "/api/v4", token="glpat-secret", project="perfci-org/dataplane",
+                                   sha="a" * 40, state=CommitState.FAILURE, context="perfci/dut-01",
+                                   description="regression: ipp +2.90% (sim-64B, sim), alert 1", target_url=None)
+    assert forge_client.send(post, timeout=5) == 201
+    [request] = forge.requests
+    assert request.path == "/api/v4/projects/perfci-org%2Fdataplane/statuses/" + "a" * 40
+    assert request.headers["private-token"] == "glpat-secret"
+    assert request.body == {"state": "failed", "name": "perfci/dut-01", "description": "regression: ipp +2.90% (sim-64B, sim), alert 1"}
+
+
+def test_unreachable_forge_is_transient(forge):
+    post = forge_client.StatusPost(forge=Forge.GITHUB, api_url="http://127.0.0.1:9", token="t", project="o/r", sha="b" * 40,
+                                   state=CommitState.SUCCESS, context="perfci/x", description="ok", target_url=None)
+    with pytest.raises(forge_client.ForgeUnavailable):
+        forge_client.send(post, timeout=2)
