@@ -35,7 +35,7 @@ def build() -> db.Dashboard:
         WHERE machine_id IN ($machine)
     """
     board = board.with_panel(p.sparkline_stat("Alert groups by status", "All time, on the selected machines",
-                                              counts, "none").height(5).span(10))
+                                              counts, "none", time_series=False).height(5).span(10))
     per_week = """
         SELECT $__timeGroupAlias(created_at, '7d'),
                count(*) FILTER (WHERE direction = 'regression') AS regressions,

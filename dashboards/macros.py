@@ -145,9 +145,10 @@ def resolve_variables(board: Mapping[str, Any], run: Callable[[str], Sequence[Ma
         if wanted in ([ALL], ["All"]) and variable.get("includeAll"):
             values = options
         else:
-            values = [v for v in wanted if v in options] or options[:1]
-            if name in chosen and len(values) != len(wanted):
+            matched = [v for v in wanted if v in options]
+            if name in chosen and len(matched) != len(wanted):
                 raise ExpansionError(f"${name}: {chosen[name]!r} is not among the options {options[:10]}")
+            values = matched or options[:1]
         resolved[name] = Value(tuple(values), multi)
     return resolved
 

@@ -209,14 +209,15 @@ def series_timeseries(title: str, description: str, query: str, unit: str = "sho
     )
 
 
-def sparkline_stat(title: str, description: str, query: str, unit: str) -> stat.Panel:
-    """The last value of each series with its sparkline."""
+def sparkline_stat(title: str, description: str, query: str, unit: str, time_series: bool = True) -> stat.Panel:
+    """The last value of each series with its sparkline (or, from a table, one value per column)."""
+    target = sql(query).time_series() if time_series else sql(query).table()
     return (
         stat.Panel()
         .title(title)
         .description(description)
         .datasource(DATASOURCE)
-        .with_target(sql(query).time_series())
+        .with_target(target)
         .unit(unit)
         .graph_mode(common.BigValueGraphMode.AREA)
         .color_mode(common.BigValueColorMode.NONE)
