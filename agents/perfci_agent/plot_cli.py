@@ -104,7 +104,7 @@ def render_trend(series: dict[str, Any], marks: list[dict[str, Any]], output: Pa
                   markersize=9, linestyle="none")
         change = f" {mark['change_pct']:+.2f}%" if mark.get("change_pct") is not None else ""
         axes.annotate(f"#{mark['group']} {mark['status']}{change}", (mark["position"], y), textcoords="offset points",
-                      xytext=(4, 8), fontsize=8, color=colour)
+                      xytext=(6, -14), fontsize=8, color=colour)  # below the marker: never clipped at the top
     ticks = positions[:: max(1, len(positions) // 8)]
     axes.set_xticks(ticks, [f"{p}\n{by_position[p][1][:7]}" for p in ticks], fontsize=8)
     definition = metrics.get(series["metric"])
