@@ -1,5 +1,6 @@
 """Overview: per machine x config, the latest PPS, CPP, IPP and eIPC with their sparklines, the
-change against the baseline, and the open alerts."""
+change against the baseline, and the open alerts. "Latest" panels read the newest 50 commits of
+the branch (view dash_recent_points), so their cost does not grow with the history."""
 
 from __future__ import annotations
 
@@ -62,14 +63,17 @@ def build() -> db.Dashboard:
     for metric in p.LEAN_HEADLINE:
         definition = catalogue.get(metric)
         query = f"""
-            SELECT plot_time AS time, median AS value, machine || ' / ' || config || ' (' || backend || ')' AS series
-            FROM dash_series_points
-            WHERE branch_id = $branch AND metric = '{metric}' AND $__timeFilter(plot_time)
+            SELECT p.plot_time AS time, p.median AS value,
+                   m.name || ' / ' || cfg.name || ' (' || p.backend || ')' AS series
+            FROM dash_recent_points p
+            JOIN machines m ON m.id = p.machine_id
+            JOIN bench_configs cfg ON cfg.id = p.config_id
+            WHERE p.branch_id = $branch AND p.metric = '{metric}' AND $__timeFilter(p.plot_time)
             ORDER BY 1
         """
         panel = p.sparkline_stat(f"{metric.upper() if metric != 'eipc' else 'eIPC'} (latest)",
                                  f"{definition.description} ({definition.direction.value} is better): "
-                                 "median of the repetitions at the latest commit, sparkline along the branch",
+                                 "median of the repetitions at the latest commit, sparkline over the branch's newest 50 commits",
                                  query, p.grafana_unit(metric))
         board = board.with_panel(panel.display_name("${__field.labels.series}").height(7).span(6))
     board = board.with_panel(

@@ -77,25 +77,57 @@ VIEWS: dict[str, str] = {
         JOIN machines m ON m.id = s.machine_id
         JOIN bench_configs cfg ON cfg.id = s.config_id
     """,
-    # Each series' latest commit against its baseline: the median of the commit medians of the
-    # ten measured commits before it (robust to one noisy commit, recent enough to matter).
-    "dash_series_changes": """
+    # The commit medians of the newest 50 commits of each branch, for "latest" panels. Reached
+    # through the jobs/runs indexes (commit -> job -> run -> values), so a latest-value panel over
+    # every machine and config reads only those commits instead of each series' whole history.
+    "dash_recent_points": """
+        SELECT b.id AS branch_id, recent.position, recent.commit_id, recent.plot_time,
+               mv.machine_id, mv.config_id, mv.metric, mv.backend,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY mv.value) AS median
+        FROM branches b
+        CROSS JOIN LATERAL (  -- LIMIT, not row_number(): the planner then knows it is 50 rows
+            SELECT bc.position, bc.commit_id,
+                   max(coalesce(c.committed_at, c.created_at)) OVER (ORDER BY bc.position ROWS UNBOUNDED PRECEDING)
+                   + bc.position * interval '1 millisecond' AS plot_time
+            FROM branch_commits bc JOIN commits c ON c.id = bc.commit_id
+            WHERE bc.branch_id = b.id ORDER BY bc.position DESC LIMIT 50
+        ) recent
+        JOIN jobs j ON j.commit_id = recent.commit_id
+        JOIN runs r ON r.job_id = j.id AND r.status = 'ok'
+        JOIN metric_values mv ON mv.run_id = r.id
+        GROUP BY b.id, recent.position, recent.commit_id, recent.plot_time, mv.machine_id, mv.config_id, mv.metric, mv.backend
+    """,
+    # Each series' latest commit (among the newest 50 of the branch) against its baseline: the
+    # median of the commit medians of the ten measured commits before it (robust to one noisy
+    # commit, recent enough to matter). A series not measured in those 50 commits is stale and
+    # not listed.
+    "dash_series_changes": f"""
         WITH ranked AS (
             SELECT p.*, row_number() OVER (
                 PARTITION BY branch_id, machine_id, config_id, metric, backend
                 ORDER BY position DESC) AS recency
-            FROM dash_series_points p
+            FROM dash_recent_points p
+        ), changes AS (
+            SELECT branch_id, machine_id, config_id, metric, backend,
+                   max(position) AS position,
+                   max(commit_id) FILTER (WHERE recency = 1) AS commit_id,
+                   max(median) FILTER (WHERE recency = 1) AS latest,
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY median) FILTER (WHERE recency BETWEEN 2 AND 11) AS baseline,
+                   count(*) FILTER (WHERE recency BETWEEN 2 AND 11) AS baseline_commits
+            FROM ranked
+            WHERE recency <= 11
+            GROUP BY branch_id, machine_id, config_id, metric, backend
         )
-        SELECT branch_id, repository, branch, machine_id, machine, config_id, config, metric, backend,
-               max(position) AS position,
-               max(short_sha) FILTER (WHERE recency = 1) AS short_sha,
-               max(commit_url) FILTER (WHERE recency = 1) AS commit_url,
-               max(median) FILTER (WHERE recency = 1) AS latest,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY median) FILTER (WHERE recency BETWEEN 2 AND 11) AS baseline,
-               count(*) FILTER (WHERE recency BETWEEN 2 AND 11) AS baseline_commits
-        FROM ranked
-        WHERE recency <= 11
-        GROUP BY branch_id, repository, branch, machine_id, machine, config_id, config, metric, backend
+        SELECT ch.branch_id, r.name AS repository, b.name AS branch, ch.machine_id, m.name AS machine, ch.config_id,
+               cfg.name AS config, ch.metric, ch.backend, ch.position, left(c.sha, 12) AS short_sha,
+               {_COMMIT_URL} AS commit_url,
+               ch.latest, ch.baseline, ch.baseline_commits
+        FROM changes ch
+        JOIN commits c ON c.id = ch.commit_id
+        JOIN repositories r ON r.id = c.repository_id
+        JOIN branches b ON b.id = ch.branch_id
+        JOIN machines m ON m.id = ch.machine_id
+        JOIN bench_configs cfg ON cfg.id = ch.config_id
     """,
     # One row per alert group: its range, the metrics that moved, the explanation.
     "dash_alert_groups": """
