@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export PERFCI_TEST_DATABASE_URL ?= postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test
 export PERFCI_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: setup services dataplane measure test test-fast clean
+.PHONY: setup services dataplane measure test test-fast dashboards clean
 
 setup:
 	bash .ci/install-deps
@@ -29,6 +29,10 @@ test: services dataplane
 # Only what needs neither the services nor a dataplane build.
 test-fast: setup
 	$(PY) -m pytest -m "not dataplane and not services" $(PYTEST_ARGS)
+
+# Regenerate the Grafana dashboards (dashboards/json/) from their Python factories.
+dashboards: setup
+	$(PY) -m dashboards
 
 clean:
 	rm -rf dataplane/build .pytest_cache

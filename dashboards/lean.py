@@ -24,14 +24,7 @@ def alert_annotation() -> db.AnnotationQuery:
         FROM dash_alert_groups
         WHERE branch_id = $branch AND machine_id = $machine AND $__timeFilter(first_bad_time)
     """
-    return (
-        db.AnnotationQuery()
-        .name("Alert groups on this machine")
-        .datasource(p.datasource())
-        .enable(True)
-        .icon_color("red")
-        .target(p.sql(query, "Anno").table())
-    )
+    return p.sql_annotation("Alert groups on this machine", query)
 
 
 def build() -> db.Dashboard:

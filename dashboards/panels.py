@@ -151,54 +151,52 @@ def _band_overrides(panel):  # the band: min and max as a filled range around th
     )
 
 
-def band_timeseries(title: str, description: str, query: str, unit: str = "short") -> timeseries.Panel:
-    """Median line with the min-max band of the repetitions, x = the commit's plot time."""
+def _panel(panel, title: str, description: str, target: SqlQueryBuilder):
+    """What every panel has: title, description, the perfci datasource, its one SQL query."""
+    return panel.title(title).description(description).datasource(DATASOURCE).with_target(target)
+
+
+def _band(panel, title: str, description: str, target: SqlQueryBuilder, unit: str):
+    """The median line with the min-max band of the repetitions (timeseries and trend panels)."""
     panel = (
-        timeseries.Panel()
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .with_target(sql(query).time_series())
+        _panel(panel, title, description, target)
         .unit(unit)
         .line_width(1)
         .show_points(common.VisibilityMode.AUTO)
         .point_size(4)
-        .span_nulls(True)
         .tooltip(common_builders.VizTooltipOptions().mode(common.TooltipDisplayMode.MULTI).sort(common.SortOrder.NONE))
         .legend(common_builders.VizLegendOptions().show_legend(True).display_mode(common.LegendDisplayMode.LIST)
                 .placement(common.LegendPlacement.BOTTOM))
     )
     return _band_overrides(panel)
+
+
+def band_timeseries(title: str, description: str, query: str, unit: str = "short") -> timeseries.Panel:
+    """x = the commit's plot time (Grafana's time axis, annotations)."""
+    return _band(timeseries.Panel().span_nulls(True), title, description, sql(query).time_series(), unit)
 
 
 def band_trend(title: str, description: str, query: str, unit: str = "short") -> trend.Panel:
-    """The same band with x = the commit's position on the branch (equal spacing, true order)."""
-    panel = (
-        trend.Panel()
-        .title(title)
-        .description(description)
+    """x = the commit's position on the branch (equal spacing, true order)."""
+    return _band(trend.Panel().x_field("position"), title, description, sql(query).table(), unit)
+
+
+def sql_annotation(name: str, query: str) -> db.AnnotationQuery:
+    """Annotations from SQL returning time, text and tags (comma-separated)."""
+    return (
+        db.AnnotationQuery()
+        .name(name)
         .datasource(DATASOURCE)
-        .with_target(sql(query).table())
-        .x_field("position")
-        .unit(unit)
-        .line_width(1)
-        .show_points(common.VisibilityMode.AUTO)
-        .point_size(4)
-        .tooltip(common_builders.VizTooltipOptions().mode(common.TooltipDisplayMode.MULTI).sort(common.SortOrder.NONE))
-        .legend(common_builders.VizLegendOptions().show_legend(True).display_mode(common.LegendDisplayMode.LIST)
-                .placement(common.LegendPlacement.BOTTOM))
+        .enable(True)
+        .icon_color("red")
+        .target(sql(query, "Anno").table())
     )
-    return _band_overrides(panel)
 
 
 def series_timeseries(title: str, description: str, query: str, unit: str = "short") -> timeseries.Panel:
     """Several series from one long-format query (a string column names each series)."""
     return (
-        timeseries.Panel()
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .with_target(sql(query).time_series())
+        _panel(timeseries.Panel(), title, description, sql(query).time_series())
         .unit(unit)
         .show_points(common.VisibilityMode.AUTO)
         .point_size(4)
@@ -213,11 +211,7 @@ def sparkline_stat(title: str, description: str, query: str, unit: str, time_ser
     """The last value of each series with its sparkline (or, from a table, one value per column)."""
     target = sql(query).time_series() if time_series else sql(query).table()
     return (
-        stat.Panel()
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .with_target(target)
+        _panel(stat.Panel(), title, description, target)
         .unit(unit)
         .graph_mode(common.BigValueGraphMode.AREA)
         .color_mode(common.BigValueColorMode.NONE)
@@ -228,11 +222,7 @@ def sparkline_stat(title: str, description: str, query: str, unit: str, time_ser
 
 def data_table(title: str, description: str, query: str) -> table.Panel:
     return (
-        table.Panel()
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .with_target(sql(query).table())
+        _panel(table.Panel(), title, description, sql(query).table())
         .show_header(True)
         .cell_height(common.TableCellHeight.SM)
     )

@@ -28,14 +28,7 @@ def alert_annotation() -> db.AnnotationQuery:
         FROM dash_alert_marks
         WHERE {SERIES} AND $__timeFilter(plot_time)
     """
-    return (
-        db.AnnotationQuery()
-        .name("Alerts on this metric")
-        .datasource(p.datasource())
-        .enable(True)
-        .icon_color("red")
-        .target(p.sql(query, "Anno").table())
-    )
+    return p.sql_annotation("Alerts on this metric", query)
 
 
 def build() -> db.Dashboard:

@@ -4,7 +4,7 @@ slowest. Target: <= 200 ms per panel on the 2-core VMs.
 
     .venv/bin/python benchmarks/dashboards/run.py [--commits 910] [--repeat 5] [--check]
 
-Needs the PostgreSQL of `.ci/services`; uses (and recreates) the database `perfci_bench_dash`
+Needs the PostgreSQL of `.ci/services`; uses the database `perfci_bench_dash` (created if missing, its schema reset)
 next to PERFCI_TEST_DATABASE_URL. Shape: 4 pmu machines + 1 sim machine x 4 configs x --commits
 commits x 5 repetitions (910 commits: 1,001,000 metric values). Each dashboard is timed with its
 default time range and with a range covering all history. --check exits 1 above the target.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psycopg
 from psycopg.rows import dict_row
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # dashboards/ lives in the checkout
@@ -41,13 +41,14 @@ CHOICES = {  # what a user looks at: a pmu machine's series (ids resolved from n
 }
 
 
-def recreate(url: str) -> str:
+def fresh_schema(url: str) -> str:
+    """The benchmark database (created once, kept), its schema emptied and migrated to head."""
     bench = make_url(url).set(database="perfci_bench_dash")
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text("DROP DATABASE IF EXISTS perfci_bench_dash WITH (FORCE)"))
-        conn.execute(text("CREATE DATABASE perfci_bench_dash"))
-    admin.dispose()
+    with psycopg.connect(make_url(url).set(drivername="postgresql").render_as_string(hide_password=False), autocommit=True) as admin:
+        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = 'perfci_bench_dash'").fetchone():
+            admin.execute("CREATE DATABASE perfci_bench_dash")
+    with psycopg.connect(bench.set(drivername="postgresql").render_as_string(hide_password=False), autocommit=True) as conn:
+        conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
     rendered = bench.render_as_string(hide_password=False)
     migrate.upgrade(rendered)
     return rendered
@@ -60,7 +61,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help=f"exit 1 when a panel query is slower than {TARGET_MS:.0f} ms")
     args = parser.parse_args()
 
-    url = recreate(DEFAULT_DB)
+    url = fresh_schema(DEFAULT_DB)
     engine = create_engine(url)
     started = time.perf_counter()
     now = datetime.now(UTC)
