@@ -1,6 +1,6 @@
 """Fixtures for the dashboard tests: a migrated PostgreSQL (PERFCI_TEST_DATABASE_URL) holding the
 sample data (dashboards/sample_data.py: 3 machines x 3 configs x 500 commits x 5 repetitions,
-alerts), seeded once per session inside a transaction that is rolled back at the end."""
+alerts), seeded once per test module inside a transaction that is rolled back after it."""
 
 from __future__ import annotations
 
@@ -36,7 +36,9 @@ def dash_engine() -> Iterator[Engine]:
     engine.dispose()
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: the seeding transaction holds locks (it re-adds foreign keys), and
+# the server tests' fixture drops the schema later in the same session.
+@pytest.fixture(scope="module")
 def seeded_db(dash_engine: Engine) -> Iterator[tuple[Connection, Seeded, datetime]]:
     """(connection inside the seeding transaction, what was seeded, the seed's "now")."""
     now = datetime.now(UTC)
