@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export PERFCI_TEST_DATABASE_URL ?= postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test
 export PERFCI_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: setup services dataplane demo measure test test-fast test-playbooks clean
+.PHONY: setup services dataplane demo measure test test-fast test-playbooks dashboards clean
 
 setup:
 	bash .ci/install-deps
@@ -38,6 +38,10 @@ test-fast: setup
 # applied to this host twice (the second must change nothing), the installed agent's self-check.
 test-playbooks: setup
 	$(PY) -m pytest -m playbooks tests/playbooks $(PYTEST_ARGS)
+
+# Regenerate the Grafana dashboards (dashboards/json/) from their Python factories.
+dashboards: setup
+	$(PY) -m dashboards
 
 clean:
 	rm -rf dataplane/build .pytest_cache

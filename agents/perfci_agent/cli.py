@@ -22,6 +22,7 @@ def _register() -> None:
         "perfci_agent.compare_cli",
         "perfci_agent.alerts_cli",
         "perfci_agent.check_cli",
+        "perfci_agent.plot_cli",
         "perfci_server.cli",
         "perfci_agent.demo.cli",
     ):

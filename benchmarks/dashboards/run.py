@@ -1,0 +1,113 @@
+"""Dashboard query benchmark: every panel, annotation and variable query of every dashboard on
+~1M metric values, expanded the way Grafana expands it; prints each query's median time and the
+slowest. Target: <= 200 ms per panel on the 2-core VMs.
+
+    .venv/bin/python benchmarks/dashboards/run.py [--commits 910] [--repeat 5] [--check]
+
+Needs the PostgreSQL of `.ci/services`; uses the database `perfci_bench_dash` (created if missing, its schema reset)
+next to PERFCI_TEST_DATABASE_URL. Shape: 4 pmu machines + 1 sim machine x 4 configs x --commits
+commits x 5 repetitions (910 commits: 1,001,000 metric values). Each dashboard is timed with its
+default time range and with a range covering all history. --check exits 1 above the target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+from psycopg.rows import dict_row
+from sqlalchemy import create_engine
+from sqlalchemy.engine import make_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # dashboards/ lives in the checkout
+
+from dashboards import JSON_DIR  # noqa: E402
+from dashboards.macros import TimeRange, expand, panel_queries, resolve_variables  # noqa: E402
+from dashboards.sample_data import Shape, seed  # noqa: E402
+from perfci_server import migrate  # noqa: E402
+
+TARGET_MS = 200.0
+DEFAULT_DB = os.environ.get("PERFCI_TEST_DATABASE_URL", "postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test")
+CHOICES = {  # what a user looks at: a pmu machine's series (ids resolved from names below)
+    "metric-trend.json": {"machine": "dut-01", "config": "self-64B", "metric": "cpp", "backend": "pmu"},
+    "lean-decomposition.json": {"machine": "dut-02", "config": "self-1518B", "backend": "pmu"},
+}
+
+
+def fresh_schema(url: str) -> str:
+    """The benchmark database (created once, kept), its schema emptied and migrated to head."""
+    bench = make_url(url).set(database="perfci_bench_dash")
+    with psycopg.connect(make_url(url).set(drivername="postgresql").render_as_string(hide_password=False), autocommit=True) as admin:
+        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = 'perfci_bench_dash'").fetchone():
+            admin.execute("CREATE DATABASE perfci_bench_dash")
+    with psycopg.connect(bench.set(drivername="postgresql").render_as_string(hide_password=False), autocommit=True) as conn:
+        conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    rendered = bench.render_as_string(hide_password=False)
+    migrate.upgrade(rendered)
+    return rendered
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--commits", type=int, default=910)
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs per query (median reported)")
+    parser.add_argument("--check", action="store_true", help=f"exit 1 when a panel query is slower than {TARGET_MS:.0f} ms")
+    args = parser.parse_args()
+
+    url = fresh_schema(DEFAULT_DB)
+    engine = create_engine(url)
+    started = time.perf_counter()
+    now = datetime.now(UTC)
+    with engine.begin() as connection:
+        seeded = seed(connection, Shape(machines=5, configs=4, commits=args.commits))
+    print(f"seeded {seeded.metric_values:,} metric values ({len(seeded.machines)} machines x {len(seeded.configs)} configs x "
+          f"{args.commits} commits x 5 reps) in {time.perf_counter() - started:.1f} s")
+    engine.dispose()
+
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    timings: list[tuple[float, str]] = []
+    with psycopg.connect(dsn, row_factory=dict_row, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")  # what autovacuum does to a live database
+
+        def run(sql: str) -> list[dict]:
+            return conn.execute(sql).fetchall()
+
+        ids = {"machine": seeded.machines, "config": seeded.configs}
+        for name in sorted(p.name for p in JSON_DIR.glob("*.json")):
+            board = json.loads((JSON_DIR / name).read_text())
+            chosen = {k: str(ids[k][v]) if k in ids else v for k, v in CHOICES.get(name, {}).items()}
+            default = TimeRange.from_dashboard(board, now)
+            everything = TimeRange(datetime(2000, 1, 1, tzinfo=UTC), now)
+            for label, time_range in (("default range", default), ("all history", everything)):
+                variables = resolve_variables(board, run, time_range, chosen)
+                queries = [(q.panel, q.sql) for q in panel_queries(board)]
+                queries += [(f"variable ${v['name']}", v["query"]) for v in board["templating"]["list"] if v["type"] == "query"]
+                for panel, raw_sql in queries:
+                    sql = expand(raw_sql, variables, time_range)
+                    run(sql)  # warm the cache, as a dashboard refresh would be
+                    samples, rows = [], 0
+                    for _ in range(args.repeat):
+                        t = time.perf_counter()
+                        rows = len(run(sql))
+                        samples.append((time.perf_counter() - t) * 1000)
+                    timings.append((statistics.median(samples), f"{board['uid']:16s} {label:13s} {panel[:52]:52s} {rows:6d} rows"))
+
+    print(f"\n{'median ms':>9}  {'dashboard':16s} {'range':13s} {'panel':52s}")
+    for ms, what in sorted(timings, reverse=True):
+        print(f"{ms:9.1f}  {what}")
+    slowest_ms, slowest = max(timings)
+    verdict = "within" if slowest_ms <= TARGET_MS else "OVER"
+    print(f"\nslowest panel query: {slowest_ms:.1f} ms ({' '.join(slowest.split())}); target {TARGET_MS:.0f} ms: {verdict}")
+    print("(the VM's 2 cores are shared: figures are noisy)")
+    return 1 if args.check and slowest_ms > TARGET_MS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

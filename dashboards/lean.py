@@ -1,0 +1,65 @@
+"""Lean decomposition: PPS, CUR, eIPC and IPP side by side (PPS = Freq x CUR x eIPC / IPP) and the
+per-packet counters, so a regression's "why" is one glance: more instructions (IPP), fewer
+instructions per cycle (eIPC, with the counters that stall it), or less time busy (CUR)."""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as db
+
+from perfci_agent import metrics as catalogue
+
+from . import panels as p
+from .overview import changes_query, changes_table
+
+UID = "perfci-lean"
+
+SERIES = "branch_id = $branch AND machine_id = $machine AND config_id = $config AND backend = '$backend'"
+_TITLES = {"pps": "PPS", "cur": "CUR", "eipc": "eIPC", "ipp": "IPP"}
+
+
+def alert_annotation() -> db.AnnotationQuery:
+    query = """
+        SELECT first_bad_time AS time, 'alert ' || id || ' (' || status || '): ' || summary AS text,
+               direction || ',' || status AS tags
+        FROM dash_alert_groups
+        WHERE branch_id = $branch AND machine_id = $machine AND $__timeFilter(first_bad_time)
+    """
+    return p.sql_annotation("Alert groups on this machine", query)
+
+
+def build() -> db.Dashboard:
+    board = p.dashboard(UID, "perfci / Lean decomposition",
+                        "PPS = Freq x CUR x eIPC / IPP: which factor moved, and the per-packet counters behind it")
+    for variable in (p.branch_variable(), p.machine_variable(), p.config_variable(), p.backend_variable()):
+        board = board.with_variable(variable)
+    board = board.annotation(alert_annotation())
+    for metric in p.LEAN_FACTORS:
+        definition = catalogue.get(metric)
+        query = f"""
+            SELECT plot_time AS time, min, median, max
+            FROM dash_series_points
+            WHERE {SERIES} AND metric = '{metric}' AND $__timeFilter(plot_time)
+            ORDER BY position
+        """
+        board = board.with_panel(p.band_timeseries(
+            f"{_TITLES[metric]} ({definition.direction.value} is better)",
+            f"{definition.description}; backends: {', '.join(sorted(b.value for b in definition.backends))} "
+            "(no data when the selected backend cannot measure it)",
+            query, p.grafana_unit(metric)).height(8).span(6))
+    counters = f"""
+        SELECT plot_time AS time, median AS value, metric
+        FROM dash_series_points
+        WHERE {SERIES} AND metric IN ({p.quoted(p.PER_PACKET_COUNTERS)}) AND $__timeFilter(plot_time)
+        ORDER BY 1
+    """
+    board = board.with_panel(p.series_timeseries(
+        "Per-packet counters (median of the repetitions)",
+        "Cache, L1D and LLC misses, loads blocked by store forwarding, branch misses, per packet "
+        "(sim: simulated cache misses)", counters, "short").display_name("${__field.labels.metric}").height(9).span(24))
+    lean_metrics = tuple(catalogue.CATALOGUE)
+    return board.with_panel(changes_table(
+        "Latest commit against the baseline, every metric",
+        "Median of the latest commit against the median of the ten previous measured commits. "
+        "'moved' is the direction of the move, not a verdict.",
+        changes_query(lean_metrics, "AND c.machine_id = $machine AND c.config_id = $config AND c.backend = '$backend'"),
+    ).height(12).span(24))
