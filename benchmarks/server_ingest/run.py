@@ -7,7 +7,11 @@ load generator, the uvicorn processes, the PostgreSQL backends of the benchmark 
 client that steals the server's cores shows up in the figures.
 
     .venv/bin/python benchmarks/server_ingest/run.py [--agents 50] [--machines 10] [--commits 100]
-        [--workers 2] [--profile server.folded]
+        [--workers 2] [--think-ms 0] [--profile server.folded]
+
+With no think time the agents form a closed loop that saturates the server, so latencies there are
+queueing (Little's law: 50 agents at R requests/s wait ~50/R s per request); --think-ms gives the
+latency at a load below saturation.
 
 Needs the PostgreSQL of `.ci/services`; uses (and recreates) the database `<test database>_bench`.
 `--profile` samples the server with py-spy (`pip install py-spy`) during the measured window, only
@@ -145,10 +149,13 @@ def _setup(port: int, machines: int, agents: int, commits: int) -> list[dict[str
     return enrolled
 
 
-def _agent_loop(port: int, agent: dict[str, Any], claims: list[float], uploads: list[float], lock: threading.Lock, start: threading.Event) -> None:
+def _agent_loop(
+    port: int, agent: dict[str, Any], think: float, claims: list[float], uploads: list[float], lock: threading.Lock, start: threading.Event
+) -> None:
     api = Api(port, agent["token"])
     my_claims, my_uploads = [], []
     start.wait()
+    time.sleep(think * agent["stagger"])  # with think time, agents do not arrive in lock step
     while True:
         t0 = time.perf_counter()
         status, job = api.call("POST", "/api/v1/agent/jobs/claim", b"")
@@ -157,6 +164,8 @@ def _agent_loop(port: int, agent: dict[str, Any], claims: list[float], uploads: 
             break
         assert status == 200, job
         body = agent["template"].replace("@COMMIT@", job["commit"]).encode()
+        if think:
+            time.sleep(think)  # the build and measurement a real agent does between claim and upload
         t0 = time.perf_counter()
         status, result = api.call("PUT", f"/api/v1/agent/jobs/{job['job_id']}/attempts/{job['attempt']}/result", body)
         my_uploads.append(time.perf_counter() - t0)
@@ -169,13 +178,13 @@ def _agent_loop(port: int, agent: dict[str, Any], claims: list[float], uploads: 
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _proc_cpu(pid: int) -> float:
-    """utime + stime of one process in seconds (0 when it is gone)."""
+def _proc_cpu(pid: int, only_system: bool = False) -> float:
+    """utime + stime (or only stime) of one process in seconds (0 when it is gone)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICK
+    return (int(fields[12]) + (0 if only_system else int(fields[11]))) / _TICK
 
 
 def _process_tree(root: int) -> list[int]:
@@ -228,6 +237,7 @@ class CpuMeter:
         return {
             "client": time.process_time(),
             "server": {pid: _proc_cpu(pid) for pid in _process_tree(self.server_pid)},
+            "server_system": {pid: _proc_cpu(pid, only_system=True) for pid in _process_tree(self.server_pid)},
             "postgres": {pid: _proc_cpu(pid) for pid in _postgres_backends(self.database)},
             "machine": _machine_busy(),
         }
@@ -242,6 +252,7 @@ class CpuMeter:
         return {
             "client": after["client"] - self.before["client"],
             "server": sum(v - self.before["server"].get(pid, 0.0) for pid, v in after["server"].items()),
+            "server_system": sum(v - self.before["server_system"].get(pid, 0.0) for pid, v in after["server_system"].items()),
             "postgres": sum(v - self.before["postgres"].get(pid, 0.0) for pid, v in after["postgres"].items()),
             "machine_busy_share": busy / total if total else 0.0,
         }
@@ -281,6 +292,10 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=100, help="jobs = commits x machines")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
     parser.add_argument("--database-url", default=DEFAULT_DB, help="any database on the server; <its name>_bench is created next to it")
+    parser.add_argument(
+        "--think-ms", type=float, default=0.0,
+        help="pause between claim and upload (a real agent measures for minutes); 0 = saturate the server",
+    )
     parser.add_argument("--profile", metavar="FILE", help="sample the server with py-spy in the measured window (folded stacks)")
     args = parser.parse_args()
 
@@ -301,7 +316,9 @@ def main() -> None:
         claims: list[float] = []
         uploads: list[float] = []
         lock, start = threading.Lock(), threading.Event()
-        threads = [threading.Thread(target=_agent_loop, args=(port, a, claims, uploads, lock, start)) for a in agents]
+        for i, agent in enumerate(agents):
+            agent["stagger"] = i / len(agents)
+        threads = [threading.Thread(target=_agent_loop, args=(port, a, args.think_ms / 1000, claims, uploads, lock, start)) for a in agents]
         for t in threads:
             t.start()
         meter = CpuMeter(server.pid, make_url(url).database or "")
@@ -324,7 +341,7 @@ def main() -> None:
 
     ms = 1000.0
     values = sum(1 for _ in json.loads(agents[0]["template"])["samples"][0]["metrics"])
-    print(f"agents={args.agents} machines={args.machines} server_workers={args.workers} jobs={len(uploads)} "
+    print(f"agents={args.agents} machines={args.machines} server_workers={args.workers} think={args.think_ms:g} ms jobs={len(uploads)} "
           f"values/upload=5x{values} document={len(agents[0]['template'])} bytes")
     print(f"uploads/s            {len(uploads) / elapsed:8.1f}   ({len(uploads)} uploads in {elapsed:.2f} s)")
     print(f"claim  latency p50   {_percentile(claims, 50) * ms:8.1f} ms   p99 {_percentile(claims, 99) * ms:8.1f} ms   (n={len(claims)})")
@@ -332,7 +349,7 @@ def main() -> None:
     per_upload = ms / max(1, len(uploads))
     print(
         f"cpu in window        client {cpu['client']:.2f} s ({cpu['client'] * per_upload:.1f} ms/upload)   "
-        f"server {cpu['server']:.2f} s ({cpu['server'] * per_upload:.1f} ms/upload)   "
+        f"server {cpu['server']:.2f} s ({cpu['server'] * per_upload:.1f} ms/upload, {cpu['server_system'] / max(cpu['server'], 1e-9) * 100:.0f}% in the kernel)   "
         f"postgres >= {cpu['postgres']:.2f} s ({cpu['postgres'] * per_upload:.1f} ms/upload)   "
         f"machine busy {cpu['machine_busy_share'] * 100:.0f}% of {os.cpu_count()} cores"
     )
