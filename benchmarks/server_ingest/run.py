@@ -1,12 +1,22 @@
 """Ingest benchmark: N simulated agents on loopback against a uvicorn server on PostgreSQL.
 
 Each agent enrolls, then loops claim -> upload (a result of 5 repetitions x every catalogue
-(metric, backend) pair, 19 values per repetition) until no job is left. Prints uploads/s and the
-claim/upload latency p50/p99.
+(metric, backend) pair, 19 values per repetition) until no job is left. Prints uploads/s, the
+claim/upload latency p50/p99, and the CPU time each party spent in the measured window (this
+load generator, the uvicorn processes, the PostgreSQL backends of the benchmark database), so a
+client that steals the server's cores shows up in the figures.
 
-    .venv/bin/python benchmarks/server_ingest/run.py [--agents 50] [--machines 10] [--commits 40]
+    .venv/bin/python benchmarks/server_ingest/run.py [--agents 50] [--machines 10] [--commits 100]
+        [--workers 2] [--think-ms 0] [--profile server.folded]
 
-Needs the PostgreSQL of `.ci/services`; uses (and recreates) the database `perfci_bench`.
+With no think time the agents form a closed loop that saturates the server, so latencies there are
+queueing (Little's law: 50 agents at R requests/s wait ~50/R s per request); --think-ms gives the
+latency at a load below saturation.
+
+Needs the PostgreSQL of `.ci/services`; uses (and recreates) the database `<test database>_bench`.
+`--profile` samples the server with py-spy (`pip install py-spy`) during the measured window, only
+threads holding the GIL (where the Python CPU goes), and
+writes folded stacks (one line per stack, sample count last).
 Targets on the 2-core VMs: >= 200 uploads/s, claim p99 < 100 ms at 50 agents.
 """
 
@@ -17,6 +27,7 @@ import hashlib
 import http.client
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -64,11 +75,12 @@ def _free_port() -> int:
 
 
 def _recreate_database(url: str) -> str:
-    bench_url = make_url(url).set(database="perfci_bench")
+    name = f"{make_url(url).database}_bench"  # next to the caller's own test database, not a shared name
+    bench_url = make_url(url).set(database=name)
     admin = create_engine(url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(text("DROP DATABASE IF EXISTS perfci_bench WITH (FORCE)"))
-        conn.execute(text("CREATE DATABASE perfci_bench"))
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
     admin.dispose()
     rendered = bench_url.render_as_string(hide_password=False)
     migrate.upgrade(rendered)
@@ -137,10 +149,13 @@ def _setup(port: int, machines: int, agents: int, commits: int) -> list[dict[str
     return enrolled
 
 
-def _agent_loop(port: int, agent: dict[str, Any], claims: list[float], uploads: list[float], lock: threading.Lock, start: threading.Event) -> None:
+def _agent_loop(
+    port: int, agent: dict[str, Any], think: float, claims: list[float], uploads: list[float], lock: threading.Lock, start: threading.Event
+) -> None:
     api = Api(port, agent["token"])
     my_claims, my_uploads = [], []
     start.wait()
+    time.sleep(think * agent["stagger"])  # with think time, agents do not arrive in lock step
     while True:
         t0 = time.perf_counter()
         status, job = api.call("POST", "/api/v1/agent/jobs/claim", b"")
@@ -149,6 +164,8 @@ def _agent_loop(port: int, agent: dict[str, Any], claims: list[float], uploads: 
             break
         assert status == 200, job
         body = agent["template"].replace("@COMMIT@", job["commit"]).encode()
+        if think:
+            time.sleep(think)  # the build and measurement a real agent does between claim and upload
         t0 = time.perf_counter()
         status, result = api.call("PUT", f"/api/v1/agent/jobs/{job['job_id']}/attempts/{job['attempt']}/result", body)
         my_uploads.append(time.perf_counter() - t0)
@@ -156,6 +173,111 @@ def _agent_loop(port: int, agent: dict[str, Any], claims: list[float], uploads: 
     with lock:
         claims.extend(my_claims)
         uploads.extend(my_uploads)
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu(pid: int, only_system: bool = False) -> float:
+    """utime + stime (or only stime) of one process in seconds (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[12]) + (0 if only_system else int(fields[11]))) / _TICK
+
+
+def _process_tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def _postgres_backends(database: str) -> list[int]:
+    """Backends serving ``database`` (title "postgres: [CLUSTER: ]USER DATABASE HOST(PORT) STATE")."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            title = cmdline.read_bytes().decode(errors="replace").split()
+        except OSError:
+            continue
+        if title[:1] == ["postgres:"] and database in title[2:4]:
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+def _machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks) - idle) / _TICK, sum(ticks) / _TICK
+
+
+class CpuMeter:
+    """CPU seconds spent by the load generator, the server and PostgreSQL between start and stop.
+
+    PostgreSQL backends that exit inside the window (pool overflow) are not counted, so that
+    figure is a lower bound.
+    """
+
+    def __init__(self, server_pid: int, database: str) -> None:
+        self.server_pid, self.database = server_pid, database
+
+    def _read(self) -> dict[str, Any]:
+        return {
+            "client": time.process_time(),
+            "server": {pid: _proc_cpu(pid) for pid in _process_tree(self.server_pid)},
+            "server_system": {pid: _proc_cpu(pid, only_system=True) for pid in _process_tree(self.server_pid)},
+            "postgres": {pid: _proc_cpu(pid) for pid in _postgres_backends(self.database)},
+            "machine": _machine_busy(),
+        }
+
+    def start(self) -> None:
+        self.before = self._read()
+
+    def stop(self) -> dict[str, float]:
+        after = self._read()
+        busy = after["machine"][0] - self.before["machine"][0]
+        total = after["machine"][1] - self.before["machine"][1]
+        return {
+            "client": after["client"] - self.before["client"],
+            "server": sum(v - self.before["server"].get(pid, 0.0) for pid, v in after["server"].items()),
+            "server_system": sum(v - self.before["server_system"].get(pid, 0.0) for pid, v in after["server_system"].items()),
+            "postgres": sum(v - self.before["postgres"].get(pid, 0.0) for pid, v in after["postgres"].items()),
+            "machine_busy_share": busy / total if total else 0.0,
+        }
+
+
+def _start_profiler(server_pid: int, out: str) -> subprocess.Popen[bytes]:
+    py_spy = Path(sys.executable).with_name("py-spy")
+    if not py_spy.exists():
+        sys.exit("--profile needs py-spy in this virtualenv: .venv/bin/pip install py-spy")
+    command = [str(py_spy), "record", "--pid", str(server_pid), "--subprocesses", "--rate", "200", "--gil", "--format", "raw", "--output", out, "--nonblocking"]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL)
+
+
+def _wait_until_up(port: int, server: subprocess.Popen[bytes], seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            sys.exit(f"the server exited with status {server.returncode} before it answered")
+        try:
+            if Api(port).call("GET", "/api/v1/health")[0] == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    sys.exit(f"the server did not answer /api/v1/health within {seconds:.0f} s")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -167,9 +289,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--machines", type=int, default=10)
-    parser.add_argument("--commits", type=int, default=40, help="jobs = commits x machines")
+    parser.add_argument("--commits", type=int, default=100, help="jobs = commits x machines")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
-    parser.add_argument("--database-url", default=DEFAULT_DB, help="any database on the server; perfci_bench is created next to it")
+    parser.add_argument("--database-url", default=DEFAULT_DB, help="any database on the server; <its name>_bench is created next to it")
+    parser.add_argument(
+        "--think-ms", type=float, default=0.0,
+        help="pause between claim and upload (a real agent measures for minutes); 0 = saturate the server",
+    )
+    parser.add_argument("--profile", metavar="FILE", help="sample the server with py-spy in the measured window (folded stacks)")
     args = parser.parse_args()
 
     url = _recreate_database(args.database_url)
@@ -182,34 +309,50 @@ def main() -> None:
         env=env,
         start_new_session=True,
     )
+    profiler = None
     try:
-        for _ in range(100):
-            try:
-                if Api(port).call("GET", "/api/v1/health")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
+        _wait_until_up(port, server)
         agents = _setup(port, args.machines, args.agents, args.commits)
         claims: list[float] = []
         uploads: list[float] = []
         lock, start = threading.Lock(), threading.Event()
-        threads = [threading.Thread(target=_agent_loop, args=(port, a, claims, uploads, lock, start)) for a in agents]
+        for i, agent in enumerate(agents):
+            agent["stagger"] = i / len(agents)
+        threads = [threading.Thread(target=_agent_loop, args=(port, a, args.think_ms / 1000, claims, uploads, lock, start)) for a in agents]
         for t in threads:
             t.start()
+        meter = CpuMeter(server.pid, make_url(url).database or "")
+        if args.profile:
+            profiler = _start_profiler(server.pid, args.profile)
+            time.sleep(1.0)  # py-spy attaches to every worker before the load starts
+        meter.start()
         t0 = time.perf_counter()
         start.set()
         for t in threads:
             t.join()
         elapsed = time.perf_counter() - t0
+        cpu = meter.stop()
     finally:
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait(timeout=60)
         server.terminate()
         server.wait(timeout=20)
 
     ms = 1000.0
-    print(f"agents={args.agents} machines={args.machines} server_workers={args.workers} jobs={len(uploads)} values/upload=5x19")
+    values = sum(1 for _ in json.loads(agents[0]["template"])["samples"][0]["metrics"])
+    print(f"agents={args.agents} machines={args.machines} server_workers={args.workers} think={args.think_ms:g} ms jobs={len(uploads)} "
+          f"values/upload=5x{values} document={len(agents[0]['template'])} bytes")
     print(f"uploads/s            {len(uploads) / elapsed:8.1f}   ({len(uploads)} uploads in {elapsed:.2f} s)")
     print(f"claim  latency p50   {_percentile(claims, 50) * ms:8.1f} ms   p99 {_percentile(claims, 99) * ms:8.1f} ms   (n={len(claims)})")
     print(f"upload latency p50   {_percentile(uploads, 50) * ms:8.1f} ms   p99 {_percentile(uploads, 99) * ms:8.1f} ms   mean {statistics.fmean(uploads) * ms:.1f} ms")
+    per_upload = ms / max(1, len(uploads))
+    print(
+        f"cpu in window        client {cpu['client']:.2f} s ({cpu['client'] * per_upload:.1f} ms/upload)   "
+        f"server {cpu['server']:.2f} s ({cpu['server'] * per_upload:.1f} ms/upload, {cpu['server_system'] / max(cpu['server'], 1e-9) * 100:.0f}% in the kernel)   "
+        f"postgres >= {cpu['postgres']:.2f} s ({cpu['postgres'] * per_upload:.1f} ms/upload)   "
+        f"machine busy {cpu['machine_busy_share'] * 100:.0f}% of {os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":

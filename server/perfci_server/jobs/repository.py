@@ -50,30 +50,33 @@ def claim_next(
     queueing on the same one. SQLite renders no row locks, but it runs one writer at a time and
     the statement is atomic; the outer ``state = 'queued'`` re-check keeps it correct either way.
     """
+    # Core statements on the tables: the ORM-enabled UPDATE would also try to synchronise a
+    # session that holds no jobs, at several times the cost of the statement itself.
+    jobs, configs = Job.__table__, BenchConfig.__table__
     next_job = (
-        select(Job.id)
-        .join(BenchConfig, BenchConfig.id == Job.config_id)
+        select(jobs.c.id)
+        .join(configs, configs.c.id == jobs.c.config_id)
         .where(
-            Job.machine_id == machine_id,
-            Job.state == JobState.QUEUED.value,
-            BenchConfig.backend.in_(["auto", *backends]),
+            jobs.c.machine_id == machine_id,
+            jobs.c.state == JobState.QUEUED.value,
+            configs.c.backend.in_(["auto", *backends]),
         )
-        .order_by(Job.id)
+        .order_by(jobs.c.id)
         .limit(1)
-        .with_for_update(skip_locked=True, of=Job)
+        .with_for_update(skip_locked=True, of=jobs)
         .scalar_subquery()
     )
     statement = (
-        update(Job)
-        .where(Job.id == next_job, Job.state == JobState.QUEUED.value)
+        update(jobs)
+        .where(jobs.c.id == next_job, jobs.c.state == JobState.QUEUED.value)
         .values(
             state=JobState.LEASED.value,
-            attempts=Job.attempts + 1,
+            attempts=jobs.c.attempts + 1,
             agent_id=agent_id,
             lease_expires_at=lease_until,
             updated_at=utcnow(),
         )
-        .returning(Job.id, Job.attempts)
+        .returning(jobs.c.id, jobs.c.attempts)
     )
     row = session.execute(statement).first()
     return (row[0], row[1]) if row else None
@@ -110,6 +113,21 @@ def claim_context(session: Session, job_id: int) -> tuple[Commit, Repository, Be
 def lock_job(session: Session, job_id: int) -> Job | None:
     """The job row, locked for the rest of the transaction (serialises upload/failure against the sweep)."""
     return session.scalar(select(Job).where(Job.id == job_id).with_for_update())
+
+
+def lock_job_for_result(session: Session, job_id: int, attempt: int) -> tuple[Job, Run | None, Commit, BenchConfig] | None:
+    """As :func:`lock_job` (only the job row is locked), with the run of ``attempt``, the commit and
+    the config a result is checked against: one round trip for the upload instead of four."""
+    statement = (
+        select(Job, Run, Commit, BenchConfig)
+        .join(Commit, Commit.id == Job.commit_id)
+        .join(BenchConfig, BenchConfig.id == Job.config_id)
+        .outerjoin(Run, (Run.job_id == Job.id) & (Run.attempt == attempt))
+        .where(Job.id == job_id)
+        .with_for_update(of=Job)
+    )
+    row = session.execute(statement).first()
+    return (row[0], row[1], row[2], row[3]) if row else None
 
 
 def renew_lease(session: Session, job_id: int, attempt: int, agent_id: int, until: datetime) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
+from .. import db
 from ..models import BranchCommit, Commit, MetricValue, Sample
 
 
@@ -20,10 +21,15 @@ def insert_samples(session: Session, rows: list[dict[str, Any]]) -> dict[int, in
 
 
 def insert_metric_values(session: Session, rows: list[dict[str, Any]]) -> None:
-    # One multi-row VALUES statement: a result is ~100 rows, and one statement is one round trip
-    # and one executor start instead of a hundred.
-    if rows:
-        session.execute(MetricValue.__table__.insert().values(rows))
+    # A result is ~100 rows. A multi-row VALUES statement is compiled afresh for every upload
+    # (~11 ms of CPU for 95 rows); COPY costs ~0.5 ms and one round trip. SQLite takes the cached
+    # executemany.
+    if not rows:
+        return
+    if db.is_postgresql(session):
+        db.copy_rows(session, MetricValue.__table__, rows)
+    else:
+        session.execute(MetricValue.__table__.insert(), rows)
 
 
 def series_positions(

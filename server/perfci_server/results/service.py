@@ -20,7 +20,7 @@ from ..configs.schemas import ConfigRead
 from ..errors import Conflict, NotFound, Unprocessable, summarize, validation_details
 from ..jobs import repository as job_sql
 from ..jobs import service as job_service
-from ..models import Agent, Commit, Job, Run, RunStatus, utcnow
+from ..models import Agent, BenchConfig, Commit, Job, Run, RunStatus, utcnow
 from ..repos import repository as repo_sql
 from . import repository as result_sql
 from .schemas import Comparison, MetricComparison, Series, SeriesPoint, SeriesSample, UploadAccepted
@@ -51,17 +51,17 @@ def ingest(session: Session, agent: Agent, job_id: int, attempt: int, document: 
     requeued, or the job already finished), is a 409.
     """
     digest = document_digest(document)
-    job = job_sql.lock_job(session, job_id)
-    if job is None or job.machine_id != agent.machine_id:
+    locked = job_sql.lock_job_for_result(session, job_id, attempt)
+    if locked is None or locked[0].machine_id != agent.machine_id:
         raise NotFound(f"no job {job_id} for this agent's machine")
-    run = job_sql.run_for_attempt(session, job_id, attempt)
+    job, run, commit, config_row = locked
     if run is not None and run.document_sha256 is not None:
         if run.document_sha256 != digest:
             raise Conflict(f"attempt {attempt} of job {job_id} already has a different result")
         return _accepted(job, run, document, duplicate=True)
     job = job_service.current_attempt(session, agent, job_id, attempt, locked=job)
     assert run is not None, "every claim creates its run"
-    _check_belongs_to_job(session, agent, job, document)
+    _check_belongs_to_job(agent, commit, config_row, document)
 
     run.status = document.status
     run.reason, run.log_tail = document.reason, document.log_tail
@@ -75,10 +75,7 @@ def ingest(session: Session, agent: Agent, job_id: int, attempt: int, document: 
     return _accepted(job, run, document, duplicate=False)
 
 
-def _check_belongs_to_job(session: Session, agent: Agent, job: Job, document: ResultDocument) -> None:
-    commit = session.get(Commit, job.commit_id)
-    config_row = config_sql.by_id(session, job.config_id)
-    assert commit is not None and config_row is not None
+def _check_belongs_to_job(agent: Agent, commit: Commit, config_row: BenchConfig, document: ResultDocument) -> None:
     config = ConfigRead.model_validate(config_row)
     problems = []
     if document.commit != commit.sha:
