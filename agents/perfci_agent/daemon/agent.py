@@ -100,9 +100,11 @@ class StepLog:
         elif event == "calibrate":
             log.info("%s: calibrate", self.label)
         elif event == "run":
-            log.info("%s: repetition %d/%d (previous step %.1f s)", self.label, kw["rep"] + 1, kw["reps"], self._lap())
+            lap = self._lap()
+            after = f" (repetition {kw['rep']} took {lap:.1f} s)" if kw["rep"] else ""
+            log.info("%s: repetition %d/%d%s", self.label, kw["rep"] + 1, kw["reps"], after)
         elif event == "done":
-            log.info("%s: %d repetition(s) done, last %.1f s", self.label, kw["reps"], self._lap())
+            log.info("%s: %d repetition(s) done (the last took %.1f s)", self.label, kw["reps"], self._lap())
 
 
 def _auth_refused(exc: Exception) -> bool:

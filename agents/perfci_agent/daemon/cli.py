@@ -27,6 +27,8 @@ def _setup_logging(level: str) -> None:
 
     logging.basicConfig(level=level.upper(), stream=sys.stderr, force=True,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # one line per HTTP request drowns what the agent is doing; failures are logged by the agent
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
 @agent_app.command("run")

@@ -44,6 +44,8 @@ class LeaseRenewer:
                 except ServerUnreachable as exc:
                     log.warning("job %d: lease renewal failed, server unreachable (%s); retrying in %.0f s", self.job_id, exc, self.interval)
                 except ApiError as exc:
+                    if self._stop.is_set():
+                        return  # the attempt ended while this renewal was in flight (e.g. its result was stored)
                     if exc.status in (404, 409):
                         self.lost = exc.message
                         log.error("job %d attempt %d: lease lost: %s", self.job_id, self.attempt, exc.message)
