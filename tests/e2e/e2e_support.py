@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+
+from perfci_agent.server_api import ServerClient, ServerUnreachable
+from perfci_server.settings import DEVELOPMENT_ADMIN_TOKEN
+from server_support import github_headers
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -92,9 +98,44 @@ class Stack:
         pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{self.logs()}", pytrace=False)
 
 
-def server_env(database: str, broker: str, data_dir: Path, port: int, **extra: Any) -> dict[str, str]:
+def server_env(database: str, broker: str | None, data_dir: Path, port: int, **extra: Any) -> dict[str, str]:
+    """The server's environment (no broker: Celery tasks run inside the API process)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFCI_")}
-    env.update({"PERFCI_ENV": "development", "PERFCI_DATABASE_URL": database, "PERFCI_BROKER_URL": broker,
-                "PERFCI_DATA_DIR": str(data_dir), "PERFCI_PORT": str(port)})
+    env.update({"PERFCI_ENV": "development", "PERFCI_DATABASE_URL": database, "PERFCI_DATA_DIR": str(data_dir), "PERFCI_PORT": str(port)})
+    if broker:
+        env["PERFCI_BROKER_URL"] = broker
     env.update({f"PERFCI_{k.upper()}": str(v) for k, v in extra.items()})
     return env
+
+
+def start_api(stack: Stack, env: dict[str, str], port: int) -> tuple[Proc, ServerClient]:
+    """`perfci server` on ``port`` and an admin client, once the API answers."""
+    api = stack.add("api", [str(BIN / "perfci"), "server", "--port", str(port)], env).start()
+    admin = ServerClient(f"http://127.0.0.1:{port}", DEVELOPMENT_ADMIN_TOKEN)
+    stack.wait_for("the API to answer", lambda: healthy(admin), 60)
+    return api, admin
+
+
+def healthy(client: ServerClient) -> bool:
+    try:
+        return client.get("/health")["status"] == "ok"
+    except ServerUnreachable:
+        return False
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def signed_push(client: ServerClient, repo: Path, full_name: str, shas: list[str]) -> dict[str, Any]:
+    """A signed GitHub push delivery of ``shas`` (oldest first) onto main, built from the repository."""
+    commits = []
+    for sha in shas:
+        name, email, when, message = git(repo, "show", "-s", "--format=%an%x00%ae%x00%aI%x00%s", sha).split("\0")
+        commits.append({"id": sha, "message": message, "timestamp": when, "author": {"name": name, "email": email}})
+    payload = {"ref": "refs/heads/main", "before": "0" * 40, "after": shas[-1], "created": True, "deleted": False,
+               "forced": False, "repository": {"name": full_name.split("/")[-1], "full_name": full_name},
+               "commits": commits, "head_commit": commits[-1]}
+    body = json.dumps(payload).encode()
+    response = client.request("POST", "/webhooks/github", content=body, headers=github_headers(body, delivery=str(uuid.uuid4())))
+    return response.json()

@@ -16,17 +16,15 @@ import re
 import shutil
 import signal
 import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 
-from e2e_support import BIN, ROOT, Stack, free_port, server_env
+from e2e_support import BIN, ROOT, Stack, free_port, git, healthy, server_env, signed_push, start_api
 from perfci_agent.daemon import host, identity
 from perfci_agent.measure import default_core
-from perfci_agent.server_api import ServerClient, ServerUnreachable
-from server_support import ADMIN, SECRET, github_headers
+from server_support import SECRET
 
 pytestmark = [pytest.mark.services, pytest.mark.dataplane]
 
@@ -36,10 +34,6 @@ REPOSITORY = "perfci-org/dataplane"
 LEASE_SECONDS = 10
 # Within the sim backend's packet caps, so the result's config is the job's config as stored.
 CONFIG = {"name": "self-64B-sim", "packets": 50_000, "warmup": 1_000, "backend": "sim", "repetitions": 2}
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
 def make_history(repo: Path) -> list[str]:
@@ -61,19 +55,6 @@ def make_history(repo: Path) -> list[str]:
     return git(repo, "rev-list", "--reverse", "HEAD").split()
 
 
-def push(client: ServerClient, repo: Path, shas: list[str]) -> dict:
-    commits = []
-    for sha in shas:
-        name, email, when, message = git(repo, "show", "-s", "--format=%an%x00%ae%x00%aI%x00%s", sha).split("\0")
-        commits.append({"id": sha, "message": message, "timestamp": when, "author": {"name": name, "email": email}})
-    payload = {"ref": "refs/heads/main", "before": "0" * 40, "after": shas[-1], "created": True, "deleted": False,
-               "forced": False, "repository": {"name": "dataplane", "full_name": REPOSITORY}, "commits": commits,
-               "head_commit": commits[-1]}
-    body = json.dumps(payload).encode()
-    response = client.request("POST", "/webhooks/github", content=body, headers=github_headers(body, delivery=str(uuid.uuid4())))
-    return response.json()
-
-
 def agent_log_has(proc, pattern: str) -> bool:
     return re.search(pattern, proc.text()) is not None
 
@@ -87,19 +68,10 @@ def test_push_to_series_through_sigterm_sigkill_and_a_server_outage(tmp_path, da
     (tmp_path / "server").mkdir()  # beat keeps its schedule there
     env = server_env(database, broker, tmp_path / "server", port, lease_seconds=LEASE_SECONDS, requeue_interval_seconds=1)
     celery = [str(BIN / "python"), "-m", "celery", "-A", "perfci_server.celery_app"]
-    api = stack.add("api", [str(BIN / "perfci"), "server", "--port", str(port)], env).start()
     stack.add("worker", [*celery, "worker", "--pool=solo", "-Q", "perfci", "--loglevel=info",
                          "--without-gossip", "--without-mingle", "--without-heartbeat"], env).start()
     beat = stack.add("beat", [str(BIN / "perfci"), "beat"], env).start()
-    admin = ServerClient(url, ADMIN["Authorization"].split()[1])
-
-    def healthy() -> bool:
-        try:
-            return admin.get("/health")["status"] == "ok"
-        except ServerUnreachable:
-            return False
-
-    stack.wait_for("the API to answer", healthy, 60)
+    api, admin = start_api(stack, env, port)
     repo_id = admin.post("/repositories", {"name": REPOSITORY, "forge": "github", "clone_url": str(repo), "webhook_secret": SECRET})["id"]
     admin.post("/configs", CONFIG)
     enrollment = admin.post("/enrollment-tokens", {"note": "e2e"})["token"]
@@ -124,7 +96,7 @@ def test_push_to_series_through_sigterm_sigkill_and_a_server_outage(tmp_path, da
                            env=agent_env, capture_output=True, text=True, timeout=120)
     lines = {(c["name"], c["status"]) for c in json.loads(check.stdout)["checks"]}
     assert check.returncode == 0 and {("server", "ok"), ("auth", "ok"), ("token", "ok")} <= lines, check.stdout + check.stderr
-    assert push(admin, repo, shas)["status"] == "scheduled"
+    assert signed_push(admin, repo, REPOSITORY, shas)["status"] == "scheduled"
     jobs = stack.wait_for("the worker to schedule 3 jobs", lambda: admin.get("/jobs")["items"] if admin.get("/jobs")["total"] == 3 else None, 60)
     job_of = {j["commit"]: j["id"] for j in jobs}
     first_job = job_of[shas[0]]
@@ -161,7 +133,7 @@ def test_push_to_series_through_sigterm_sigkill_and_a_server_outage(tmp_path, da
     engine.dispose()
     assert json.loads(spooled.read_bytes())["commit"] == shas[2]
     api.start()  # beat comes back after the upload: its first sweep would requeue the lease that ran out meanwhile
-    stack.wait_for("the spooled result to be uploaded", lambda: healthy() and job(last_job)["state"] == "done", 120)
+    stack.wait_for("the spooled result to be uploaded", lambda: healthy(admin) and job(last_job)["state"] == "done", 120)
     assert not spooled.exists() and not list((state / "spool" / "rejected").iterdir())
     assert agent_log_has(third, rf"job {last_job} attempt 1: uploaded \(stored\)")
     beat.start()

@@ -196,9 +196,13 @@ class Agent:
         with LeaseRenewer(self.client, job.job_id, job.attempt, job.lease_seconds) as lease:
             document = self.attempt(job, lease)
             if document is not None:
-                item = self.spool.put(job.job_id, job.attempt, document)
-                log.info("%s: result spooled (%s)", job.label, item.path)
-                self.deliver(item)
+                try:
+                    item = self.spool.put(job.job_id, job.attempt, document)
+                except OSError as exc:  # disk full, permissions: the result cannot be kept safely
+                    self.fail(job.job_id, job.attempt, f"cannot spool the result in {self.spool.directory}: {exc}")
+                else:
+                    log.info("%s: result spooled (%s)", job.label, item.path)
+                    self.deliver(item)
         log.info("%s: finished in %.1f s (%d lease renewal(s))", job.label, time.monotonic() - started, lease.renewals)
 
     def attempt(self, job: Claim, lease: LeaseRenewer) -> bytes | None:
@@ -218,6 +222,9 @@ class Agent:
             self.fail(job.job_id, job.attempt, str(exc), exc.log_tail)
             return None
         log.info("%s: fetch %s in %.1f s (%s)", job.label, action, time.monotonic() - fetch_started, mirror)
+        if self.stop.is_set():
+            self.release(job, "agent stopping before the measurement started")
+            return None
         measured = time.monotonic()
         try:
             doc = measure(repo=mirror, commit=job.commit, backend=host.backend_for_job(job.backend, cfg.backends, self.backends),
