@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.services, pytest.mark.dataplane]
 DATAPLANE = ROOT / "dataplane"
 REGRESSION = DATAPLANE / "regressions" / "d-helper-out-of-line.patch"  # one call + return more per packet
 REPOSITORY = "perfci-org/dataplane"
-LEASE_SECONDS = 10
+LEASE_SECONDS = 15
 # Within the sim backend's packet caps, so the result's config is the job's config as stored.
 CONFIG = {"name": "self-64B-sim", "packets": 50_000, "warmup": 1_000, "backend": "sim", "repetitions": 2}
 
