@@ -158,15 +158,16 @@ class Agent:
             log.warning("%s", problem)
         if not self.backends:
             raise Fatal("none of the configured backends can run here: " + "; ".join(problems))
+        machine = self.machine
         try:
             self.token = identity.read_token(cfg.token_path)
             if self.token:
-                identity.check_enrollment_record(cfg, self.machine)
+                identity.check_enrollment_record(cfg, machine)
+            else:
+                self.token = self._call("enroll", lambda c: identity.enroll(cfg, c, machine, self.backends, version()))
+                log.info("enrolled as %r; token stored in %s", cfg.machine_name, cfg.token_path)
         except identity.IdentityError as exc:
             raise Fatal(str(exc)) from None
-        if not self.token:
-            self.token = self._call("enroll", lambda c: identity.enroll(cfg, c, self.machine, self.backends, version()))
-            log.info("enrolled as %r; token stored in %s", cfg.machine_name, cfg.token_path)
         log.info("agent %r (perfci %s) on core %d, backends %s, server %s, state %s",
                  cfg.machine_name, version(), cfg.core, ",".join(self.backends), cfg.server_url, cfg.state_dir)
 

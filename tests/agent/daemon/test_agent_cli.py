@@ -58,3 +58,9 @@ def test_check_says_when_the_server_does_not_answer(tmp_path):
     result = runner.invoke(app, ["agent", "check", "--config", config(tmp_path, 'enrollment_token = "pce_x"\n'), "--json"])
     failed = {c["name"]: c["detail"] for c in json.loads(result.output)["checks"] if c["status"] == "fail"}
     assert result.exit_code == 1 and list(failed) == ["server"] and "Connection refused" in failed["server"]
+
+
+def test_run_refuses_to_start_unenrolled_without_an_enrollment_token(tmp_path):
+    result = runner.invoke(app, ["agent", "run", "--config", config(tmp_path)])
+    assert result.exit_code == 1
+    assert "not enrolled" in result.output and "no enrollment_token is configured" in result.output
