@@ -135,7 +135,8 @@ def test_push_to_series_through_sigterm_sigkill_and_a_server_outage(tmp_path, da
     api.start()  # beat comes back after the upload: its first sweep would requeue the lease that ran out meanwhile
     stack.wait_for("the spooled result to be uploaded", lambda: healthy(admin) and job(last_job)["state"] == "done", 120)
     assert not spooled.exists() and not list((state / "spool" / "rejected").iterdir())
-    assert agent_log_has(third, rf"job {last_job} attempt 1: uploaded \(stored\)")
+    # the agent logs the acknowledgement after removing the spooled file: wait for the line
+    stack.wait_for("the agent to log the upload", lambda: agent_log_has(third, rf"job {last_job} attempt 1: uploaded \((already )?stored\)"), 30)
     beat.start()
 
     # --- every job done, exactly one result set each ------------------------------------------
