@@ -23,6 +23,7 @@ def _register() -> None:
         "perfci_agent.alerts_cli",
         "perfci_agent.check_cli",
         "perfci_agent.plot_cli",
+        "perfci_agent.daemon.cli",
         "perfci_server.cli",
         "perfci_agent.demo.cli",
     ):

@@ -36,6 +36,14 @@ CONFIGS: dict[str, BenchConfig] = {
 Progress = Callable[..., None]
 
 
+class Stopped(Exception):
+    """``should_stop`` answered true before a repetition: the measurement is incomplete."""
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__(f"stopped after {done} of {total} repetition(s)")
+        self.done, self.total = done, total
+
+
 def default_core() -> int:
     return max(os.sched_getaffinity(0))
 
@@ -60,7 +68,10 @@ def measure(
     core: int | None = None,
     cache_dir: str | Path | None = None,
     progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> ResultDocument:
+    """Measure ``commit``. ``should_stop`` is asked before each repetition (a running one is
+    always finished); when it answers true, :class:`Stopped` is raised."""
     started = _now()
     say = progress or (lambda *a, **k: None)
     root = repo_root(repo)
@@ -114,10 +125,15 @@ def measure(
     workdir = build.worktree / "dataplane"
     samples: list[Sample] = []
     build_id: str | None = None
+    stop = should_stop or (lambda: False)
     try:
+        if stop():
+            raise Stopped(0, n)
         say("calibrate")
         impl.prepare(build.binary, core, cfg, workdir)
         for rep in range(n):
+            if stop():
+                raise Stopped(rep, n)
             say("run", rep=rep, reps=n)
             samples.append(impl.sample(build.binary, core, cfg, workdir, rep))
         say("done", reps=n)

@@ -26,6 +26,13 @@ class ServerUnreachable(Exception):
     """No answer at all (connection refused, timeout, DNS): worth retrying later."""
 
 
+def is_transient(exc: Exception) -> bool:
+    """Worth retrying later: no answer, a server-side error, or "slow down" (408/429)."""
+    if isinstance(exc, ServerUnreachable):
+        return True
+    return isinstance(exc, ApiError) and (exc.status >= 500 or exc.status in (408, 429))
+
+
 class ServerClient:
     def __init__(self, base_url: str = DEFAULT_URL, token: str | None = None, timeout: float = 30.0,
                  transport: httpx.BaseTransport | None = None) -> None:
@@ -66,6 +73,43 @@ class ServerClient:
     def post(self, path: str, json: Any = None) -> Any:
         response = self.request("POST", path, json=json)
         return response.json() if response.content else None
+
+    def put(self, path: str, content: bytes, content_type: str = "application/json") -> httpx.Response:
+        """PUT a body as given (bytes, so a retry sends exactly the same document)."""
+        return self.request("PUT", path, content=content, headers={"Content-Type": content_type})
+
+
+class AgentClient(ServerClient):
+    """The agent-facing endpoints (enroll, heartbeat, claim, lease, result, failure, release).
+
+    Bodies and answers are plain dicts: the agent does not import the server's schemas.
+    """
+
+    def enroll(self, enrollment_token: str, name: str, machine_id: str, machine: dict[str, Any],
+               backends: list[str], version: str) -> dict[str, Any]:
+        return self.post("/agent/enroll", {"enrollment_token": enrollment_token, "name": name, "machine_id": machine_id,
+                                           "machine": machine, "machine_name": name, "backends": backends, "version": version})
+
+    def heartbeat(self, backends: list[str] | None = None, version: str | None = None) -> dict[str, Any]:
+        body = {k: v for k, v in (("backends", backends), ("version", version)) if v is not None}
+        return self.post("/agent/heartbeat", body)
+
+    def claim(self) -> dict[str, Any] | None:
+        """The next job for this machine, or None when nothing is queued (204)."""
+        return self.post("/agent/jobs/claim")
+
+    def renew_lease(self, job_id: int, attempt: int) -> dict[str, Any]:
+        return self.post(f"/agent/jobs/{job_id}/lease", {"attempt": attempt})
+
+    def upload_result(self, job_id: int, attempt: int, document: bytes) -> httpx.Response:
+        """201 stored, 200 the same document was already stored (a retry); errors raise."""
+        return self.put(f"/agent/jobs/{job_id}/attempts/{attempt}/result", document)
+
+    def report_failure(self, job_id: int, attempt: int, reason: str, log_tail: str | None = None) -> dict[str, Any]:
+        return self.post(f"/agent/jobs/{job_id}/attempts/{attempt}/failure", {"reason": reason, "log_tail": log_tail})
+
+    def release(self, job_id: int, attempt: int, reason: str) -> dict[str, Any]:
+        return self.post(f"/agent/jobs/{job_id}/attempts/{attempt}/release", {"reason": reason})
 
 
 def _error(response: httpx.Response) -> ApiError:

@@ -36,6 +36,11 @@ def repo_root(path: str | Path) -> Path:
     p = Path(path).expanduser()
     if not p.is_dir():
         raise UsageError(f"repository {str(path)!r} does not exist")
+    bare = _git(p, "rev-parse", "--is-bare-repository", check=False)
+    if bare.returncode != 0:
+        raise UsageError(f"{str(path)!r} is not a git repository")
+    if bare.stdout.strip() == "true":  # the agent's mirrors: worktrees are added from the git dir itself
+        return Path(_git(p, "rev-parse", "--absolute-git-dir").stdout.strip())
     r = _git(p, "rev-parse", "--show-toplevel", check=False)
     if r.returncode != 0:
         raise UsageError(f"{str(path)!r} is not a git repository")

@@ -12,7 +12,7 @@ from ..models import JobState, utcnow
 from ..pagination import Page, paginate
 from . import repository as job_sql
 from . import service
-from .schemas import ClaimedJob, FailureReport, JobDetail, JobOutcome, JobRead, LeaseRenewal, LeaseRenewed
+from .schemas import ClaimedJob, FailureReport, JobDetail, JobOutcome, JobRead, LeaseRenewal, LeaseRenewed, ReleaseRequest
 
 agent_router = APIRouter(prefix="/agent/jobs", tags=["agent"])
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -44,6 +44,12 @@ def renew_lease(job_id: int, renewal: LeaseRenewal, session: SessionDep, agent: 
 def report_failure(job_id: int, attempt: int, report: FailureReport, session: SessionDep, agent: AgentDep) -> JobOutcome:
     """The attempt produced no result document; the job is retried while attempts remain."""
     return service.report_failure(session, agent, job_id, attempt, report.reason, report.log_tail)
+
+
+@agent_router.post("/{job_id}/attempts/{attempt}/release", responses=responses(*_AGENT_ERRORS, NotFound, Conflict, Unprocessable))
+def release(job_id: int, attempt: int, request: ReleaseRequest, session: SessionDep, agent: AgentDep) -> JobOutcome:
+    """Give an unfinished attempt back (the agent is stopping): the job is queued again at once."""
+    return service.release_attempt(session, agent, job_id, attempt, request.reason)
 
 
 @router.get("", responses=responses(Unauthorized))

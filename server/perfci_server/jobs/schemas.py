@@ -44,6 +44,14 @@ class FailureReport(BaseModel):
     log_tail: Annotated[str, StringConstraints(max_length=MAX_TEXT)] | None = None
 
 
+class ReleaseRequest(BaseModel):
+    """The agent gives an unfinished attempt back (it is shutting down)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+
+
 class JobOutcome(BaseModel):
     job_id: int
     attempt: int

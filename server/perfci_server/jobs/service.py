@@ -105,6 +105,19 @@ def report_failure(session: Session, agent: Agent, job_id: int, attempt: int, re
     return JobOutcome(job_id=job.id, attempt=attempt, job_state=job.state, run_status=run.status)
 
 
+def release_attempt(session: Session, agent: Agent, job_id: int, attempt: int, reason: str) -> JobOutcome:
+    """Requeue the job now instead of when the lease expires. A release is the agent's choice (it
+    is stopping), not the job's fault, so it does not use up one of the job's attempts."""
+    job = current_attempt(session, agent, job_id, attempt)
+    run = job_sql.run_for_attempt(session, job_id, attempt)
+    assert run is not None, "every claim creates its run"
+    run.status, run.reason = RunStatus.EXPIRED.value, f"released by the agent before a result: {reason}"
+    run.received_at = run.finished_at = utcnow()
+    job.max_attempts += 1  # the attempt counter only grows (run rows are keyed by it)
+    job.state, job.lease_expires_at, job.agent_id = JobState.QUEUED.value, None, None
+    return JobOutcome(job_id=job.id, attempt=attempt, job_state=job.state, run_status=run.status)
+
+
 def requeue_expired(session: Session) -> tuple[list[int], list[int]]:
     requeued, failed = job_sql.expire_leases(session, utcnow())
     if requeued or failed:

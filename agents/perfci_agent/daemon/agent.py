@@ -1,0 +1,320 @@
+"""The agent daemon: claim a job, measure it, get the result to the server, repeat.
+
+    start: identity (enroll once) -> backends -> upload what the spool holds
+    loop:  heartbeat (when due) -> claim -> [tuned-state gate] -> fetch into the bare mirror
+           -> perfci measure (same code path) -> spool -> upload until acknowledged
+
+The lease is renewed from a background thread from claim until the upload is acknowledged.
+Failures that are not the commit's (fetch failed, unusable backend, an agent bug) go to the
+failure endpoint; build and run failures are results and are uploaded like any other. A stop
+request (SIGTERM) lets the running repetition finish, then gives the job back (release) and
+returns; a document already spooled stays there for the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import MeasureError
+from ..measure import Stopped, measure
+from ..result import MAX_TEXT, BenchConfig
+from ..server_api import AgentClient, ApiError, ServerUnreachable, is_transient
+from ..workspace import tail
+from . import host, identity
+from .backoff import Backoff
+from .config import AgentConfig
+from .lease import LeaseRenewer
+from .mirror import FetchFailed, MirrorCache
+from .spool import Spool, Spooled
+
+log = logging.getLogger("perfci_agent.daemon")
+T = TypeVar("T")
+
+
+def version() -> str:
+    try:
+        return metadata.version("perfci")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+class Fatal(Exception):
+    """The agent cannot go on (credentials refused, machine changed, nothing to measure with)."""
+
+
+class Stopping(Exception):
+    """A stop was requested while waiting for the server."""
+
+
+class Claim(BaseModel):
+    """The part of the server's ClaimedJob the agent uses."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    job_id: int
+    attempt: int
+    lease_seconds: int
+    clone_url: str
+    commit: str
+    config: BenchConfig
+    backend: str
+    repetitions: int
+
+    @property
+    def label(self) -> str:
+        return f"job {self.job_id} attempt {self.attempt} commit {self.commit[:12]} config {self.config.name}"
+
+
+class StepLog:
+    """``perfci measure`` progress events as log lines with durations."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.started = self.mark = time.monotonic()
+
+    def _lap(self) -> float:
+        now = time.monotonic()
+        lap, self.mark = now - self.mark, now
+        return lap
+
+    def __call__(self, event: str, **kw: Any) -> None:
+        if event == "backend":
+            log.info("%s: backend %s (%s)", self.label, kw["backend"], kw["reason"])
+        elif event == "build":
+            self._lap()
+            log.info("%s: build", self.label)
+        elif event == "build_step":
+            log.info("%s: build: %s", self.label, kw["step"])
+        elif event == "built":
+            log.info("%s: build %s in %.1f s", self.label, "cached" if kw["cached"] else "done", self._lap())
+        elif event == "calibrate":
+            log.info("%s: calibrate", self.label)
+        elif event == "run":
+            lap = self._lap()
+            after = f" (repetition {kw['rep']} took {lap:.1f} s)" if kw["rep"] else ""
+            log.info("%s: repetition %d/%d%s", self.label, kw["rep"] + 1, kw["reps"], after)
+        elif event == "done":
+            log.info("%s: %d repetition(s) done (the last took %.1f s)", self.label, kw["reps"], self._lap())
+
+
+def _auth_refused(exc: Exception) -> bool:
+    return isinstance(exc, ApiError) and exc.status in (401, 403)
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, stop: threading.Event | None = None,
+                 backoff: Callable[[], Backoff] = Backoff) -> None:
+        self.config = config
+        self.stop = stop or threading.Event()
+        self.backoff = backoff
+        self.spool = Spool(config.spool_dir)
+        self.mirrors = MirrorCache(config.cache_dir / "mirrors")
+        self.token: str | None = None
+        self.machine: identity.Machine | None = None
+        self.backends: list[str] = []
+        self._next_heartbeat = -math.inf
+
+    def client(self) -> AgentClient:
+        return AgentClient(self.config.server_url, self.token)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Until stopped: 0. :class:`Fatal` propagates (the caller exits 1)."""
+        try:
+            self.start()
+            self.drain_spool()
+            while not self.stop.is_set():
+                try:
+                    self.step()
+                except ApiError as exc:  # a request the server refuses (not a transient failure)
+                    log.error("the server refused a request: %s; trying again in %.0f s", exc, self.config.poll_seconds)
+                    self.stop.wait(self.config.poll_seconds)
+        except Stopping:
+            pass
+        log.info("agent stopped")
+        return 0
+
+    def start(self) -> None:
+        cfg = self.config
+        for directory in (cfg.state_dir, cfg.cache_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        self.spool.ensure()
+        if cfg.core not in os.sched_getaffinity(0):
+            raise Fatal(f"core {cfg.core} (first of cores) is not available to this process; allowed: {sorted(os.sched_getaffinity(0))}")
+        self.machine = identity.this_machine(cfg.core)
+        self.backends, problems = host.usable_backends(cfg.backends, host.probe_backends(self.machine, cfg.cache_dir))
+        for problem in problems:
+            log.warning("%s", problem)
+        if not self.backends:
+            raise Fatal("none of the configured backends can run here: " + "; ".join(problems))
+        machine = self.machine
+        try:
+            self.token = identity.read_token(cfg.token_path)
+            if self.token:
+                identity.check_enrollment_record(cfg, machine)
+            else:
+                self.token = self._call("enroll", lambda c: identity.enroll(cfg, c, machine, self.backends, version()))
+                log.info("enrolled as %r; token stored in %s", cfg.machine_name, cfg.token_path)
+        except identity.IdentityError as exc:
+            raise Fatal(str(exc)) from None
+        log.info("agent %r (perfci %s) on core %d, backends %s, server %s, state %s",
+                 cfg.machine_name, version(), cfg.core, ",".join(self.backends), cfg.server_url, cfg.state_dir)
+
+    def drain_spool(self) -> None:
+        pending = self.spool.pending()
+        if pending:
+            log.info("spool: %d result(s) from before this start to upload", len(pending))
+        for item in pending:
+            self.deliver(item)
+
+    def step(self) -> None:
+        """One turn of the loop: heartbeat when due, claim, work or wait."""
+        if time.monotonic() >= self._next_heartbeat:
+            self._call("heartbeat", lambda c: c.heartbeat(backends=self.backends, version=version()))
+            self._next_heartbeat = time.monotonic() + self.config.heartbeat_seconds
+        claimed = self._call("claim", lambda c: c.claim())
+        if claimed is None:
+            self.stop.wait(self.config.poll_seconds)
+            return
+        self.work(Claim.model_validate(claimed))
+
+    # --- one job -----------------------------------------------------------------------------
+
+    def work(self, job: Claim) -> None:
+        started = time.monotonic()
+        log.info("%s: claimed (lease %d s, backend %s, %d repetition(s))", job.label, job.lease_seconds, job.backend, job.repetitions)
+        with LeaseRenewer(self.client, job.job_id, job.attempt, job.lease_seconds) as lease:
+            document = self.attempt(job, lease)
+            if document is not None:
+                try:
+                    item = self.spool.put(job.job_id, job.attempt, document)
+                except OSError as exc:  # disk full, permissions: the result cannot be kept safely
+                    self.fail(job.job_id, job.attempt, f"cannot spool the result in {self.spool.directory}: {exc}")
+                else:
+                    log.info("%s: result spooled (%s)", job.label, item.path)
+                    self.deliver(item)
+        log.info("%s: finished in %.1f s (%d lease renewal(s))", job.label, time.monotonic() - started, lease.renewals)
+
+    def attempt(self, job: Claim, lease: LeaseRenewer) -> bytes | None:
+        """The result document to upload, or None when the job was failed, released or lost."""
+        cfg = self.config
+        assert self.machine is not None
+        tuned = host.tuned_state(cfg.core, self.machine, cfg.backends)
+        if not tuned.ok:
+            log.warning("%s: host not in its tuned state: %s", job.label, "; ".join(tuned.deviations))
+            if cfg.refuse_untuned:
+                self.fail(job.job_id, job.attempt, "host is not in its tuned state (refuse_untuned): " + "; ".join(tuned.deviations))
+                return None
+        fetch_started = time.monotonic()
+        try:
+            mirror, action = self.mirrors.fetch(job.clone_url, job.commit)
+        except FetchFailed as exc:
+            self.fail(job.job_id, job.attempt, str(exc), exc.log_tail)
+            return None
+        log.info("%s: fetch %s in %.1f s (%s)", job.label, action, time.monotonic() - fetch_started, mirror)
+        if self.stop.is_set():
+            self.release(job, "agent stopping before the measurement started")
+            return None
+        measured = time.monotonic()
+        try:
+            doc = measure(repo=mirror, commit=job.commit, backend=host.backend_for_job(job.backend, cfg.backends, self.backends),
+                          reps=cfg.repetitions or job.repetitions, config=job.config, core=cfg.core, cache_dir=cfg.cache_dir,
+                          progress=StepLog(job.label), should_stop=lambda: self.stop.is_set() or lease.lost is not None)
+        except Stopped as exc:
+            if lease.lost is None:
+                self.release(job, f"agent stopping ({exc})")
+            return None
+        except MeasureError as exc:  # bad input or backend; build and run failures are results
+            self.fail(job.job_id, job.attempt, f"cannot measure: {exc}")
+            return None
+        except Exception as exc:  # noqa: BLE001 - an agent bug must not kill the daemon
+            log.exception("%s: agent error", job.label)
+            self.fail(job.job_id, job.attempt, f"agent error: {type(exc).__name__}: {exc}", tail(traceback.format_exc()))
+            return None
+        if lease.lost is not None:
+            log.warning("%s: result discarded, the attempt is no longer ours: %s", job.label, lease.lost)
+            return None
+        if self.stop.is_set() and doc.status == "run_failed":
+            # The stop signal can reach the dataplane too (a whole control group is signalled).
+            self.release(job, f"agent stopping; the last repetition was interrupted ({doc.reason})")
+            return None
+        doc = doc.model_copy(update={"tuning": host.merge(doc.tuning, tuned)})
+        log.info("%s: measured: %s in %.1f s (%d sample(s), backend %s)%s", job.label, doc.status,
+                 time.monotonic() - measured, len(doc.samples), doc.backend.value, f": {doc.reason}" if doc.reason else "")
+        return doc.model_dump_json(by_alias=True).encode()
+
+    # --- talking to the server ---------------------------------------------------------------
+
+    def deliver(self, item: Spooled) -> bool:
+        """Upload a spooled document until the server acknowledges or refuses it for good."""
+        what = f"job {item.job_id} attempt {item.attempt}"
+        body = item.body
+        for delay in self.backoff().delays():
+            try:
+                with self.client() as client:
+                    response = client.upload_result(item.job_id, item.attempt, body)
+            except (ApiError, ServerUnreachable) as exc:
+                if _auth_refused(exc):
+                    raise Fatal(f"the server refused this agent's token ({exc}); {what} stays in {item.path}") from None
+                if is_transient(exc):
+                    log.warning("%s: upload failed (%s); kept in the spool, retrying in %.1f s", what, exc, delay)
+                    if self.stop.wait(delay):
+                        log.info("%s: stopping with the result still spooled; it is uploaded at the next start", what)
+                        raise Stopping from None
+                    continue
+                assert isinstance(exc, ApiError)
+                kept = self.spool.reject(item, f"{exc.status} {exc.code}: {exc.message}")
+                log.error("%s: the server refused the result for good (%s); kept in %s", what, exc, kept)
+                if exc.status in (413, 422):  # the attempt would otherwise wait for its lease to expire
+                    self.fail(item.job_id, item.attempt, f"result refused by the server: {exc.message}")
+                return False
+            self.spool.done(item)
+            ack = response.json()
+            log.info("%s: uploaded (%s): run %s is %s, job is %s, %d sample(s)", what,
+                     "already stored" if ack.get("duplicate") else "stored", ack.get("run_id"), ack.get("run_status"),
+                     ack.get("job_state"), ack.get("samples", 0))
+            return True
+        raise AssertionError("unreachable: backoff delays never end")
+
+    def fail(self, job_id: int, attempt: int, reason: str, log_tail: str | None = None) -> None:
+        log.error("job %d attempt %d: failed: %s", job_id, attempt, reason)
+        try:
+            self._call("failure report", lambda c: c.report_failure(job_id, attempt, reason[:MAX_TEXT], (log_tail or None) and log_tail[-MAX_TEXT:]))
+        except ApiError as exc:
+            log.warning("job %d attempt %d: failure report refused (%s)", job_id, attempt, exc)
+
+    def release(self, job: Claim, reason: str) -> None:
+        """Give the attempt back so the job is queued again now, not when the lease expires."""
+        try:
+            with self.client() as client:
+                outcome = client.release(job.job_id, job.attempt, reason[:2000])
+            log.info("%s: released (%s); job is %s", job.label, reason, outcome.get("job_state"))
+        except (ApiError, ServerUnreachable) as exc:
+            log.warning("%s: could not release (%s); the job is requeued when its lease expires", job.label, exc)
+
+    def _call(self, what: str, fn: Callable[[AgentClient], T]) -> T:
+        """``fn(client)``, retried with backoff while the server is unreachable or failing."""
+        for delay in self.backoff().delays():
+            try:
+                with self.client() as client:
+                    return fn(client)
+            except (ApiError, ServerUnreachable) as exc:
+                if _auth_refused(exc):
+                    raise Fatal(f"{what}: the server refused our credentials: {exc}") from None
+                if not is_transient(exc):
+                    raise
+                log.warning("%s: %s; retrying in %.1f s", what, exc, delay)
+                if self.stop.wait(delay):
+                    raise Stopping from None
+        raise AssertionError("unreachable: backoff delays never end")
