@@ -175,3 +175,18 @@ def test_compare_two_commits(client, setup):
     assert cpp["verdict"] == "different"  # the analysis core's two-sample verdict
     assert by_metric["pps"]["change_pct"] == 0.0 and by_metric["pps"]["worse"] is False
     assert by_metric["pps"]["verdict"] == "same"
+
+
+def test_a_sim_result_matches_its_job_with_the_packet_counts_sim_caps(client, session, setup):
+    """`sim` runs at most SIM_PACKETS/SIM_WARMUP packets and says so; the job's config is larger."""
+    agent = setup["agent"]
+    job = _claim(client, agent)
+    capped = {"packets": 100_000, "warmup": 2_000}
+    sim = {"ipp": [81.72] * 2}
+    uncapped = result_document(job["commit"], backend="sim", reps=2, values=sim)
+    response = _upload(client, agent, job, uncapped)
+    assert response.status_code == 422 and "does not match the job's config" in response.text
+    tsc_capped = result_document(job["commit"], config=capped)
+    assert _upload(client, agent, job, tsc_capped).status_code == 422  # only sim is capped
+    response = _upload(client, agent, job, result_document(job["commit"], config=capped, backend="sim", reps=2, values=sim))
+    assert response.status_code == 201, response.text

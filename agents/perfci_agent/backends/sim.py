@@ -14,7 +14,7 @@ and the highest unified level); if sysfs has none, or a level cachegrind cannot 
 not a power of two), :data:`DEFAULT_GEOMETRY` — I1 32 KiB 8-way, D1 32 KiB 8-way, LL 8 MiB 16-way,
 64-byte lines (a typical x86 server core) — and the result's raw keys record the geometry used.
 
-Packet counts are small under valgrind (:data:`SIM_PACKETS`, :data:`SIM_WARMUP`); the result's
+Packet counts are small under valgrind (:meth:`~perfci_agent.result.BenchConfig.as_run_by`); the result's
 config records what actually ran.
 """
 
@@ -32,8 +32,6 @@ from ..result import BenchConfig, Sample
 from . import metric_values
 
 FWD_FUNCTION = "fwd_burst"
-SIM_PACKETS = 100_000
-SIM_WARMUP = 2_000
 SYS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
@@ -139,7 +137,7 @@ class SimBackend:
         self.valgrind = shutil.which("valgrind") or "valgrind"
 
     def config_for(self, config: BenchConfig) -> BenchConfig:
-        return config.model_copy(update={"packets": min(config.packets, SIM_PACKETS), "warmup": min(config.warmup, SIM_WARMUP)})
+        return config.as_run_by(self.name)
 
     def prepare(self, binary: Path, core: int, config: BenchConfig, workdir: Path) -> None:
         return None

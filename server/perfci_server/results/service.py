@@ -80,7 +80,7 @@ def _check_belongs_to_job(agent: Agent, commit: Commit, config_row: BenchConfig,
     problems = []
     if document.commit != commit.sha:
         problems.append(f"commit {document.commit} is not the job's commit {commit.sha}")
-    if document.config != config.bench_config():
+    if document.config != config.bench_config().as_run_by(document.backend):
         problems.append(f"config {document.config.name!r} does not match the job's config {config.name!r}")
     if document.machine_id != agent.machine.fingerprint:
         problems.append("machine_id is not the fingerprint this agent enrolled with")
