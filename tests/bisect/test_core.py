@@ -99,7 +99,7 @@ def test_noise_without_a_step_is_no_change_or_inconclusive_never_a_culprit():
 def test_repetitions_are_capped():
     policy = Policy.for_backend("tsc", "cpp", max_reps=10)
     b = Bisection(16, policy)
-    run(b, Recorder(levels(16, {8: 1.004}), noise=0.03, seed=3))  # far below what 10 repetitions resolve
+    run(b, Recorder(levels(16, {8: 1.02}), noise=0.03, seed=3))  # more than 10 repetitions would need
     counts = [len(o.samples) for o in (*b.obs.values(), *b.fresh.values())]
     assert max(counts) == 10 and all(c <= 10 for c in counts)
 
