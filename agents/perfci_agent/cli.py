@@ -19,6 +19,7 @@ def _register() -> None:
     # Each module exposes register(app: typer.Typer). Order is the order of `perfci --help`.
     for module in (
         "perfci_agent.measure_cli",
+        "perfci_agent.bisect.cli",
         "perfci_server.cli",
     ):
         import_module(module).register(app)
