@@ -10,6 +10,7 @@ from fastapi.openapi.utils import get_openapi
 from . import errors
 from .agents.router import admin_router as agents_admin_router
 from .agents.router import agent_router as agents_agent_router
+from .bisect.router import router as bisect_router
 from .configs.router import router as configs_router
 from .jobs.router import agent_router as jobs_agent_router
 from .jobs.router import router as jobs_router
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         agents_admin_router,
         jobs_router,
         results_router,
+        bisect_router,
     ):
         api.include_router(router)
 

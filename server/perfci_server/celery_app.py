@@ -13,6 +13,7 @@ from . import db
 from .settings import get_settings
 
 REQUEUE_TASK = "perfci.jobs.requeue_expired_leases"
+BISECT_SWEEP_TASK = "perfci.bisect.advance_running"
 
 
 def make_celery() -> Celery:
@@ -35,6 +36,7 @@ def make_celery() -> Celery:
         timezone="UTC",
         beat_schedule={
             "requeue-expired-leases": {"task": REQUEUE_TASK, "schedule": settings.requeue_interval_seconds},
+            "advance-running-bisects": {"task": BISECT_SWEEP_TASK, "schedule": settings.requeue_interval_seconds},
         },
     )
     return app
@@ -51,3 +53,4 @@ def _fresh_engine_per_process(**_: object) -> None:
 
 # Register the tasks (their modules import celery_app from here).
 from .jobs import tasks as _jobs_tasks  # noqa: E402,F401
+from .bisect import tasks as _bisect_tasks  # noqa: E402,F401

@@ -1,75 +1,17 @@
-"""Shared fixtures of the bisect tests: a real 16-commit dataplane repository, built once.
-
-Commit layout (index: change), chosen so one search meets every case the issue names:
-
-    0  good: the project's dataplane with regression (e) applied (a needless full barrier)
-    1-2, 4-6, 10-14  neutral edits (README)
-    3  improvement: the barrier removed again (reverse of regression (e))
-    7  does not build (a syntax error) ... 8 fixes it
-    9  the regression: ttl_decrement forced out of line (regression (d))
-    15 bad
-
-The search's first middle is 7 (unbuildable, skipped), then 8 — after the improvement, before
-the regression — then 11, then 9: six builds for sixteen commits, the bound ceil(log2 16) + 2.
-"""
+"""Shared fixtures of the bisect tests: the real 16-commit repository (:mod:`bisect_repo`),
+made once per session, and the server tests' database, Redis and Celery worker fixtures."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-DATAPLANE = ROOT / "dataplane"
-PATCHES = DATAPLANE / "regressions"
-REGRESSION_INDEX, IMPROVEMENT_INDEX, BROKEN_INDEX = 9, 3, 7
-
-
-def git(repo: Path, *args: str, author: str | None = None) -> str:
-    env_args = ["-c", f"user.name={author or 'perfci test'}", "-c", "user.email=test@perfci.invalid"]
-    return subprocess.run(["git", *env_args, "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
-def _build_dirs(directory: str, names: list[str]) -> list[str]:
-    return [n for n in names if n.startswith("build") and Path(directory) == DATAPLANE and (DATAPLANE / n).is_dir()]
+from bisect_repo import ROOT, make_repository
 
 
 @pytest.fixture(scope="session")
 def bisect_repo(tmp_path_factory) -> dict:
     repo = tmp_path_factory.mktemp("bisect") / "repo"
-    repo.mkdir()
-    shutil.copytree(DATAPLANE, repo / "dataplane", ignore=_build_dirs)
-    git(repo, "init", "-q", "-b", "main")
-    readme = repo / "dataplane" / "README.md"
-    routes = repo / "dataplane" / "src" / "routes.c"
-    shas: list[str] = []
-
-    def commit(message: str, author: str | None = None) -> None:
-        git(repo, "add", "-A")
-        git(repo, "commit", "-qm", message, author=author)
-        shas.append(git(repo, "rev-parse", "HEAD"))
-
-    git(repo, "apply", str(PATCHES / "e-full-barrier.patch"))
-    commit("dataplane with a full barrier per burst")
-    for i in range(1, 16):
-        if i == IMPROVEMENT_INDEX:
-            git(repo, "apply", "-R", str(PATCHES / "e-full-barrier.patch"))
-            commit("fwd: drop the needless full barrier per burst")
-        elif i == BROKEN_INDEX:
-            routes.write_text(routes.read_text() + "\nthis is not C;\n")
-            commit("routes: work in progress")
-        elif i == BROKEN_INDEX + 1:
-            git(repo, "checkout", "-q", shas[BROKEN_INDEX - 1], "--", "dataplane/src/routes.c")
-            commit("routes: fix the build")
-        elif i == REGRESSION_INDEX:
-            git(repo, "apply", str(PATCHES / "d-helper-out-of-line.patch"))
-            commit("fwd: keep ttl_decrement out of line for readability", author="Rita Gression")
-        else:
-            readme.write_text(readme.read_text() + f"\nNote {i}.\n")
-            commit(f"docs: note {i}")
-    assert len(shas) == 16
+    shas = make_repository(repo)
     return {"repo": repo, "shas": shas, "cache": tmp_path_factory.mktemp("bisect-cache")}
 
 
@@ -92,3 +34,4 @@ _server = _server_fixtures()
 _isolated_settings = _server._isolated_settings
 pg_engine, pg_settings, connection, session = _server.pg_engine, _server.pg_settings, _server.connection, _server.session
 sent_tasks, client, committed, redis_url = _server.sent_tasks, _server.client, _server.committed, _server.redis_url
+worker = __import__("test_celery_worker").worker  # the real Celery worker process

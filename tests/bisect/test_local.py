@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from perfci_agent.bisect.local import LocalBisect
 from perfci_agent.cli import app
 
-from conftest import BROKEN_INDEX, REGRESSION_INDEX
+from bisect_repo import BROKEN_INDEX, REGRESSION_INDEX
 
 pytestmark = pytest.mark.dataplane
 CONFIG = "self-64B-short"

@@ -91,8 +91,8 @@ class BisectReport:
             "parent": parent.info.to_dict() | {"index": parent.index} if parent else None,
             "skipped": [self.commits[i].info.sha for i in o.skipped],
             "kind": o.kind.value,
-            "change": comparison_dict(o.step),
-            "overall": comparison_dict(o.overall),
+            "change": core.comparison_dict(o.step),
+            "overall": core.comparison_dict(o.overall),
             "builds": self.builds,
             "compiled": self.compiled,
             "repetitions": self.repetitions,
@@ -103,18 +103,6 @@ class BisectReport:
             "profiles": [p.to_dict() for p in self.profiles],
             "commits": [c.to_dict() for c in self.commits if c.status != "untested"],
         }
-
-
-def comparison_dict(c: core.Comparison | None) -> dict | None:
-    if c is None:
-        return None
-
-    def num(x: float) -> float | None:
-        return float(x) if math.isfinite(x) else None
-
-    return {"verdict": c.verdict.value, "kind": c.kind.value, "before_median": num(c.before_median),
-            "after_median": num(c.after_median), "change_pct": num(100.0 * c.rel_change), "p_value": num(c.p_value),
-            "confidence": num(c.confidence), "n_before": c.n_before, "n_after": c.n_after, "exact": c.exact}
 
 
 def metric_values(doc: ResultDocument, metric: str) -> list[float]:

@@ -337,6 +337,15 @@ class Bisection:
         return None
 
 
+def comparison_dict(c: Comparison | None) -> dict | None:
+    """A comparison as plain JSON-able data (reports, the server's stored result)."""
+    if c is None:
+        return None
+    return {"verdict": c.verdict.value, "kind": c.kind.value, "before_median": _num(c.before_median),
+            "after_median": _num(c.after_median), "change_pct": _num(100.0 * c.rel_change), "p_value": _num(c.p_value),
+            "confidence": _num(c.confidence), "n_before": c.n_before, "n_after": c.n_after, "exact": c.exact}
+
+
 def _step(phase: str, lo: int, hi: int, mid: int | None, r_lo: Comparison, r_hi: Comparison | None, why: str) -> dict:
     def brief(c: Comparison | None) -> dict | None:
         if c is None:

@@ -3,6 +3,7 @@
 from .alert import Alert, AlertDirection, AlertGroup, AlertStatus
 from .base import Base, utcnow
 from .bench import BenchConfig
+from .bisect import Bisect, BisectStatus
 from .job import ACTIVE_STATES, Job, JobState, Run, RunStatus
 from .machine import Agent, ApiToken, EnrollmentToken, Machine
 from .repository import Branch, BranchCommit, Commit, Forge, Repository, WebhookDelivery
@@ -18,6 +19,8 @@ __all__ = [
     "ApiToken",
     "Base",
     "BenchConfig",
+    "Bisect",
+    "BisectStatus",
     "Branch",
     "BranchCommit",
     "Commit",
