@@ -4,8 +4,17 @@ building and measuring each claimed commit with the real `measure()` and uploadi
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+
+import httpx
 
 import pytest
 from celery import Celery
@@ -21,7 +30,7 @@ from perfci_server.app import create_app
 from perfci_server.bisect import service as bisect_service
 from perfci_server.jobs import repository as job_sql
 from perfci_server.models import Alert, AlertGroup, Bisect, BranchCommit, Commit
-from server_support import (ADMIN, GITHUB_COMMITS, body_of, create_config, create_repository, enroll,
+from server_support import (ADMIN, GITHUB_COMMITS, TEST_DATABASE_URL, body_of, create_config, create_repository, enroll,
                             github_headers, push_github, push_payload)
 
 from bisect_repo import BROKEN_INDEX, REGRESSION_INDEX, git
@@ -68,6 +77,39 @@ def play_agent_once(client: TestClient, agent: dict, repo: Path, cache: Path) ->
     return job["commit"]
 
 
+def worker_env(redis_url: str) -> dict[str, str]:
+    return {**os.environ, "PERFCI_DATABASE_URL": TEST_DATABASE_URL, "PERFCI_BROKER_URL": redis_url, "PERFCI_ENV": "development"}
+
+
+@contextmanager
+def http_server(env: dict[str, str]):
+    """`perfci server` on a free local port, until the block ends."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([str(Path(sys.executable).parent / "perfci"), "server", "--host", "127.0.0.1", "--port", str(port),
+                                "--no-migrate"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/api/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.3)
+        else:
+            raise AssertionError("perfci server did not come up")
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @pytest.fixture
 def api(committed, redis_url, monkeypatch):
     """The app with real per-request sessions; tasks go to the worker through Redis. The push's
@@ -89,7 +131,7 @@ def api(committed, redis_url, monkeypatch):
 
 @pytest.mark.services
 @pytest.mark.dataplane
-def test_server_bisect_finds_the_same_culprit_through_the_agent_endpoints(api, worker, bisect_repo):
+def test_server_bisect_finds_the_same_culprit_through_the_agent_endpoints(api, worker, bisect_repo, redis_url):
     process, log = worker
     repo, shas, cache = bisect_repo["repo"], bisect_repo["shas"], bisect_repo["cache"]
     create_repository(api)
@@ -129,6 +171,18 @@ def test_server_bisect_finds_the_same_culprit_through_the_agent_endpoints(api, w
     assert state["builds"] == len(measured) <= state["expected_builds"]
     log.seek(0)
     assert "perfci.bisect.advance" in log.read()  # the worker advanced it after each upload
+
+    # The CLI against a real server process: every result is stored now, so a new bisect of the
+    # same range finishes from stored results alone, without a single new job.
+    with http_server(worker_env(redis_url)) as url:
+        cli = subprocess.run(
+            [str(Path(sys.executable).parent / "perfci"), "bisect", "--machine", MACHINE_NAME, "--repository", "perfci-org/dataplane",
+             "--repo", str(repo), "--good", shas[0], "--bad", "HEAD", "--metric", "ipp", "--config", SIM_CONFIG["name"],
+             "--backend", "sim", "--server", url, "--token", ADMIN["Authorization"].split()[1], "--json"],
+            capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    followed = json.loads(cli.stdout)
+    assert followed["culprit"]["sha"] == shas[REGRESSION_INDEX] and followed["builds"] == 0 and followed["id"] != bisect_id
 
 
 @pytest.mark.services

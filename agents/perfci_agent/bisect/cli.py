@@ -8,6 +8,7 @@ Progress goes to stderr, so ``--json`` on stdout stays one clean document.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Optional
 
@@ -182,8 +183,10 @@ def render(r: dict[str, Any], console: Console) -> None:
         console.print(f"{r['metric']} ({r['backend']}): {change['before_median']:.6g} -> {change['after_median']:.6g} "
                       f"({change['change_pct']:+.3f} %, {change['kind']}), {conf}")
     if "builds" in r:
-        console.print(f"builds {r['builds']} (compiled now {r.get('compiled', '-')}), repetitions {r['repetitions']}"
-                      f" (+{r.get('reused_repetitions', 0)} reused); ceil(log2 {r.get('range_length')}) = {r.get('log2_range')}")
+        n = r.get("range_length") or 2
+        reused = f"+{r['reused_repetitions']} repetitions reused" if "reused_repetitions" in r else f"{r.get('reused', 0)} commits' stored results reused"
+        console.print(f"builds {r['builds']}, repetitions {r['repetitions']} ({reused}); "
+                      f"range of {n} commits, ceil(log2 {n}) = {math.ceil(math.log2(n))}")
     for p in r.get("profiles") or []:
         if not p["available"]:
             console.print(f"{p['tool']}: unavailable — {escape(p['reason'])}", soft_wrap=True)
