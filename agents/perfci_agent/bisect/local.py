@@ -17,7 +17,7 @@ from typing import Callable
 
 from perfci_server.analysis import bisect as core
 
-from .. import fingerprint
+from .. import events, fingerprint
 from .. import metrics as catalogue
 from ..cpuinfo import read_cpuid
 from ..errors import UsageError
@@ -57,7 +57,7 @@ class BisectReport:
     config: str
     commits: list[CommitRecord]
     outcome: core.Outcome
-    builds: int  # commits built (or tried) for this bisection, failures included
+    builds: int  # commits measured by this run (each needs its build; failed builds included)
     compiled: int  # of those, how many were compiled now rather than taken from the build cache
     repetitions: int  # measurements run now (cached ones not counted)
     reused: int  # repetitions taken from earlier results
@@ -226,10 +226,18 @@ class LocalBisect:
         cfg = config_named(self.config)
         core_id = default_core() if self.core is None else self.core
         dirs = (parent.worktree / "dataplane", culprit.worktree / "dataplane")
-        pmu = self.backend == catalogue.Backend.PMU.value
-        why_not = "" if pmu else f"no PMU measurements here ({self.backend} backend: {self.backend_reason})"
+        pmu, why_not = self._pmu(core_id, cfg.harness)
         return [callgrind_profile(parent.binary, culprit.binary, cfg, core_id, dirs),
                 perf_profile(parent.binary, culprit.binary, cfg, core_id, dirs, pmu, why_not)]
+
+    def _pmu(self, core_id: int, harness: str) -> tuple[bool, str]:
+        """Whether perf can count hardware events here (the measure pipeline's cached probe)."""
+        if self.backend == catalogue.Backend.PMU.value:
+            return True, ""
+        cpu = read_cpuid()
+        fp = fingerprint.collect(core_id, harness, cpu)
+        probe = events.cached_probe(events.mapping_for(cpu, bool(fp.get("smt"))), self.cache_dir, fingerprint.machine_id(fp))
+        return probe.has_pmu, "" if probe.has_pmu else probe.why_no_pmu()
 
     def _report(self, outcome: core.Outcome, steps: list[dict], profiles: list[Profile] | None = None) -> BisectReport:
         return BisectReport(outcome.status, self._message(outcome), self.metric.name, self.backend, self.config,
