@@ -24,6 +24,7 @@ def _register() -> None:
         "perfci_agent.check_cli",
         "perfci_agent.plot_cli",
         "perfci_agent.daemon.cli",
+        "perfci_agent.bisect.cli",
         "perfci_server.cli",
         "perfci_agent.demo.cli",
     ):

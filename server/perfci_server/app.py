@@ -11,6 +11,7 @@ from . import errors
 from .alerts.router import router as alerts_router
 from .agents.router import admin_router as agents_admin_router
 from .agents.router import agent_router as agents_agent_router
+from .bisect.router import router as bisect_router
 from .configs.router import router as configs_router
 from .jobs.router import agent_router as jobs_agent_router
 from .jobs.router import router as jobs_router
@@ -50,6 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         jobs_router,
         results_router,
         alerts_router,
+        bisect_router,
     ):
         api.include_router(router)
 

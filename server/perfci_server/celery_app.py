@@ -14,6 +14,7 @@ from .settings import get_settings
 
 REQUEUE_TASK = "perfci.jobs.requeue_expired_leases"
 RESEND_STATUSES_TASK = "perfci.forge.resend_pending"
+BISECT_SWEEP_TASK = "perfci.bisect.advance_running"
 
 
 def make_celery() -> Celery:
@@ -37,6 +38,7 @@ def make_celery() -> Celery:
         beat_schedule={
             "requeue-expired-leases": {"task": REQUEUE_TASK, "schedule": settings.requeue_interval_seconds},
             "resend-pending-commit-statuses": {"task": RESEND_STATUSES_TASK, "schedule": settings.forge_resend_interval_seconds},
+            "advance-running-bisects": {"task": BISECT_SWEEP_TASK, "schedule": settings.requeue_interval_seconds},
         },
     )
     return app
@@ -55,3 +57,4 @@ def _fresh_engine_per_process(**_: object) -> None:
 from .alerts import tasks as _alerts_tasks  # noqa: E402,F401
 from .forge import tasks as _forge_tasks  # noqa: E402,F401
 from .jobs import tasks as _jobs_tasks  # noqa: E402,F401
+from .bisect import tasks as _bisect_tasks  # noqa: E402,F401

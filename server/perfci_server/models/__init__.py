@@ -3,6 +3,7 @@
 from .alert import Alert, AlertDirection, AlertGroup, AlertStatus
 from .base import Base, utcnow
 from .bench import BenchConfig
+from .bisect import Bisect, BisectStatus
 from .commit_status import CommitState, CommitStatus, Delivery
 from .job import ACTIVE_STATES, Job, JobState, Run, RunStatus
 from .machine import Agent, ApiToken, EnrollmentToken, Machine
@@ -19,6 +20,8 @@ __all__ = [
     "ApiToken",
     "Base",
     "BenchConfig",
+    "Bisect",
+    "BisectStatus",
     "Branch",
     "BranchCommit",
     "Commit",

@@ -15,6 +15,7 @@ from perfci_agent.result import ResultDocument
 
 from ..analysis.compare import compare as two_sample_verdict
 from ..analysis.detect import Settings as DetectionSettings
+from ..bisect import service as bisect_service
 from ..configs import repository as config_sql
 from ..configs.schemas import ConfigRead
 from ..errors import Conflict, NotFound, Unprocessable, summarize, validation_details
@@ -72,6 +73,7 @@ def ingest(session: Session, agent: Agent, job_id: int, attempt: int, document: 
     session.flush()  # the run's status must be 'ok' in the database before the one-ok-run index is checked
     _store_samples(session, job, run, document)
     job_service.finish_attempt(job, run, RunStatus(document.status))
+    bisect_service.job_finished(session, job)
     return _accepted(job, run, document, duplicate=False)
 
 

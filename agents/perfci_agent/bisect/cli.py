@@ -1,0 +1,269 @@
+"""``perfci bisect`` and the implementation behind ``perfci alerts bisect ID``.
+
+Exit status: 0 a culprit was found and confirmed; 1 no change between good and bad, or the
+search was inconclusive (ambiguous between unbuildable commits, not confirmed, repetition cap
+reached); 2 bad input (unknown revision, metric, config, backend, machine, alert; server errors).
+Progress goes to stderr, so ``--json`` on stdout stays one clean document.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+POLL_SECONDS = 2.0
+TERMINAL = ("culprit", "ambiguous", "unconfirmed", "no_change", "inconclusive", "failed")
+
+
+class BisectUsage(Exception):
+    """Bad input for a bisection (exit status 2)."""
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=True)
+
+
+# --- local ---------------------------------------------------------------------------------------
+
+
+def run_local(repo: str, good: str, bad: str, metric: str, config: str, backend: str, core: int | None,
+              cache_dir: str | None, max_reps: int | None, err: Console) -> dict[str, Any]:
+    from ..errors import MeasureError
+    from .local import LocalBisect
+
+    progress = _progress(err)
+    task = progress.add_task("bisect", total=None)
+
+    def on_event(event: str, **kw: Any) -> None:
+        if event == "start":
+            progress.update(task, total=kw["bound"], description=f"bisecting {kw['n']} commits")
+        elif event == "sample":
+            what = "confirming" if kw["fresh"] else "measuring"
+            progress.update(task, description=f"{what} {kw['sha'][:12]} (commit {kw['index']}, {kw['count']} rep)")
+        elif event == "measure_build":
+            progress.update(task, completed=len(bisect.builds))
+        elif event == "measure_build_step":
+            progress.update(task, description=f"building {kw['sha'][:12]}: {kw['step']}")
+        elif event == "profile":
+            progress.update(task, description="profiling parent and culprit")
+
+    overrides = {"max_reps": max_reps} if max_reps else None
+    try:
+        bisect = LocalBisect(repo, good, bad, metric, config=config, backend=backend, core=core, cache_dir=cache_dir,
+                             policy_overrides=overrides, progress=on_event)
+        with progress:
+            report = bisect.run()
+    except (MeasureError, ValueError) as exc:
+        raise BisectUsage(str(exc)) from None
+    return report.to_dict()
+
+
+# --- server --------------------------------------------------------------------------------------
+
+
+def run_on_server(client: Any, body: dict[str, Any], err: Console, timeout: float) -> dict[str, Any]:
+    """Create a bisect on the server and follow it until it ends (or ``timeout`` seconds pass)."""
+    created = client.post("/bisects", json=body)
+    progress = _progress(err)
+    task = progress.add_task(f"bisect {created['id']} on {body['machine']}", total=created.get("expected_builds"))
+    deadline = time.monotonic() + timeout
+    current = created
+    with progress:
+        while current["status"] not in TERMINAL and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+            current = client.get(f"/bisects/{created['id']}")
+            progress.update(task, completed=current.get("builds", 0),
+                            description=f"bisect {current['id']}: {current['status']} — {current.get('message') or ''}"[:100])
+    if current["status"] not in TERMINAL:
+        current = {**current, "message": f"still {current['status']} after {timeout:.0f} s; "
+                                         f"follow it with GET /api/v1/bisects/{current['id']}"}
+    return current
+
+
+def resolve_local_shas(repo: str | None, *revs: str) -> list[str]:
+    """Full SHAs: resolved in ``repo`` when given, else they must already be 40-hex SHAs."""
+    if repo is None:
+        bad = [r for r in revs if len(r) != 40 or any(c not in "0123456789abcdef" for c in r)]
+        if bad:
+            raise BisectUsage(f"without --repo, give full commit SHAs to the server (got {', '.join(bad)})")
+        return list(revs)
+    from ..errors import UsageError
+    from ..workspace import repo_root, resolve_commit
+
+    try:
+        root = repo_root(repo)
+        return [resolve_commit(root, r) for r in revs]
+    except UsageError as exc:
+        raise BisectUsage(str(exc)) from None
+
+
+# --- alerts --------------------------------------------------------------------------------------
+
+
+def alert_target(alert: dict[str, Any]) -> dict[str, Any]:
+    """good/bad/metric/config/backend/machine of an alert group (``GET /api/v1/alerts/{id}``):
+    its range, on its first regressed metric (its first metric when none regressed)."""
+    if not alert.get("last_good"):
+        raise BisectUsage(f"alert {alert.get('id')} starts at the first measured commit: there is no good commit to bisect from")
+    rows = alert.get("alerts") or []
+    if not rows:
+        raise BisectUsage(f"alert {alert.get('id')} lists no metric")
+    row = next((r for r in rows if r.get("direction") == "regression"), rows[0])
+    return {"good": alert["last_good"]["sha"], "bad": alert["first_bad"]["sha"], "metric": row["metric"],
+            "config": row["config"], "backend": row["backend"], "machine": alert["machine"],
+            "repository": alert["repository"], "branch": alert["branch"], "alert_group_id": alert["id"]}
+
+
+def bisect_alert(alert_id: int, *, local: bool = False, repo: str = ".", server: str | None = None,
+                 token: str | None = None, as_json: bool = False, cache_dir: str | None = None,
+                 core: int | None = None, timeout: float = 24 * 3600.0) -> int:
+    """``perfci alerts bisect ID``: bisect an alert's range on its first regressed metric, on the
+    server (the alert's machine; default) or here (``local``). Returns the exit status."""
+    from ..server_api import ApiError, ServerClient, ServerUnreachable
+
+    err = Console(stderr=True)
+    try:
+        with ServerClient.from_env(server, token) as client:
+            target = alert_target(client.get(f"/alerts/{alert_id}"))
+            err.print(f"alert {alert_id}: {target['metric']} ({target['backend']}) on {target['config']}, "
+                      f"{target['good'][:12]}..{target['bad'][:12]} on {escape(target['machine'])}")
+            if local:
+                result = run_local(repo, target["good"], target["bad"], target["metric"], target["config"],
+                                   target["backend"], core, cache_dir, None, err)
+            else:
+                result = run_on_server(client, _server_body(target), err, timeout)
+    except BisectUsage as exc:
+        return _usage(err, str(exc))
+    except ApiError as exc:
+        return _usage(err, f"server: {exc}")
+    except ServerUnreachable as exc:
+        return _usage(err, f"server unreachable: {exc}")
+    return _finish(result, as_json)
+
+
+def _server_body(t: dict[str, Any]) -> dict[str, Any]:
+    keys = ("repository", "branch", "good", "bad", "machine", "config", "metric", "backend", "alert_group_id")
+    return {k: t[k] for k in keys if t.get(k) is not None}
+
+
+# --- output ----------------------------------------------------------------------------------------
+
+
+def _usage(err: Console, message: str) -> int:
+    err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
+    return 2
+
+
+def _finish(result: dict[str, Any], as_json: bool) -> int:
+    import json
+
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, default=str))
+    else:
+        render(result, Console())
+    return 0 if result.get("status") == "culprit" else 1
+
+
+def render(r: dict[str, Any], console: Console) -> None:
+    colour = {"culprit": "green", "no_change": "yellow"}.get(r["status"], "red")
+    console.print(f"[{colour}]{r['status']}[/]: {escape(r.get('message') or '')}", soft_wrap=True)
+    culprit, change = r.get("culprit"), r.get("change")
+    if culprit:
+        console.print(f"culprit  [bold]{culprit['sha']}[/]  {escape(culprit.get('author', ''))}\n         {escape(culprit.get('subject', ''))}")
+    if change and change.get("change_pct") is not None:
+        conf = "exact rule (deterministic)" if change.get("exact") else f"confidence {change['confidence']:.4f} (p = {change['p_value']:.3g})"
+        console.print(f"{r['metric']} ({r['backend']}): {change['before_median']:.6g} -> {change['after_median']:.6g} "
+                      f"({change['change_pct']:+.3f} %, {change['kind']}), {conf}")
+    if "builds" in r:
+        n = r.get("range_length") or 2
+        reused = f"+{r['reused_repetitions']} repetitions reused" if "reused_repetitions" in r else f"{r.get('reused', 0)} commits' stored results reused"
+        console.print(f"builds {r['builds']}, repetitions {r['repetitions']} ({reused}); "
+                      f"range of {n} commits, ceil(log2 {n}) = {math.ceil(math.log2(n))}")
+    for p in r.get("profiles") or []:
+        if not p["available"]:
+            console.print(f"{p['tool']}: unavailable — {escape(p['reason'])}", soft_wrap=True)
+            continue
+        table = Table(title=f"functions that moved most ({p['tool']}, {p['unit']})")
+        for col in ("function", "parent", "culprit", "change"):
+            table.add_column(col, justify="left" if col == "function" else "right")
+        for f in p["functions"]:
+            table.add_row(escape(f["function"]), f"{f['before']:.3f}", f"{f['after']:.3f}", f"{f['delta']:+.3f}")
+        console.print(table)
+
+
+# --- the command -------------------------------------------------------------------------------------
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("bisect")
+    def bisect_cmd(
+        good: Optional[str] = typer.Option(None, "--good", help="a revision at the old level"),
+        bad: Optional[str] = typer.Option(None, "--bad", help="a revision at the new level"),
+        metric: Optional[str] = typer.Option(None, "--metric", help="metric name, e.g. ipp, cpp, eipc"),
+        config: str = typer.Option("self-64B", "--config", help="benchmark configuration name"),
+        backend: str = typer.Option("auto", "--backend", help="auto | pmu | sim | tsc"),
+        local: bool = typer.Option(False, "--local", help="measure on this machine (the default without --machine)"),
+        machine: Optional[str] = typer.Option(None, "--machine", help="run on the server, on this machine's agents"),
+        alert: Optional[int] = typer.Option(None, "--alert", help="bisect the range of this alert group"),
+        repo: str = typer.Option(".", "--repo", help="git repository holding dataplane/"),
+        repository: Optional[str] = typer.Option(None, "--repository", help="--machine: the repository's name on the server"),
+        branch: str = typer.Option("main", "--branch", help="--machine: the branch the range is on"),
+        max_reps: Optional[int] = typer.Option(None, "--max-reps", help="cap on repetitions per commit (default: sim 3, others 40)"),
+        core: Optional[int] = typer.Option(None, "--core", help="forwarding core (default: the highest allowed CPU)"),
+        cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="worktrees, builds and results (default: REPO/.perfci)"),
+        timeout: float = typer.Option(24 * 3600.0, "--timeout", help="--machine: stop following after this many seconds"),
+        server: Optional[str] = typer.Option(None, "--server", help="server URL (default: $PERFCI_SERVER_URL)"),
+        token: Optional[str] = typer.Option(None, "--token", help="API token (default: $PERFCI_TOKEN)"),
+        as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+    ) -> None:
+        """Find the commit between --good and --bad that moved --metric (and which functions moved)."""
+        err = Console(stderr=True)
+        if local and machine:
+            raise typer.Exit(_usage(err, "--local and --machine exclude each other"))
+        if alert is not None:
+            if good or bad or metric:
+                raise typer.Exit(_usage(err, "--alert takes the range and metric from the alert; drop --good/--bad/--metric"))
+            raise typer.Exit(bisect_alert(alert, local=not machine and local, repo=repo, server=server, token=token,
+                                          as_json=as_json, cache_dir=cache_dir, core=core, timeout=timeout))
+        missing = [name for name, value in (("--good", good), ("--bad", bad), ("--metric", metric)) if not value]
+        if missing:
+            raise typer.Exit(_usage(err, f"missing {', '.join(missing)}"))
+        try:
+            if machine:
+                raise typer.Exit(_on_server(err, repo, repository, branch, good, bad, machine, config, metric, backend,
+                                            server, token, timeout, as_json))
+            result = run_local(repo, good, bad, metric, config, backend, core, cache_dir, max_reps, err)
+        except BisectUsage as exc:
+            raise typer.Exit(_usage(err, str(exc))) from None
+        raise typer.Exit(_finish(result, as_json))
+
+
+def _on_server(err: Console, repo: str, repository: str | None, branch: str, good: str, bad: str, machine: str,
+               config: str, metric: str, backend: str, server: str | None, token: str | None, timeout: float,
+               as_json: bool) -> int:
+    from pathlib import Path
+
+    from ..server_api import ApiError, ServerClient, ServerUnreachable
+
+    if not repository:
+        return _usage(err, "--machine needs --repository (the repository's name on the server)")
+    local_repo = repo if (Path(repo) / ".git").exists() or repo != "." else None
+    good_sha, bad_sha = resolve_local_shas(local_repo, good, bad)
+    body = {"repository": repository, "branch": branch, "good": good_sha, "bad": bad_sha, "machine": machine,
+            "config": config, "metric": metric, "backend": backend}
+    try:
+        with ServerClient.from_env(server, token) as client:
+            result = run_on_server(client, body, err, timeout)
+    except ApiError as exc:
+        return _usage(err, f"server: {exc}")
+    except ServerUnreachable as exc:
+        return _usage(err, f"server unreachable: {exc}")
+    return _finish(result, as_json)

@@ -1,0 +1,200 @@
+"""Which functions' costs moved between the culprit's parent and the culprit.
+
+- ``callgrind`` (anywhere valgrind runs): the dataplane runs under callgrind with
+  ``--toggle-collect=fwd_burst`` (as the ``sim`` backend does), so every instruction counted is
+  forwarding work; the output file is parsed for each function's *self* instruction count
+  (cost lines under ``fn=``, minus the inclusive cost lines that follow ``calls=``), divided by
+  the packets forwarded. Exact and repeatable, so any non-zero difference is a real one.
+- ``perf record`` (bare metal with a PMU): samples of ``instructions`` per symbol, as shares of
+  all samples; without a PMU this is reported as unavailable, not approximated.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import runner
+from ..backends.sim import FWD_FUNCTION, SimBackend
+from ..errors import RunFailed
+from ..result import BenchConfig
+
+TOP = 12
+
+
+@dataclass(frozen=True)
+class FunctionDelta:
+    function: str
+    before: float  # cost per packet (callgrind) or share of samples in % (perf)
+    after: float
+
+    @property
+    def delta(self) -> float:
+        return self.after - self.before
+
+    def to_dict(self) -> dict:
+        return {"function": self.function, "before": self.before, "after": self.after, "delta": self.delta}
+
+
+@dataclass
+class Profile:
+    tool: str  # "callgrind" | "perf record"
+    unit: str
+    available: bool
+    reason: str = ""
+    functions: list[FunctionDelta] = field(default_factory=list)  # largest |delta| first, moved only
+
+    def to_dict(self) -> dict:
+        return {"tool": self.tool, "unit": self.unit, "available": self.available, "reason": self.reason,
+                "functions": [f.to_dict() for f in self.functions]}
+
+
+# --- callgrind -----------------------------------------------------------------------------------
+
+_NAMED = re.compile(r"^\((\d+)\)(?:\s+(.*))?$")
+
+
+def _name(table: dict[str, str], spec: str) -> str:
+    """Resolve callgrind's name compression: ``(12) fwd_burst`` defines id 12, ``(12)`` uses it."""
+    m = _NAMED.match(spec.strip())
+    if not m:
+        return spec.strip()
+    key, name = m.group(1), m.group(2)
+    if name:
+        table[key] = name
+    return table.get(key, f"({key})")
+
+
+def callgrind_self_costs(text: str) -> dict[str, int]:
+    """Self instructions (``Ir``) per function of a callgrind output file.
+
+    Functions without a symbol (``0x...``) are labelled with their object file.
+    """
+    fns: dict[str, str] = {}
+    obs: dict[str, str] = {}
+    costs: dict[str, int] = defaultdict(int)
+    positions, ir_column = 1, None
+    current, current_ob = None, ""
+    skip_next = False
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head = line[0]
+        if head.isdigit() or head in "+-*":
+            if skip_next:  # the inclusive cost of a call: it belongs to the callee
+                skip_next = False
+                continue
+            parts = line.split()
+            if current is not None and ir_column is not None and len(parts) > positions + ir_column:
+                costs[current] += int(parts[positions + ir_column])
+            continue
+        key, _, value = line.partition("=")
+        if key == "ob":
+            current_ob = _name(obs, value)
+        elif key == "cob":
+            _name(obs, value)
+        elif key == "fn":
+            name = _name(fns, value)
+            current = f"{name} ({Path(current_ob).name})" if name.startswith("0x") else name
+        elif key == "cfn":
+            _name(fns, value)
+        elif key == "calls":
+            skip_next = True
+        elif line.startswith("positions:"):
+            positions = len(line.split()) - 1
+        elif line.startswith("events:"):
+            events = line.split()[1:]
+            if "Ir" not in events:
+                raise ValueError("callgrind output has no Ir event")
+            ir_column = events.index("Ir")
+    if ir_column is None:
+        raise ValueError("no events line in callgrind output")
+    return dict(costs)
+
+
+def diff(before: dict[str, float], after: dict[str, float], top: int = TOP) -> list[FunctionDelta]:
+    """Functions whose cost changed, largest absolute change first."""
+    rows = [FunctionDelta(f, before.get(f, 0.0), after.get(f, 0.0)) for f in before.keys() | after.keys()]
+    moved = [r for r in rows if r.delta != 0.0]
+    return sorted(moved, key=lambda r: (-abs(r.delta), r.function))[:top]
+
+
+def callgrind_per_packet(binary: Path, config: BenchConfig, core: int, workdir: Path, timeout: float = 600.0) -> dict[str, float]:
+    """Self instructions per packet of every function run by the forwarding function."""
+    valgrind = shutil.which("valgrind")
+    if not valgrind:
+        raise RunFailed("valgrind is not installed")
+    cfg = SimBackend(cache_sim=False).config_for(config)
+    with tempfile.TemporaryDirectory(prefix="perfci-profile-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        spec = runner.RunSpec(binary, core, cfg, workdir=workdir, timeout=timeout, pin_outer=True,
+                              wrapper=[valgrind, "-q", "--tool=callgrind", f"--toggle-collect={FWD_FUNCTION}",
+                                       f"--callgrind-out-file={out}"])
+        res = runner.run(spec)
+        try:
+            costs = callgrind_self_costs(out.read_text())
+        except (OSError, ValueError) as exc:
+            raise RunFailed(f"callgrind output unusable: {exc}") from None
+    packets = float(res.report["total"]["fwd_packets"])
+    if packets <= 0:
+        raise RunFailed("the profiling run forwarded no packets")
+    return {name: count / packets for name, count in costs.items()}
+
+
+def callgrind_profile(parent: Path, culprit: Path, config: BenchConfig, core: int, workdirs: tuple[Path, Path]) -> Profile:
+    try:
+        before = callgrind_per_packet(parent, config, core, workdirs[0])
+        after = callgrind_per_packet(culprit, config, core, workdirs[1])
+    except RunFailed as exc:
+        return Profile("callgrind", "instructions/packet", False, str(exc))
+    return Profile("callgrind", "instructions/packet", True, f"self instructions per packet under {FWD_FUNCTION}",
+                   diff(before, after))
+
+
+# --- perf record ---------------------------------------------------------------------------------
+
+_PERF_LINE = re.compile(r"^\s*(\d+(?:\.\d+)?)%\s+\[(.)\]\s+(.+?)\s{2,}(\S+)")
+
+
+def parse_perf_report(text: str, user_only: bool = True) -> dict[str, float]:
+    """Sample share (%) per symbol from ``perf report --stdio --sort symbol,dso``."""
+    shares: dict[str, float] = defaultdict(float)
+    for line in text.splitlines():
+        m = _PERF_LINE.match(line)
+        if not m or (user_only and m.group(2) != "."):
+            continue
+        shares[m.group(3).strip()] += float(m.group(1))
+    return dict(shares)
+
+
+def perf_shares(binary: Path, config: BenchConfig, core: int, workdir: Path, event: str) -> dict[str, float]:
+    perf = shutil.which("perf")
+    if not perf:
+        raise RunFailed("perf is not installed")
+    with tempfile.TemporaryDirectory(prefix="perfci-perf-") as tmp:
+        data = Path(tmp) / "perf.data"
+        spec = runner.RunSpec(binary, core, config, workdir=workdir, wrapper=[perf, "record", "-q", "-e", event, "-o", str(data), "--"])
+        runner.run(spec)
+        report = subprocess.run([perf, "report", "-i", str(data), "--stdio", "--sort", "symbol,dso", "--percent-limit", "0.1"],
+                                capture_output=True, text=True, timeout=300)
+        if report.returncode != 0:
+            raise RunFailed(f"perf report failed: {report.stderr.strip()[:500]}")
+    return parse_perf_report(report.stdout)
+
+
+def perf_profile(parent: Path, culprit: Path, config: BenchConfig, core: int, workdirs: tuple[Path, Path],
+                 pmu: bool, why_not: str = "", event: str = "instructions") -> Profile:
+    """``perf record`` per symbol: only with a PMU (``pmu`` False gives an unavailable profile)."""
+    if not pmu:
+        return Profile("perf record", "% of samples", False, why_not or "no PMU on this machine")
+    try:
+        before = perf_shares(parent, config, core, workdirs[0], event)
+        after = perf_shares(culprit, config, core, workdirs[1], event)
+    except RunFailed as exc:
+        return Profile("perf record", "% of samples", False, str(exc))
+    return Profile("perf record", "% of samples", True, f"{event} samples per symbol", diff(before, after))

@@ -1,0 +1,134 @@
+"""Bisection benchmark: builds and repetitions against range length, and how often the culprit is right.
+
+    .venv/bin/python benchmarks/bisect/run.py [--trials 200] [--lengths 8,32,128,512] [--seed N] [--json FILE]
+
+Each trial draws a range of N commits with one step (the culprit) at a uniformly random commit
+1..N-1 and runs the real search (:mod:`perfci_server.analysis.bisect`, its default policies:
+``sim`` one repetition per commit, noisy backends 5 repetitions, +5 while UNKNOWN, up to 40;
+confirmation with fresh repetitions) against a measurement function:
+
+- deterministic: the exact value of the commit's level (callgrind instruction counts);
+- noisy: level x (1 + noise x N(0, 1)), and with probability 3 % a heavy upper-tail run
+  (+5 to +20 %), the shape of fresh-process runs on these VMs (DESIGN §4: one run +19 %);
+- "10 % unbuildable": one commit in ten (never good or bad) fails to build and is skipped.
+
+A trial is correct when the search ends with a confirmed culprit and it is the stepped commit
+(an ambiguous or unconfirmed answer counts as not correct). Builds = distinct commits the search
+measured (failed builds included); repetitions = every measurement, confirmation included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "server"), str(ROOT / "agents")]
+
+from perfci_server.analysis.bisect import Bisection, Policy, run  # noqa: E402
+
+TAIL_P, TAIL_LO, TAIL_HI = 0.03, 0.05, 0.20
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    backend: str  # "sim": exact rule; "tsc": statistics
+    metric: str
+    step: float  # relative step at the culprit (a regression: the metric rises)
+    noise: float = 0.0
+    unbuildable: float = 0.0
+    target: float | None = None  # required share of correct culprits
+
+
+MODELS = [
+    Model("deterministic, 2 % step", "sim", "ipp", 0.02, target=0.99),
+    Model("deterministic, 0.05 % step", "sim", "ipp", 0.0005, target=0.99),
+    Model("deterministic, 2 % step, 10 % unbuildable", "sim", "ipp", 0.02, unbuildable=0.10),
+    Model("noisy 1 %, 2 % step", "tsc", "cpp", 0.02, 0.01),
+    Model("noisy 1 %, 3 % step", "tsc", "cpp", 0.03, 0.01, target=0.95),
+    Model("noisy 1 %, 5 % step", "tsc", "cpp", 0.05, 0.01),
+    Model("noisy 3 %, 2 % step", "tsc", "cpp", 0.02, 0.03),
+    Model("noisy 3 %, 5 % step", "tsc", "cpp", 0.05, 0.03),
+]
+
+
+def trial(model: Model, n: int, rng: np.random.Generator) -> dict:
+    culprit = int(rng.integers(1, n))
+    level = np.where(np.arange(n) >= culprit, 100.0 * (1 + model.step), 100.0)
+    broken = {i for i in range(1, n - 1) if i != culprit and rng.random() < model.unbuildable}
+    built: set[int] = set()
+    reps = 0
+
+    def sample(index: int, count: int, fresh: bool) -> list[float] | None:
+        nonlocal reps
+        built.add(index)
+        if index in broken:
+            return None
+        reps += count
+        if model.noise == 0:
+            return [float(level[index])] * count
+        x = level[index] * (1 + model.noise * rng.standard_normal(count))
+        tail = rng.random(count) < TAIL_P
+        x[tail] *= 1 + rng.uniform(TAIL_LO, TAIL_HI, tail.sum())
+        return [float(v) for v in x]
+
+    outcome = run(Bisection(n, Policy.for_backend(model.backend, model.metric)), sample)
+    return {"correct": outcome.found and outcome.culprit == culprit, "status": outcome.status,
+            "builds": len(built), "reps": reps}
+
+
+def case(model: Model, n: int, trials: int, seed: int) -> dict:
+    rng = np.random.default_rng([seed, n, MODELS.index(model)])
+    started = time.perf_counter()
+    rows = [trial(model, n, rng) for _ in range(trials)]
+    builds = np.array([r["builds"] for r in rows])
+    reps = np.array([r["reps"] for r in rows])
+    statuses: dict[str, int] = {}
+    for r in rows:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    correct = sum(r["correct"] for r in rows) / trials
+    return {"model": model.name, "n": n, "log2": math.ceil(math.log2(n)), "trials": trials, "correct": correct,
+            "target": model.target, "met": None if model.target is None else correct >= model.target,
+            "builds_mean": float(builds.mean()), "builds_max": int(builds.max()), "reps_mean": float(reps.mean()),
+            "reps_max": int(reps.max()), "statuses": statuses, "seconds": time.perf_counter() - started}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--lengths", default="8,32,128,512")
+    parser.add_argument("--seed", type=int, default=20261121)
+    parser.add_argument("--json", type=Path, help="also write every row here")
+    args = parser.parse_args()
+    lengths = [int(x) for x in args.lengths.split(",")]
+    warnings.filterwarnings("ignore", message="ks_2samp: Exact calculation unsuccessful")
+
+    rows = []
+    print(f"| model | N | ceil(log2 N) | builds mean / max | repetitions mean / max | correct ({args.trials} trials) | target |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for model in MODELS:
+        for n in lengths:
+            r = case(model, n, args.trials, args.seed)
+            rows.append(r)
+            target = "" if r["target"] is None else f"≥ {r['target']:.0%} {'met' if r['met'] else 'MISSED'}"
+            print(f"| {model.name} | {n} | {r['log2']} | {r['builds_mean']:.1f} / {r['builds_max']} | "
+                  f"{r['reps_mean']:.1f} / {r['reps_max']} | {r['correct']:.1%} | {target} |", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    missed = [r for r in rows if r["met"] is False]
+    for r in missed:
+        print(f"target missed: {r['model']} at N = {r['n']}: {r['correct']:.1%} < {r['target']:.0%} ({r['statuses']})")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""Bisects on the server: create one (from the API or an alert group), advance it when results
+arrive, read it.
+
+The search itself is :mod:`perfci_server.analysis.bisect`; its state is stored on the row, and
+:func:`advance` rebuilds the observations from the database each time: a commit's stored
+repetitions on the bisect's machine x config (results already in the server are used as they
+are), a build failure as a commit to skip, a job still queued or running as "wait". What the
+search asks to measure becomes jobs for that machine (one per commit, the jobs table's rule), so
+a commit cannot be re-measured here: the search runs with ``remeasure=False`` and, for noisy
+metrics, with the repetitions of the config — where more would be needed it decides by the
+larger move and says so in its notes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from sqlalchemy.orm import Session
+
+from perfci_agent import metrics as catalogue
+
+from .. import dispatch
+from ..analysis import bisect as core
+from ..errors import Conflict, NotFound, Unprocessable
+from ..jobs import repository as job_sql
+from ..models import Bisect, BisectStatus, Job, JobState, utcnow
+from ..repos import repository as repo_sql
+from ..settings import Settings
+from . import repository as bisect_sql
+from .schemas import BisectCreate, BisectRead, CommitRef
+
+log = logging.getLogger(__name__)
+
+ADVANCE_TASK = "perfci.bisect.advance"
+ADVANCE_RUNNING_TASK = "perfci.bisect.advance_running"
+
+
+# --- create --------------------------------------------------------------------------------------
+
+
+def create(session: Session, data: BisectCreate) -> Bisect:
+    repository = repo_sql.by_name(session, data.repository) if data.repository else repo_sql.by_id(session, data.repository_id or 0)
+    if repository is None:
+        raise NotFound(f"no repository {data.repository or data.repository_id!r}")
+    branch = repo_sql.branch(session, repository.id, data.branch)
+    if branch is None:
+        raise NotFound(f"no branch {data.branch!r} in repository {repository.name!r}")
+    machine_id = data.machine_id if data.machine_id is not None else _machine_id_by_name(session, data.machine or "")
+    config = bisect_sql.config_by_name(session, data.config)
+    if config is None:
+        raise NotFound(f"no benchmark config {data.config!r}")
+    good, bad = (repo_sql.commit_by_sha(session, repository.id, sha) for sha in (data.good, data.bad))
+    for sha, commit in ((data.good, good), (data.bad, bad)):
+        if commit is None:
+            raise NotFound(f"no commit {sha} in repository {repository.name!r}")
+    assert good is not None and bad is not None
+    return _start(session, repository.id, branch.id, machine_id, config.id, config.backend, data.metric, data.backend,
+                  good.id, bad.id, data.alert_group_id)
+
+
+def _machine_id_by_name(session: Session, name: str) -> int:
+    machines = bisect_sql.machines_named(session, name)
+    if not machines:
+        raise NotFound(f"no machine named {name!r}")
+    if len(machines) > 1:
+        raise Conflict(f"{len(machines)} machines are named {name!r}; give machine_id", [m.id for m in machines])
+    return machines[0].id
+
+
+def _resolve_backend(metric: catalogue.Metric, requested: str, config_backend: str) -> str:
+    if requested != "auto":
+        backend = requested
+    elif config_backend != "auto":
+        backend = config_backend
+    elif len(metric.backends) == 1:
+        backend = next(iter(metric.backends)).value
+    else:
+        raise Unprocessable(f"say which backend's {metric.name} to bisect "
+                            f"({', '.join(sorted(b.value for b in metric.backends))}): the config lets agents choose")
+    if catalogue.Backend(backend) not in metric.backends:
+        raise Unprocessable(f"backend {backend} does not measure {metric.name}")
+    return backend
+
+
+def _start(session: Session, repository_id: int, branch_id: int, machine_id: int, config_id: int, config_backend: str,
+           metric_name: str, backend: str, good_id: int, bad_id: int, alert_group_id: int | None) -> Bisect:
+    try:
+        metric = catalogue.get(metric_name)
+    except KeyError as exc:
+        raise Unprocessable(str(exc.args[0])) from None
+    backend = _resolve_backend(metric, backend, config_backend)
+    first, last = (bisect_sql.position(session, branch_id, cid) for cid in (good_id, bad_id))
+    if first is None or last is None:
+        raise Unprocessable("good and bad must both be commits of the branch")
+    if first >= last:
+        raise Unprocessable("good must come before bad on the branch")
+    commit_ids = bisect_sql.commit_ids_between(session, branch_id, first, last)
+    bisect = bisect_sql.add(session, Bisect(
+        repository_id=repository_id, branch_id=branch_id, machine_id=machine_id, config_id=config_id,
+        metric=metric.name, backend=backend, good_commit_id=good_id, bad_commit_id=bad_id, commit_ids=commit_ids,
+        alert_group_id=alert_group_id, status=BisectStatus.RUNNING.value, message="starting",
+        state=core.State(len(commit_ids)).to_dict(), scheduled=[], result={}, repetitions=0,
+    ))
+    log.info("bisect %d: %s (%s) over %d commits on machine %d", bisect.id, metric.name, backend, len(commit_ids), machine_id)
+    dispatch.send_after_commit(session, ADVANCE_TASK, bisect.id)
+    return bisect
+
+
+def start_for_alert_group(session: Session, group_id: int, metric: str | None = None) -> Bisect | None:
+    """Start (or return the existing) bisect of an alert group's range on its machine, for its
+    first regressed metric (``metric`` picks another). None when the group has no last good
+    commit (the change is at the start of the series) or no metric rows. Never commits."""
+    found = bisect_sql.alert_group_with_rows(session, group_id)
+    if found is None:
+        raise NotFound(f"no alert group {group_id}")
+    group, rows = found
+    existing = bisect_sql.for_alert_group(session, group_id)
+    if existing is not None:
+        return existing
+    if group.last_good_commit_id is None or not rows:
+        log.info("alert group %d: nothing to bisect (no last good commit or no metric)", group_id)
+        return None
+    candidates = [r for r in rows if metric is None or r.metric == metric]
+    if not candidates:
+        raise NotFound(f"alert group {group_id} has no {metric} alert")
+    row = next((r for r in candidates if r.direction == "regression"), candidates[0])
+    return _start(session, group.repository_id, group.branch_id, group.machine_id, row.config_id, row.backend,
+                  row.metric, row.backend, group.last_good_commit_id, group.first_bad_commit_id, group.id)
+
+
+# --- advance -------------------------------------------------------------------------------------
+
+
+def _observations(session: Session, bisect: Bisect) -> tuple[dict[int, core.Observation], set[int]]:
+    """What the database knows per index of the range; and the indices whose job is still pending."""
+    ids = bisect.commit_ids
+    values = bisect_sql.values(session, ids, bisect.machine_id, bisect.config_id, bisect.metric, bisect.backend)
+    jobs = bisect_sql.job_states(session, ids, bisect.machine_id, bisect.config_id)
+    obs: dict[int, core.Observation] = {}
+    pending: set[int] = set()
+    for index, commit_id in enumerate(ids):
+        job = jobs.get(commit_id)
+        stored = values.get(commit_id, [])
+        if job is not None and (bisect_sql.unbuildable_runs(job[1]) or job[0] == JobState.FAILED.value):
+            obs[index] = core.Observation(unbuildable=True)  # did not build, or never produced a result
+        elif stored or (job is not None and job[0] == JobState.DONE.value):
+            obs[index] = core.Observation(list(stored), exhausted=True)  # one job per commit: no more repetitions
+        elif job is not None:
+            pending.add(index)
+    return obs, pending
+
+
+def advance(session: Session, bisect_id: int, settings: Settings) -> str:
+    """Take the search as far as the stored results allow; schedule what it needs next."""
+    bisect = bisect_sql.lock(session, bisect_id)
+    if bisect is None:
+        return "gone"
+    if bisect.status != BisectStatus.RUNNING.value:
+        return bisect.status
+    obs, pending = _observations(session, bisect)
+    policy = core.Policy.for_backend(bisect.backend, bisect.metric, remeasure=False)
+    search = core.Bisection(len(bisect.commit_ids), policy, core.State.from_dict(bisect.state), obs)
+    step = search.next()
+    bisect.state = search.state.to_dict()
+    bisect.repetitions = sum(len(o.samples) for o in obs.values())
+    if isinstance(step, core.Outcome):
+        _finish(session, bisect, step)
+        return bisect.status
+    wanted = [index for index, _ in step.wants]
+    new = [i for i in wanted if i not in pending]
+    if new:
+        commit_ids = [bisect.commit_ids[i] for i in new]
+        job_sql.insert_missing_jobs(session, commit_ids, [bisect.machine_id], [bisect.config_id], settings.max_attempts)
+        bisect.scheduled = sorted(set(bisect.scheduled) | set(new))
+    bisect.message = f"{step.why}: waiting for {len(wanted)} result(s)"
+    log.info("bisect %d: %s (scheduled %s)", bisect.id, bisect.message, new)
+    return "waiting"
+
+
+def _finish(session: Session, bisect: Bisect, outcome: core.Outcome) -> None:
+    ids = bisect.commit_ids
+    bisect.status = outcome.status
+    bisect.message = outcome.message
+    bisect.parent_commit_id = ids[outcome.parent] if outcome.parent is not None else None
+    bisect.culprit_commit_id = ids[outcome.culprit] if outcome.culprit is not None else None
+    bisect.result = {
+        "parent": outcome.parent, "culprit": outcome.culprit, "skipped": list(outcome.skipped), "kind": outcome.kind.value,
+        "change": core.comparison_dict(outcome.step), "overall": core.comparison_dict(outcome.overall), "notes": list(outcome.notes),
+    }
+    bisect.finished_at = utcnow()
+    log.info("bisect %d finished: %s — %s", bisect.id, bisect.status, bisect.message)
+
+
+def job_finished(session: Session, job: Job) -> None:
+    """After a result of ``job`` is stored: advance the running bisects of its machine x config
+    (after commit, so the task sees the result)."""
+    for bisect_id in bisect_sql.running_ids(session, job.machine_id, job.config_id):
+        dispatch.send_after_commit(session, ADVANCE_TASK, bisect_id)
+
+
+# --- read ----------------------------------------------------------------------------------------
+
+
+def read(session: Session, bisect: Bisect) -> BisectRead:
+    names = bisect_sql.describe(session, bisect)
+    ids = bisect.commit_ids
+    result = bisect.result or {}
+    state = bisect.state or {}
+    steps = state.get("steps", [])
+    touched = {0, len(ids) - 1} | {s["mid"] for s in steps if s.get("mid") is not None}
+    wanted = {i for i in (result.get("parent"), result.get("culprit")) if i is not None}
+    commits = bisect_sql.commits(session, [ids[i] for i in touched | wanted | set(result.get("skipped", []))])
+
+    def ref(index: int | None) -> CommitRef | None:
+        if index is None:
+            return None
+        c = commits[ids[index]]
+        return CommitRef(sha=c.sha, index=index, author=c.author_name, subject=c.message.splitlines()[0] if c.message else "")
+
+    return BisectRead(
+        id=bisect.id, status=bisect.status, message=bisect.message, repository_id=bisect.repository_id, **names,
+        machine_id=bisect.machine_id, metric=bisect.metric, backend=bisect.backend,
+        good=commits[ids[0]].sha, bad=commits[ids[-1]].sha, range_length=len(ids),
+        expected_builds=math.ceil(math.log2(len(ids))) + 2, builds=len(bisect.scheduled),
+        reused=len(touched - set(bisect.scheduled)), repetitions=bisect.repetitions,
+        culprit=ref(result.get("culprit")), parent=ref(result.get("parent")), kind=result.get("kind"),
+        change=result.get("change"), overall=result.get("overall"),
+        skipped=[commits[ids[i]].sha for i in result.get("skipped", [])], steps=steps,
+        notes=result.get("notes", state.get("notes", [])), alert_group_id=bisect.alert_group_id,
+        created_at=bisect.created_at, updated_at=bisect.updated_at, finished_at=bisect.finished_at,
+    )
+
+
+def get(session: Session, bisect_id: int) -> Bisect:
+    bisect = bisect_sql.get(session, bisect_id)
+    if bisect is None:
+        raise NotFound(f"no bisect {bisect_id}")
+    return bisect
+
+
+def running_ids(session: Session) -> list[int]:
+    return bisect_sql.running_ids(session)

@@ -1,0 +1,141 @@
+"""The pure bisection core: search, skip, direction, adaptive repetitions, confirmation, state."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from perfci_server.analysis.bisect import Bisection, Observation, Outcome, Policy, State, run
+from perfci_server.analysis.compare import Kind
+
+SIM = Policy.for_backend("sim", "ipp")
+NOISY = Policy.for_backend("tsc", "cpp")
+
+
+def levels(n: int, steps: dict[int, float], base: float = 100.0) -> list[float]:
+    """A piecewise-constant metric: ``steps`` maps the first commit of a new level to its factor."""
+    out, level = [], base
+    for i in range(n):
+        level *= steps.get(i, 1.0)
+        out.append(level)
+    return out
+
+
+class Recorder:
+    def __init__(self, values: list[float], unbuildable: set[int] = frozenset(), noise: float = 0.0, seed: int = 0) -> None:
+        self.values, self.unbuildable, self.noise = values, unbuildable, noise
+        self.rng = np.random.default_rng(seed)
+        self.built: list[int] = []
+        self.reps = 0
+
+    def __call__(self, index: int, count: int, fresh: bool) -> list[float] | None:
+        if index not in self.built:
+            self.built.append(index)
+        if index in self.unbuildable:
+            return None
+        self.reps += count
+        return list(self.values[index] * (1 + self.noise * self.rng.standard_normal(count)))
+
+
+def test_sim_finds_the_regression_past_an_improvement_and_an_unbuildable_commit():
+    values = levels(16, {4: 0.98, 11: 1.03})  # an improvement at 4, the regression at 11
+    rec = Recorder(values, unbuildable={7})
+    outcome = run(Bisection(16, SIM), rec)
+    assert outcome.status == "culprit" and (outcome.parent, outcome.culprit) == (10, 11)
+    assert outcome.kind is Kind.REGRESSION
+    assert math.isclose(outcome.step.rel_change, 0.03)
+    assert 7 in rec.built  # the middle was tried, failed to build, and was skipped
+    assert outcome.overall.before_median == values[0] and outcome.overall.after_median == values[-1]
+
+
+@pytest.mark.parametrize("n", [8, 16, 32, 100])
+def test_sim_builds_at_most_log2_plus_two(n):
+    for culprit in range(1, n):
+        rec = Recorder(levels(n, {culprit: 1.01}))
+        outcome = run(Bisection(n, SIM), rec)
+        assert outcome.found and outcome.culprit == culprit
+        assert len(rec.built) <= math.ceil(math.log2(n)) + 2, (culprit, rec.built)
+
+
+def test_an_improvement_is_bisected_as_an_improvement():
+    outcome = run(Bisection(10, SIM), Recorder(levels(10, {6: 0.95})))
+    assert outcome.found and outcome.culprit == 6 and outcome.kind is Kind.IMPROVEMENT
+
+
+def test_no_change_and_unbuildable_endpoints():
+    same = run(Bisection(9, SIM), Recorder([50.0] * 9))
+    assert same.status == "no_change" and same.culprit is None
+    broken = run(Bisection(9, SIM), Recorder(levels(9, {3: 1.1}), unbuildable={0}))
+    assert broken.status == "inconclusive" and "good commit does not build" in broken.message
+
+
+def test_only_unbuildable_commits_left_is_ambiguous():
+    outcome = run(Bisection(8, SIM), Recorder(levels(8, {5: 1.05}), unbuildable={4}))
+    assert outcome.status == "ambiguous" and outcome.culprit == 5 and outcome.skipped == (4,)
+
+
+def test_noisy_three_percent_step_under_one_percent_noise():
+    correct, reps = 0, []
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        culprit = int(rng.integers(1, 64))
+        rec = Recorder(levels(64, {culprit: 1.03}), noise=0.01, seed=seed)
+        outcome = run(Bisection(64, NOISY), rec)
+        correct += outcome.found and outcome.culprit == culprit
+        reps.append(rec.reps)
+    assert correct >= 38, correct
+    assert max(reps) > min(reps)  # repetitions adapt to how hard each step is
+
+
+def test_noise_without_a_step_is_no_change_or_inconclusive_never_a_culprit():
+    for seed in range(10):
+        outcome = run(Bisection(16, NOISY), Recorder([10.0] * 16, noise=0.01, seed=seed))
+        assert outcome.status in ("no_change", "inconclusive"), outcome
+
+
+def test_repetitions_are_capped():
+    policy = Policy.for_backend("tsc", "cpp", max_reps=10)
+    b = Bisection(16, policy)
+    run(b, Recorder(levels(16, {8: 1.02}), noise=0.03, seed=3))  # more than 10 repetitions would need
+    counts = [len(o.samples) for o in (*b.obs.values(), *b.fresh.values())]
+    assert max(counts) == 10 and all(c <= 10 for c in counts)
+
+
+def test_state_round_trips_through_json_mid_search():
+    """The server stores the state between results; resuming gives the same answer."""
+    values = levels(32, {19: 1.02})
+    b = Bisection(32, SIM)
+    for _ in range(3):  # three measurement rounds, then "persist"
+        step = b.next()
+        for index, reps in step.wants:
+            b.record(index, [values[index]] * reps)
+    state = State.from_dict(json.loads(json.dumps(b.state.to_dict())))
+    resumed = Bisection(32, SIM, state, {i: Observation(list(o.samples)) for i, o in b.obs.items()})
+    outcome = run(resumed, lambda i, k, fresh: [values[i]] * k)
+    assert outcome.found and outcome.culprit == 19
+
+
+def test_without_remeasure_the_confirmation_reuses_the_search_samples():
+    policy = Policy.for_backend("sim", "ipp", remeasure=False)
+    values = levels(12, {9: 1.01})
+    b = Bisection(12, policy)
+    outcome = run(b, lambda i, k, fresh: [values[i]] * k)
+    assert outcome.found and not b.fresh
+
+
+def test_exhausted_commits_stop_asking_for_repetitions():
+    b = Bisection(4, NOISY)
+    b.record(0, [1.0, 1.01, 0.99], exhausted=True)
+    b.record(3, [1.0, 1.02, 0.98], exhausted=True)
+    step = b.next()
+    assert isinstance(step, Outcome) and step.status == "inconclusive"
+
+
+def test_bad_policy_and_range():
+    with pytest.raises(ValueError):
+        Policy.for_backend("tsc", "cpp", initial_reps=0)
+    with pytest.raises(ValueError):
+        Bisection(1, SIM)

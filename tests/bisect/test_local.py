@@ -1,0 +1,98 @@
+"""`perfci bisect --local` on a real repository: real builds, real callgrind, the real CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from perfci_agent.bisect.local import LocalBisect
+from perfci_agent.cli import app
+
+from bisect_repo import BROKEN_INDEX, REGRESSION_INDEX
+
+pytestmark = pytest.mark.dataplane
+CONFIG = "self-64B-short"
+
+
+@pytest.fixture(scope="module")
+def report(bisect_repo):
+    shas = bisect_repo["shas"]
+    return LocalBisect(bisect_repo["repo"], shas[0], shas[-1], "ipp", config=CONFIG, backend="sim",
+                       cache_dir=bisect_repo["cache"]).run()
+
+
+def test_names_exactly_the_regression_commit(report, bisect_repo):
+    shas = bisect_repo["shas"]
+    doc = report.to_dict()
+    assert report.status == "culprit" and report.exit_code == 0, doc["message"]
+    assert doc["culprit"]["sha"] == shas[REGRESSION_INDEX]
+    assert doc["culprit"]["author"] == "Rita Gression"
+    assert doc["parent"]["sha"] == shas[REGRESSION_INDEX - 1]
+    assert doc["kind"] == "regression" and doc["change"]["change_pct"] > 0 and doc["change"]["exact"]
+
+
+def test_within_log2_plus_two_builds_and_the_unbuildable_commit_was_skipped(report, bisect_repo):
+    doc = report.to_dict()
+    assert doc["builds"] <= math.ceil(math.log2(16)) + 2, doc["steps"]
+    broken = [c for c in doc["commits"] if c["sha"] == bisect_repo["shas"][BROKEN_INDEX]]
+    assert broken and broken[0]["status"] == "build_failed"
+    assert doc["repetitions"] >= doc["builds"] - 1  # one sim repetition per buildable commit, plus confirmation
+
+
+def test_the_improvement_was_not_taken_for_the_regression(report):
+    middles = [s for s in report.steps if s["phase"] == "search"]
+    assert any(s["lo_mid"]["kind"] == "improvement" for s in middles), report.steps
+
+
+def test_reports_the_forwarding_functions_that_moved(report):
+    callgrind = next(p for p in report.profiles if p.tool == "callgrind")
+    assert callgrind.available, callgrind.reason
+    moved = {f.function: f.delta for f in callgrind.functions}
+    assert "ttl_decrement" in moved and moved["ttl_decrement"] > 0  # now a real call per packet
+    assert "fwd_burst" in moved
+    perf = next(p for p in report.profiles if p.tool == "perf record")
+    assert not perf.available and "PMU" in perf.reason
+
+
+def test_cli_reuses_cached_results_and_prints_json(report, bisect_repo):
+    shas, repo = bisect_repo["shas"], bisect_repo["repo"]
+    cli = subprocess.run(
+        [str(Path(sys.executable).parent / "perfci"), "bisect", "--repo", str(repo), "--good", shas[0], "--bad", shas[-1],
+         "--metric", "ipp", "--config", CONFIG, "--backend", "sim", "--cache-dir", str(bisect_repo["cache"]), "--json"],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    doc = json.loads(cli.stdout)
+    assert doc["culprit"]["sha"] == shas[REGRESSION_INDEX]
+    assert doc["compiled"] == 0 and doc["reused_repetitions"] > 0
+    assert doc["repetitions"] == 2  # only the confirmation of culprit and parent was measured again
+
+
+def test_no_change_exits_1(bisect_repo, report):
+    shas = bisect_repo["shas"]
+    result = CliRunner().invoke(app, ["bisect", "--repo", str(bisect_repo["repo"]), "--good", shas[REGRESSION_INDEX],
+                                      "--bad", shas[11], "--metric", "ipp", "--config", CONFIG, "--backend", "sim",
+                                      "--cache-dir", str(bisect_repo["cache"]), "--json"])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["status"] == "no_change"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--metric", "nope"], "unknown metric"),
+    (["--metric", "ipp", "--backend", "sim", "--swap"], "is not an ancestor"),
+    (["--metric", "cpp", "--backend", "sim"], "does not measure cpp"),
+    (["--metric", "ipp", "--config", "jumbo"], "unknown config"),
+])
+def test_usage_errors_exit_2(bisect_repo, args, message):
+    shas = bisect_repo["shas"]
+    good, bad = (shas[-1], shas[0]) if "--swap" in args else (shas[0], shas[-1])
+    args = [a for a in args if a != "--swap"]
+    result = CliRunner().invoke(app, ["bisect", "--repo", str(bisect_repo["repo"]), "--good", good, "--bad", bad, *args])
+    assert result.exit_code == 2
+    assert message in result.output

@@ -1,0 +1,102 @@
+"""The parts of `perfci bisect` that need no build: output parsers (recorded real outputs), the
+alert contract, the local result cache, and commit ranges."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from perfci_agent.bisect.cache import ResultCache
+from perfci_agent.bisect.cli import BisectUsage, alert_target
+from perfci_agent.bisect.commits import commit_range
+from perfci_agent.bisect.profile import FunctionDelta, callgrind_self_costs, diff, parse_perf_report
+from perfci_agent.errors import UsageError
+from perfci_agent.result import BenchConfig, ResultDocument, Sample
+
+from bisect_repo import git
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_callgrind_self_costs_add_up_to_the_totals_line():
+    text = (FIXTURES / "callgrind-fwd_burst.out").read_text()
+    costs = callgrind_self_costs(text)
+    totals = int(next(line for line in text.splitlines() if line.startswith("totals:")).split()[1])
+    assert sum(costs.values()) == totals  # the calls= lines' inclusive costs are not counted twice
+    assert costs["fwd_burst"] > 0
+    assert any(name.endswith("(librte_net_ring.so.23.0)") for name in costs)  # a symbol-less PMD function
+
+
+def test_callgrind_without_events_is_an_error():
+    with pytest.raises(ValueError):
+        callgrind_self_costs("fn=(1) f\n1 2\n")
+
+
+def test_diff_keeps_only_moved_functions_largest_first():
+    moved = diff({"a": 10.0, "b": 5.0, "c": 1.0}, {"a": 10.0, "b": 2.0, "c": 4.5, "d": 0.5})
+    assert [f.function for f in moved] == ["c", "b", "d"]
+    assert moved[0] == FunctionDelta("c", 1.0, 4.5) and moved[1].delta == -3.0
+
+
+def test_perf_report_shares_per_user_symbol():
+    text = (FIXTURES / "perf-report-vm-cpu-clock.txt").read_text()
+    shares = parse_perf_report(text)
+    assert shares["fwd_burst"] == pytest.approx(2.74)
+    assert "clear_page_erms" not in shares  # kernel symbols are not the dataplane's
+    assert parse_perf_report(text, user_only=False)["clear_page_erms"] == pytest.approx(46.18)
+
+
+ALERT = {
+    "id": 7, "repository_id": 1, "repository": "acme/dataplane", "branch": "main", "machine_id": 2, "machine": "dut-01",
+    "direction": "regression", "status": "untriaged",
+    "last_good": {"sha": "a" * 40, "position": 41, "subject": "x"},
+    "first_bad": {"sha": "b" * 40, "position": 42, "subject": "y", "author": "z"},
+    "alerts": [
+        {"config": "self-64B", "metric": "l1d_misses_pp", "backend": "sim", "direction": "improvement"},
+        {"config": "self-64B", "metric": "ipp", "backend": "sim", "direction": "regression"},
+    ],
+}
+
+
+def test_alert_target_is_its_range_on_its_first_regressed_metric():
+    t = alert_target(ALERT)
+    assert (t["good"], t["bad"], t["metric"], t["backend"], t["machine"]) == ("a" * 40, "b" * 40, "ipp", "sim", "dut-01")
+    with pytest.raises(BisectUsage, match="no good commit"):
+        alert_target({**ALERT, "last_good": None})
+    with pytest.raises(BisectUsage, match="no metric"):
+        alert_target({**ALERT, "alerts": []})
+
+
+def _doc(status: str = "ok", commit: str = "c" * 40) -> ResultDocument:
+    now = datetime.now(UTC)
+    return ResultDocument(status=status, reason=None if status == "ok" else "broken", commit=commit, config=BenchConfig(),
+                          backend="sim", machine={}, machine_id="d" * 64, started_at=now, finished_at=now,
+                          samples=[Sample(rep=0, metrics=[{"metric": "ipp", "backend": "sim", "value": 81.5}])] if status == "ok" else [])
+
+
+def test_result_cache_round_trip_skips_run_failures_and_unreadable_files(tmp_path):
+    cache = ResultCache(tmp_path)
+    first, second = cache.store("self-64B", _doc()), cache.store("self-64B", _doc("build_failed"))
+    assert first and second and cache.store("self-64B", _doc("run_failed")) is None
+    (first.parent / "7.json").write_text("{not json")
+    loaded = cache.load("d" * 64, "self-64B", "sim", "c" * 40)
+    assert [d.status for _, d in loaded] == ["ok", "build_failed"]
+    assert cache.load("d" * 64, "other", "sim", "c" * 40) == []
+
+
+def test_commit_range_is_good_then_first_parent_commits_to_bad(tmp_path):
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    for i in range(4):
+        (repo / "f").write_text(str(i))
+        git(repo, "add", "f")
+        git(repo, "commit", "-qm", f"c{i}")
+    shas = git(repo, "log", "--reverse", "--format=%H").split()
+    assert [c.sha for c in commit_range(repo, shas[1], "HEAD")] == shas[1:]
+    assert commit_range(repo, shas[0], shas[2])[-1].subject == "c2"
+    for good, bad, message in ((shas[2], shas[0], "not an ancestor"), (shas[1], shas[1], "same commit"), ("nope", "HEAD", "unknown commit")):
+        with pytest.raises(UsageError, match=message):
+            commit_range(repo, good, bad)

@@ -1,0 +1,256 @@
+"""Server-orchestrated bisection against the real server: PostgreSQL, Redis and a real Celery
+worker process advance the search; the test plays the agent through the real agent endpoints,
+building and measuring each claimed commit with the real `measure()` and uploading its document."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+import pytest
+from celery import Celery
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from perfci_agent import fingerprint
+from perfci_agent.cpuinfo import read_cpuid
+from perfci_agent.measure import default_core, measure
+from perfci_agent.result import BenchConfig
+from perfci_server import db, dispatch
+from perfci_server.app import create_app
+from perfci_server.bisect import service as bisect_service
+from perfci_server.jobs import repository as job_sql
+from perfci_server.models import Alert, AlertGroup, Bisect, BranchCommit, Commit
+from server_support import (ADMIN, GITHUB_COMMITS, TEST_DATABASE_URL, body_of, create_config, create_repository, enroll,
+                            github_headers, push_github, push_payload)
+
+from bisect_repo import BROKEN_INDEX, REGRESSION_INDEX, git
+
+ROOT = Path(__file__).resolve().parents[2]
+SIM_CONFIG = {"name": "self-64B-short", "packets": 100_000, "warmup": 2_000, "backend": "sim", "repetitions": 1}
+MACHINE_NAME = "dut-bisect"
+
+
+def push_range(client: TestClient, repo: Path, shas: list[str]) -> None:
+    """The repository's commits arrive as one GitHub push, as from the forge."""
+    commits = []
+    for sha in shas:
+        author, email, date, message = git(repo, "log", "-1", "--format=%an%x1f%ae%x1f%cI%x1f%B", sha).split("\x1f", 3)
+        commits.append({"id": sha, "message": message.strip(), "timestamp": date, "author": {"name": author, "email": email}})
+    payload = push_payload(before="0" * 40, after=shas[-1], commits=commits, head_commit=commits[-1])
+    body = body_of(payload)
+    response = client.post("/api/v1/webhooks/github", content=body, headers=github_headers(body, delivery="bisect-push"))
+    assert response.status_code in (200, 201, 202), response.text
+
+
+def enroll_this_machine(client: TestClient) -> dict:
+    fp = fingerprint.collect(default_core(), "self", read_cpuid())
+    token = client.post("/api/v1/enrollment-tokens", json={"note": "bisect"}, headers=ADMIN).json()["token"]
+    response = client.post("/api/v1/agent/enroll", json={
+        "enrollment_token": token, "name": "agent-bisect", "machine_id": fingerprint.machine_id(fp), "machine": fp,
+        "machine_name": MACHINE_NAME, "backends": ["sim"]})
+    assert response.status_code == 201, response.text
+    return {"headers": {"Authorization": f"Bearer {response.json()['token']}"}, "machine_id": response.json()["machine_id"]}
+
+
+def play_agent_once(client: TestClient, agent: dict, repo: Path, cache: Path) -> str | None:
+    """Claim one job, build + measure it with measure(), upload the document. The claimed sha, or None."""
+    claim = client.post("/api/v1/agent/jobs/claim", headers=agent["headers"])
+    if claim.status_code == 204:
+        return None
+    assert claim.status_code == 200, claim.text
+    job = claim.json()
+    doc = measure(repo, job["commit"], backend=job["backend"], reps=job["repetitions"],
+                  config=BenchConfig.model_validate(job["config"]), cache_dir=cache)
+    upload = client.put(f"/api/v1/agent/jobs/{job['job_id']}/attempts/{job['attempt']}/result",
+                        content=doc.model_dump_json(by_alias=True), headers={**agent["headers"], "Content-Type": "application/json"})
+    assert upload.status_code == 201, upload.text
+    return job["commit"]
+
+
+def worker_env(redis_url: str) -> dict[str, str]:
+    return {**os.environ, "PERFCI_DATABASE_URL": TEST_DATABASE_URL, "PERFCI_BROKER_URL": redis_url, "PERFCI_ENV": "development"}
+
+
+@contextmanager
+def http_server(env: dict[str, str]):
+    """`perfci server` on a free local port, until the block ends."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([str(Path(sys.executable).parent / "perfci"), "server", "--host", "127.0.0.1", "--port", str(port),
+                                "--no-migrate"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/api/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.3)
+        else:
+            raise AssertionError("perfci server did not come up")
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def api(committed, redis_url, monkeypatch):
+    """The app with real per-request sessions; tasks go to the worker through Redis. The push's
+    own scheduling task is held back: measuring every pushed commit is not what is tested here."""
+    producer = Celery("perfci-bisect-test", broker=redis_url)
+    held: list[tuple[str, tuple]] = []
+
+    def send(name: str, args: tuple) -> None:
+        if name == "perfci.jobs.schedule_push":
+            held.append((name, args))
+        else:
+            producer.send_task(name, args=args, queue="perfci")
+
+    monkeypatch.setattr(dispatch, "sender", send)
+    with TestClient(create_app()) as test_client:
+        yield test_client
+    producer.close()
+
+
+@pytest.mark.services
+@pytest.mark.dataplane
+def test_server_bisect_finds_the_same_culprit_through_the_agent_endpoints(api, worker, bisect_repo, redis_url):
+    process, log = worker
+    repo, shas, cache = bisect_repo["repo"], bisect_repo["shas"], bisect_repo["cache"]
+    create_repository(api)
+    push_range(api, repo, shas)
+    config = create_config(api, **SIM_CONFIG)
+    agent = enroll_this_machine(api)
+
+    # A result already in the server (the bad commit, measured by an earlier job) is reused.
+    with db.session_scope() as s:
+        bad_id = s.scalar(select(Commit.id).where(Commit.sha == shas[-1]))
+        job_sql.insert_missing_jobs(s, [bad_id], [agent["machine_id"]], [config["id"]], 3)
+    assert play_agent_once(api, agent, repo, cache) == shas[-1]
+
+    created = api.post("/api/v1/bisects", headers=ADMIN, json={
+        "repository": "perfci-org/dataplane", "branch": "main", "good": shas[0], "bad": shas[-1],
+        "machine": MACHINE_NAME, "config": SIM_CONFIG["name"], "metric": "ipp", "backend": "sim"})
+    assert created.status_code == 201, created.text
+    bisect_id = created.json()["id"]
+
+    measured: list[str] = []
+    deadline = time.monotonic() + 1200
+    state = created.json()
+    while state["status"] == "running" and time.monotonic() < deadline and process.poll() is None:
+        sha = play_agent_once(api, agent, repo, cache)
+        if sha:
+            measured.append(sha)
+        else:
+            time.sleep(0.3)
+        state = api.get(f"/api/v1/bisects/{bisect_id}").json()
+    log.seek(0)
+    assert state["status"] == "culprit", f"{state}\nworker log:\n{log.read()[-4000:]}"
+    assert state["culprit"]["sha"] == shas[REGRESSION_INDEX] and state["culprit"]["author"] == "Rita Gression"
+    assert state["parent"]["sha"] == shas[REGRESSION_INDEX - 1]
+    assert state["kind"] == "regression" and state["change"]["change_pct"] > 0
+    assert shas[-1] not in measured and state["reused"] >= 1  # the stored result was used, not re-measured
+    assert shas[BROKEN_INDEX] in measured  # tried, failed to build, skipped
+    assert state["builds"] == len(measured) <= state["expected_builds"]
+    log.seek(0)
+    assert "perfci.bisect.advance" in log.read()  # the worker advanced it after each upload
+
+    # The CLI against a real server process: every result is stored now, so a new bisect of the
+    # same range finishes from stored results alone, without a single new job.
+    with http_server(worker_env(redis_url)) as url:
+        cli = subprocess.run(
+            [str(Path(sys.executable).parent / "perfci"), "bisect", "--machine", MACHINE_NAME, "--repository", "perfci-org/dataplane",
+             "--repo", str(repo), "--good", shas[0], "--bad", "HEAD", "--metric", "ipp", "--config", SIM_CONFIG["name"],
+             "--backend", "sim", "--server", url, "--token", ADMIN["Authorization"].split()[1], "--json"],
+            capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    followed = json.loads(cli.stdout)
+    assert followed["culprit"]["sha"] == shas[REGRESSION_INDEX] and followed["builds"] == 0 and followed["id"] != bisect_id
+
+
+@pytest.mark.services
+def test_api_rejects_bad_input_and_needs_a_token(client, sent_tasks):
+    create_repository(client)
+    push_github(client)
+    create_config(client, **SIM_CONFIG)
+    agent = enroll(client, machine={"cpu_model": "bisect-test"})
+    first, _, last = GITHUB_COMMITS
+    good = {"repository": "perfci-org/dataplane", "branch": "main", "good": first, "bad": last,
+            "machine_id": agent["machine_id"], "config": SIM_CONFIG["name"], "metric": "ipp", "backend": "sim"}
+    assert client.post("/api/v1/bisects", json=good).status_code == 401
+    cases = [
+        ({"machine_id": None, "machine": "nowhere"}, 404, "no machine named"),
+        ({"repository": "nope/nope"}, 404, "no repository"),
+        ({"branch": "dev"}, 404, "no branch"),
+        ({"config": "jumbo"}, 404, "no benchmark config"),
+        ({"good": last, "bad": first}, 422, "good must come before bad"),
+        ({"metric": "cpp"}, 422, "does not measure cpp"),
+        ({"metric": "nope"}, 422, "unknown metric"),
+        ({"good": "z" * 40}, 422, "good"),
+        ({"machine": "both"}, 422, "exactly one of machine"),
+    ]
+    for change, code, text in cases:
+        body = {k: v for k, v in {**good, **change}.items() if v is not None}
+        response = client.post("/api/v1/bisects", json=body, headers=ADMIN)
+        assert response.status_code == code and text in response.text, (change, response.text)
+    assert client.get("/api/v1/bisects/999", headers=ADMIN).status_code == 404
+    assert not sent_tasks.named(bisect_service.ADVANCE_TASK)  # nothing was created
+
+    created = client.post("/api/v1/bisects", json=good, headers=ADMIN)
+    assert created.status_code == 201, created.text
+    doc = created.json()
+    assert doc["status"] == "running" and doc["range_length"] == 3 and doc["expected_builds"] == 4
+    assert client.get("/api/v1/bisects", headers=ADMIN).json()["items"][0]["id"] == doc["id"]
+    assert sent_tasks.named(bisect_service.ADVANCE_TASK) == [(doc["id"],)]
+
+
+@pytest.mark.services
+def test_start_for_alert_group_is_idempotent_and_needs_a_last_good_commit(client, session, sent_tasks, bisect_repo):
+    repo, shas = bisect_repo["repo"], bisect_repo["shas"]
+    repository = create_repository(client)
+    push_range(client, repo, shas)
+    config = create_config(client, **SIM_CONFIG)
+    agent = enroll_this_machine(client)
+    ids = dict(session.execute(select(Commit.sha, Commit.id)).all())
+    branch_id = session.scalar(select(BranchCommit.branch_id).limit(1))
+    group = AlertGroup(repository_id=repository["id"], branch_id=branch_id, machine_id=agent["machine_id"],
+                       last_good_commit_id=ids[shas[4]], first_bad_commit_id=ids[shas[12]], direction="regression")
+    session.add(group)
+    session.flush()
+    for metric, direction in (("l1d_misses_pp", "improvement"), ("ipp", "regression")):
+        session.add(Alert(group_id=group.id, config_id=config["id"], metric=metric, backend="sim", direction=direction,
+                          last_good_commit_id=ids[shas[4]], first_bad_commit_id=ids[shas[12]], before_median=1.0,
+                          after_median=1.1, change_pct=10.0, confidence=1.0))
+    session.flush()
+
+    bisect = bisect_service.start_for_alert_group(session, group.id)
+    assert bisect is not None and bisect.metric == "ipp" and bisect.backend == "sim"  # the regressed metric
+    assert len(bisect.commit_ids) == 9 and bisect.alert_group_id == group.id
+    assert bisect_service.start_for_alert_group(session, group.id).id == bisect.id
+    session.commit()
+    assert sent_tasks.named(bisect_service.ADVANCE_TASK) == [(bisect.id,)]
+
+    group.last_good_commit_id = None
+    other = AlertGroup(repository_id=repository["id"], branch_id=branch_id, machine_id=agent["machine_id"],
+                       last_good_commit_id=None, first_bad_commit_id=ids[shas[2]], direction="regression")
+    session.add(other)
+    session.flush()
+    assert bisect_service.start_for_alert_group(session, other.id) is None
+    assert session.scalar(select(func.count()).select_from(Bisect)) == 1
