@@ -51,6 +51,8 @@ class Settings(BaseSettings):
 
     # Forge feedback: commit statuses (GitHub statuses API, GitLab commit status API). No token
     # for a forge means its verdicts are kept but not posted.
+    # Start a server bisect (on the alert's machine) for every new regression alert group.
+    auto_bisect_regressions: bool = False
     public_url: str | None = Field(None, description="Base URL of this server, for status links")
     github_api_url: str = "https://api.github.com"
     github_token: SecretStr | None = None

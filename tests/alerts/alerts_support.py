@@ -14,9 +14,10 @@ import numpy as np
 from perfci_server.alerts import service as alert_service
 from perfci_server.jobs import service as job_service
 from perfci_server.settings import get_settings
+from perfci_agent.result import BenchConfig
 from server_support import ADMIN, GITHUB_BEFORE, body_of, create_config, create_repository, enroll, github_headers, push_payload, result_document
 
-SIM = {"name": "sim-64B", "backend": "sim", "repetitions": 1}
+SIM = {"name": "sim-64B", "backend": "sim", "repetitions": 1, "packets": 65_536, "warmup": 2_000}  # sim caps its packet counts
 TSC = {"name": "self-64B", "backend": "tsc"}
 SIM_PACKETS = 65_536.0
 TSC_HZ = 2.1e9
@@ -56,7 +57,8 @@ def document(commit: str, config: dict[str, Any], values: dict[str, list[float]]
     """A result document with raw counts consistent with the metric values of its backend."""
     backend = config["backend"]
     reps = len(next(iter(values.values())))
-    doc = result_document(commit, config={"name": config["name"]}, machine_id=machine_id, reps=reps, values=values, backend=backend)
+    bench = {k: v for k, v in config.items() if k in BenchConfig.model_fields}
+    doc = result_document(commit, config=bench, machine_id=machine_id, reps=reps, values=values, backend=backend)
     doc["machine"] = machine
     for sample in doc["samples"]:
         rep = sample["rep"]

@@ -41,3 +41,29 @@ def test_detection_runs_in_process_on_embedded_sqlite(monkeypatch):
         assert (group["first_bad"]["sha"], group["alerts"][0]["metric"]) == (shas[STEP], "ipp")
         check = client.get("/api/v1/alerts/check", params={"commit": shas[STEP]}).json()
         assert check["exit_code"] == 1
+
+
+def test_a_new_regression_alert_starts_a_bisect_when_configured(monkeypatch):
+    monkeypatch.setenv("PERFCI_AUTO_BISECT_REGRESSIONS", "true")
+    get_settings.cache_clear()
+    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
+    db.reset_engine()
+    db.get_engine()
+    migrate.upgrade()
+    with TestClient(create_app()) as client:
+        create_repository(client)
+        create_config(client, **SIM)
+        machine = {"cpu_model": "AMD EPYC 7313", "cores": 16, "kernel": "6.1.0-18-amd64"}
+        agent = enroll(client, machine=machine, backends=["sim"])
+        shas = [sha_of(i, "auto-bisect") for i in range(6)]
+        push_commits(client, shas, GITHUB_BEFORE)
+        for _ in shas:
+            job = client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).json()
+            i = shas.index(job["commit"])
+            doc = document(job["commit"], SIM, sim_values(81.72 * (1.029 if i >= STEP else 1.0)), agent["fingerprint"], machine)
+            response = client.put(f"/api/v1/agent/jobs/{job['job_id']}/attempts/{job['attempt']}/result", content=json.dumps(doc),
+                                  headers=agent["headers"])
+            assert response.status_code == 201, response.text
+        [group] = client.get("/api/v1/alerts").json()["items"]
+        bisects = client.get("/api/v1/bisects").json()["items"]
+        assert [b["alert_group_id"] for b in bisects] == [group["id"]]

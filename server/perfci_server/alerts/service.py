@@ -44,6 +44,7 @@ from sqlalchemy.orm import Session
 from .. import dispatch
 from ..analysis import Kind, Point, detect, explain
 from ..analysis.detect import Settings as DetectionSettings
+from ..bisect import service as bisect_service
 from ..errors import NotFound
 from ..forge import service as forge_service
 from ..models import Alert, AlertDirection, AlertGroup, AlertStatus, BenchConfig, Branch, Machine, Repository, RunStatus, utcnow
@@ -121,8 +122,19 @@ def detect_run(session: Session, run_id: int, settings: Settings) -> Outcome:
         detect_config(session, branch_id, ctx.machine_id, ctx.config_id, settings, outcome)
     outcome.commits.add(ctx.commit_id)
     forge_service.record_verdicts(session, ctx.machine_id, outcome.commits, settings)
+    if settings.auto_bisect_regressions:
+        _bisect_new_regressions(session, outcome)
     log.info("detection for run %s: %s", run_id, outcome.as_dict())
     return outcome
+
+
+def _bisect_new_regressions(session: Session, outcome: Outcome) -> None:
+    """Start a server bisect for each untriaged regression group detection touched (idempotent:
+    a group keeps the one bisect it got first)."""
+    for group_id in sorted(outcome.groups):
+        group = session.get(AlertGroup, group_id)
+        if group is not None and group.direction == AlertDirection.REGRESSION.value and group.status == AlertStatus.UNTRIAGED.value:
+            bisect_service.start_for_alert_group(session, group_id)
 
 
 def redetect(session: Session, branch_id: int, machine_id: int, settings: Settings) -> Outcome:
