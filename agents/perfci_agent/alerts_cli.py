@@ -178,3 +178,19 @@ alerts.command("ack")(_triage("acknowledged"))
 alerts.command("invalid")(_triage("invalid"))
 alerts.command("fixed")(_triage("fixed"))
 alerts.command("reopen")(_triage("untriaged"))
+
+
+@alerts.command("bisect")
+def bisect_cmd(
+    group_id: int = typer.Argument(..., help="Alert group id"),
+    local: bool = typer.Option(False, "--local", help="measure here instead of on the alert's machine"),
+    repo: str = typer.Option(".", "--repo", help="--local: git repository holding dataplane/"),
+    cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="--local: worktrees, builds and results"),
+    as_json: bool = JSON_OPTION,
+    server: Optional[str] = SERVER_OPTION,
+    token: Optional[str] = TOKEN_OPTION,
+) -> None:
+    """Bisect an alert group's range on its first regressed metric (exit 0: culprit named)."""
+    from .bisect.cli import bisect_alert
+
+    raise typer.Exit(bisect_alert(group_id, local=local, repo=repo, server=server, token=token, as_json=as_json, cache_dir=cache_dir))

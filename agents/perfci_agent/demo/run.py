@@ -33,7 +33,6 @@ from . import history, pushes
 REPOSITORY = "demo/dataplane"
 MACHINE = "demo-machine"
 CONFIG = "self-64B-short"
-METRIC = "ipp"
 ADMIN_TOKEN = "perfci-development-admin-token"  # the server's public development default
 JOB_TIMEOUT_S = 15 * 60
 
@@ -151,9 +150,8 @@ def run(workdir: Path, source: Path, backend: str = "auto", console: Console | N
         regression = next((g for g in out.alerts if g["direction"] == "regression"), None)
         if regression is not None:
             console.print(f"[bold]6/6[/] bisect alert {regression['id']} locally, then plots")
-            done = _run_cli(["bisect", "--local", "--repo", str(repo), "--good", regression["last_good"]["sha"],
-                             "--bad", regression["first_bad"]["sha"], "--metric", METRIC, "--config", CONFIG,
-                             "--backend", "sim", "--json"], client_env, logs / "bisect.log")
+            done = _run_cli(["alerts", "bisect", str(regression["id"]), "--local", "--repo", str(repo), "--json"],
+                            client_env, logs / "bisect.log")
             if done.returncode == 0:
                 out.bisect = json.loads(done.stdout)
             else:
