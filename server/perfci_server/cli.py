@@ -65,7 +65,9 @@ def beat(loglevel: Annotated[str, typer.Option(help="Celery log level")] = "info
     if get_settings().tasks_run_eagerly:
         typer.echo("PERFCI_BROKER_URL is not set: beat needs a broker.", err=True)
         raise typer.Exit(1)
-    celery_app.start(["beat", f"--loglevel={loglevel}", "--schedule", str(get_settings().data_dir / "celerybeat-schedule")])
+    data_dir = get_settings().data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)  # beat keeps its schedule file there
+    celery_app.start(["beat", f"--loglevel={loglevel}", "--schedule", str(data_dir / "celerybeat-schedule")])
 
 
 def _migrate_to_head() -> None:
