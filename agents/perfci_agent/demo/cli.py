@@ -13,8 +13,9 @@ def register(app: typer.Typer) -> None:
         workdir: Path = typer.Option(Path(".perfci/demo"), "--workdir", help="scratch directory (wiped first)"),
         source: Path = typer.Option(Path("."), "--source", help="perfci checkout whose dataplane/ the history is made from"),
         backend: str = typer.Option("auto", "--backend", help="auto (pmu on bare metal, else sim) | pmu | sim | tsc"),
+        broker: str = typer.Option("auto", "--broker", help="auto (the local Redis if running, else in-process tasks) | none | URL"),
     ) -> None:
         """Run the whole loop on this machine: history, server, agent, alert, bisect, plots."""
         from .run import main
 
-        raise typer.Exit(main(workdir.resolve(), source.resolve(), backend))
+        raise typer.Exit(main(workdir.resolve(), source.resolve(), backend, broker))

@@ -1,8 +1,9 @@
 """The end-to-end demo: scratch history → server → agent → detection → bisect → plots.
 
-Everything runs on this machine on the embedded defaults: the server on loopback with SQLite and
-in-process tasks, one agent daemon enrolled with an enrollment token, one signed push webhook per
-commit. Each part is the real product started as its own process (`perfci server`, `perfci agent
+Everything runs on this machine on the embedded defaults: the server on loopback with SQLite, one
+agent daemon enrolled with an enrollment token, one signed push webhook per commit. Background tasks
+run in-process, or on a `perfci worker` + `perfci beat` with a local Redis as broker when one is
+running (``--broker auto``). Each part is the real product started as its own process (`perfci server`, `perfci agent
 run`, `perfci bisect`, `perfci plot`); the demo only drives them and checks the verdicts.
 """
 
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ MACHINE = "demo-machine"
 CONFIG = "self-64B-short"
 ADMIN_TOKEN = "perfci-development-admin-token"  # the server's public development default
 JOB_TIMEOUT_S = 15 * 60
+VERDICT_TIMEOUT_S = 180
+LOCAL_REDIS = "redis://127.0.0.1:6379/7"  # a database of its own; its task queue is emptied first
 
 
 class DemoFailed(Exception):
@@ -98,7 +101,24 @@ def _run_cli(args: list[str], env: dict[str, str], log: Path) -> subprocess.Comp
     return done
 
 
-def run(workdir: Path, source: Path, backend: str = "auto", console: Console | None = None) -> Outcome:
+def local_broker(choice: str) -> str | None:
+    """`auto`: the local Redis when it answers (its demo database emptied of old tasks), else none."""
+    if choice == "none":
+        return None
+    if choice != "auto":
+        return choice
+    import redis
+
+    try:
+        client = redis.Redis.from_url(LOCAL_REDIS, socket_connect_timeout=0.5)
+        client.ping()
+        client.flushdb()
+        return LOCAL_REDIS
+    except redis.RedisError:
+        return None
+
+
+def run(workdir: Path, source: Path, backend: str = "auto", console: Console | None = None, broker: str = "auto") -> Outcome:
     console = console or Console(stderr=True)
     out = Outcome()
     if workdir.exists():
@@ -115,10 +135,19 @@ def run(workdir: Path, source: Path, backend: str = "auto", console: Console | N
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFCI_")}
     server_env = {**env, "PERFCI_ENV": "development", "PERFCI_DATA_DIR": str(workdir / "server"), "PERFCI_PORT": str(port)}
     client_env = {**env, "PERFCI_SERVER_URL": url, "PERFCI_TOKEN": ADMIN_TOKEN}
+    broker_url = local_broker(broker)
+    if broker_url:
+        server_env["PERFCI_BROKER_URL"] = broker_url
+    tasks = f"Celery worker on {broker_url}" if broker_url else "tasks in-process"
 
-    console.print(f"[bold]2/6[/] server on {url} (SQLite in {workdir / 'server'}, tasks in-process)")
-    with _process("server", [*_perfci(), "server", "--port", str(port)], logs / "server.log", server_env) as server, \
-            ServerClient(url, ADMIN_TOKEN) as admin:
+    console.print(f"[bold]2/6[/] server on {url} (SQLite in {workdir / 'server'}, {tasks})")
+    with ExitStack() as stack:
+        server = stack.enter_context(_process("server", [*_perfci(), "server", "--port", str(port)], logs / "server.log", server_env))
+        admin = stack.enter_context(ServerClient(url, ADMIN_TOKEN))
+        if broker_url:
+            # One worker process: tasks run in upload order, so the last commit's verdict comes last.
+            stack.enter_context(_process("worker", [*_perfci(), "worker", "--concurrency", "1"], logs / "worker.log", server_env))
+            stack.enter_context(_process("beat", [*_perfci(), "beat"], logs / "beat.log", server_env))
         _wait_healthy(admin, server, logs / "server.log")
         secret = secrets.token_hex(16)
         admin.post("/repositories", {"name": REPOSITORY, "forge": "github", "clone_url": str(repo), "webhook_secret": secret})
@@ -142,6 +171,7 @@ def run(workdir: Path, source: Path, backend: str = "auto", console: Console | N
                 admin.request("POST", "/webhooks/github", content=body, headers=headers)
                 before = commit.sha
             out.jobs = _wait_for_jobs(admin, agent, len(out.commits), logs / "agent.log", console)
+        _wait_for_verdicts(admin, out.commits, logs)
 
         console.print("[bold]5/6[/] alerts raised by detection")
         out.alerts = admin.get("/alerts")["items"]
@@ -201,6 +231,16 @@ def _wait_for_jobs(admin: ServerClient, agent: subprocess.Popen[bytes], expected
             time.sleep(1.0)
 
 
+def _wait_for_verdicts(admin: ServerClient, commits: list[history.MadeCommit], logs: Path) -> None:
+    """Detection has caught up when every commit has its analysed verdict (what `perfci check` reads)."""
+    deadline = time.monotonic() + VERDICT_TIMEOUT_S
+    for commit in commits:
+        while not admin.get("/alerts/check", commit=commit.sha, repository=REPOSITORY)["machines"]:
+            if time.monotonic() > deadline:
+                raise DemoFailed(f"no verdict for {commit.sha[:12]} after {VERDICT_TIMEOUT_S} s; see {logs}")
+            time.sleep(0.5)
+
+
 def _expected(out: Outcome, effect: str) -> history.MadeCommit:
     return next(c for c in out.commits if c.effect == effect)
 
@@ -241,11 +281,11 @@ def summary(out: Outcome, workdir: Path, console: Console) -> None:
     console.print("[green]demo passed[/]" if not out.problems else "[red]demo failed[/]")
 
 
-def main(workdir: Path, source: Path, backend: str) -> int:
+def main(workdir: Path, source: Path, backend: str, broker: str = "auto") -> int:
     console = Console(stderr=True)
     started = time.monotonic()
     try:
-        out = run(workdir, source, backend, console)
+        out = run(workdir, source, backend, console, broker)
     except (DemoFailed, ApiError, ServerUnreachable) as exc:
         console.print(f"[red]demo failed:[/] {exc}")
         return 1
