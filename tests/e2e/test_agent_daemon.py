@@ -134,7 +134,9 @@ def test_push_to_series_through_sigterm_sigkill_and_a_server_outage(tmp_path, da
     assert json.loads(spooled.read_bytes())["commit"] == shas[2]
     api.start()  # beat comes back after the upload: its first sweep would requeue the lease that ran out meanwhile
     stack.wait_for("the spooled result to be uploaded", lambda: healthy(admin) and job(last_job)["state"] == "done", 120)
-    assert not spooled.exists() and not list((state / "spool" / "rejected").iterdir())
+    # the agent deletes the spooled copy once it has the server's answer, just after the commit
+    stack.wait_for("the spool to be emptied", lambda: not spooled.exists(), 30)
+    assert not list((state / "spool" / "rejected").iterdir())
     # the agent logs the acknowledgement after removing the spooled file: wait for the line
     stack.wait_for("the agent to log the upload", lambda: agent_log_has(third, rf"job {last_job} attempt 1: uploaded \((already )?stored\)"), 30)
     beat.start()

@@ -25,7 +25,19 @@ def _setup_logging(level: str) -> None:
     import logging
     import sys
 
-    logging.basicConfig(level=level.upper(), stream=sys.stderr, force=True,
+    class CurrentStderr(logging.StreamHandler):
+        """Writes to sys.stderr as it is at each record, not as it was at setup: a replaced
+        stderr (an embedding program, a test runner) never leaves the handler on a closed stream."""
+
+        @property  # type: ignore[override]
+        def stream(self):
+            return sys.stderr
+
+        @stream.setter
+        def stream(self, _value) -> None:
+            pass
+
+    logging.basicConfig(level=level.upper(), handlers=[CurrentStderr()], force=True,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # one line per HTTP request drowns what the agent is doing; failures are logged by the agent
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
