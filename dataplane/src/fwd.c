@@ -81,16 +81,18 @@ classify(const struct rte_ether_hdr *eth, uint16_t data_len)
  * HC' = ~(~HC + ~m + m'), m the 16-bit word holding TTL and protocol.
  * In network order m' = m - 0x0100, so ~m + m' = 0xfeff; the one's-complement
  * sum is byte-order independent, so on the checksum as stored (no byte swap)
- * the constant is rte_cpu_to_be_16(0xfeff). Unlike RFC 1141 (HC + 0x100) it
- * never turns a checksum into 0xffff.
+ * the constant is K = rte_cpu_to_be_16(0xfeff). Unlike RFC 1141 (HC + 0x100)
+ * it never turns a checksum into 0xffff. With the end-around carry c of
+ * ~HC + K, which is set exactly when HC < K, the complement of the sum is
+ * HC - K - c (mod 2^16): one subtract with borrow.
  */
 static inline void
 ttl_decrement(struct rte_ipv4_hdr *ip)
 {
-	uint32_t sum = (uint16_t)~ip->hdr_checksum + (uint32_t)RTE_BE16(0xfeff);
+	uint16_t hc;
+	bool borrow = __builtin_sub_overflow(ip->hdr_checksum, RTE_BE16(0xfeff), &hc);
 
-	sum = (sum & 0xffff) + (sum >> 16);
-	ip->hdr_checksum = (rte_be16_t)~sum;
+	ip->hdr_checksum = (rte_be16_t)(hc - borrow);
 	ip->time_to_live--;
 }
 
