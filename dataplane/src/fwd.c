@@ -48,25 +48,30 @@ ipv4_hdr_check(const struct rte_ipv4_hdr *ip, uint32_t l3_len)
 /*
  * The common case in one pass over the first 24 bytes: IPv4 without options,
  * TTL > 1, total length within the frame. Anything else takes classify().
- * One branch for all of it: 20 <= total_len <= data_len - 14 is a single
- * comparison of total_len - 20 (unsigned: below 20 wraps high) with
- * data_len - 34 (signed: a frame too short for the headers is negative).
+ * 20 <= total_len <= data_len - 14 is one sign test: the OR of the two
+ * differences is negative when either bound fails.
  */
 static inline bool
 ipv4_fast_ok(const struct rte_ether_hdr *eth, uint16_t data_len)
 {
 	const struct rte_ipv4_hdr *ip = ipv4_of(eth);
-	uint32_t vhl_word, total_len = rte_be_to_cpu_16(ip->total_length);
-	int64_t room = (int64_t)data_len - (int64_t)(sizeof(*eth) + sizeof(*ip));
+	uint32_t vhl_word;
+	int32_t total_len = rte_be_to_cpu_16(ip->total_length);
 
 	memcpy(&vhl_word, &eth->ether_type, sizeof(vhl_word));
-	return ((vhl_word & ETH_IPV4_VHL_MASK) == ETH_IPV4_VHL_WORD) &
-		(ip->time_to_live > 1) &
-		((int64_t)(uint32_t)(total_len - sizeof(*ip)) <= room);
+	if (unlikely((vhl_word & ETH_IPV4_VHL_MASK) != ETH_IPV4_VHL_WORD))
+		return false;
+	if (unlikely(ip->time_to_live <= 1))
+		return false;
+	return likely(((data_len - (int32_t)sizeof(*eth) - total_len) |
+			(total_len - (int32_t)sizeof(*ip))) >= 0);
 }
 
-/* The full check, for packets the fast path refused: FWD_OK or the drop reason. */
-static int
+/*
+ * The full check, for packets the fast path refused: FWD_OK or the drop reason.
+ * Out of line, so that the fast path keeps no values live for it.
+ */
+static __rte_noinline int
 classify(const struct rte_ether_hdr *eth, uint16_t data_len)
 {
 	if (eth->ether_type != RTE_BE16(RTE_ETHER_TYPE_IPV4))
