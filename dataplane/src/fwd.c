@@ -48,22 +48,30 @@ ipv4_hdr_check(const struct rte_ipv4_hdr *ip, uint32_t l3_len)
 /*
  * The common case in one pass over the first 24 bytes: IPv4 without options,
  * TTL > 1, total length within the frame. Anything else takes classify().
+ * 20 <= total_len <= data_len - 14 is one sign test: the OR of the two
+ * differences is negative when either bound fails.
  */
 static inline bool
 ipv4_fast_ok(const struct rte_ether_hdr *eth, uint16_t data_len)
 {
 	const struct rte_ipv4_hdr *ip = ipv4_of(eth);
-	uint32_t vhl_word, total_len = rte_be_to_cpu_16(ip->total_length);
+	uint32_t vhl_word;
+	int32_t total_len = rte_be_to_cpu_16(ip->total_length);
 
 	memcpy(&vhl_word, &eth->ether_type, sizeof(vhl_word));
-	return (vhl_word & ETH_IPV4_VHL_MASK) == ETH_IPV4_VHL_WORD &&
-		ip->time_to_live > 1 &&
-		total_len >= sizeof(*ip) &&
-		total_len + sizeof(*eth) <= data_len;
+	if (unlikely((vhl_word & ETH_IPV4_VHL_MASK) != ETH_IPV4_VHL_WORD))
+		return false;
+	if (unlikely(ip->time_to_live <= 1))
+		return false;
+	return likely(((data_len - (int32_t)sizeof(*eth) - total_len) |
+			(total_len - (int32_t)sizeof(*ip))) >= 0);
 }
 
-/* The full check, for packets the fast path refused: FWD_OK or the drop reason. */
-static int
+/*
+ * The full check, for packets the fast path refused: FWD_OK or the drop reason.
+ * Out of line, so that the fast path keeps no values live for it.
+ */
+static __rte_noinline int
 classify(const struct rte_ether_hdr *eth, uint16_t data_len)
 {
 	if (eth->ether_type != RTE_BE16(RTE_ETHER_TYPE_IPV4))
@@ -78,16 +86,18 @@ classify(const struct rte_ether_hdr *eth, uint16_t data_len)
  * HC' = ~(~HC + ~m + m'), m the 16-bit word holding TTL and protocol.
  * In network order m' = m - 0x0100, so ~m + m' = 0xfeff; the one's-complement
  * sum is byte-order independent, so on the checksum as stored (no byte swap)
- * the constant is rte_cpu_to_be_16(0xfeff). Unlike RFC 1141 (HC + 0x100) it
- * never turns a checksum into 0xffff.
+ * the constant is K = rte_cpu_to_be_16(0xfeff). Unlike RFC 1141 (HC + 0x100)
+ * it never turns a checksum into 0xffff. With the end-around carry c of
+ * ~HC + K, which is set exactly when HC < K, the complement of the sum is
+ * HC - K - c (mod 2^16): one subtract with borrow.
  */
 static inline void
 ttl_decrement(struct rte_ipv4_hdr *ip)
 {
-	uint32_t sum = (uint16_t)~ip->hdr_checksum + (uint32_t)RTE_BE16(0xfeff);
+	uint16_t hc;
+	bool borrow = __builtin_sub_overflow(ip->hdr_checksum, RTE_BE16(0xfeff), &hc);
 
-	sum = (sum & 0xffff) + (sum >> 16);
-	ip->hdr_checksum = (rte_be16_t)~sum;
+	ip->hdr_checksum = (rte_be16_t)(hc - borrow);
 	ip->time_to_live--;
 }
 
@@ -108,90 +118,86 @@ drop(struct fwd_lcore *lc, struct rte_mbuf *m, int reason)
 	rte_pktmbuf_free(m);
 }
 
-/* Forwards one routable packet: TTL and checksum, then MACs. */
-static inline void
-forward_one(const struct fwd_hop *hops, struct rte_ether_hdr *eth, uint32_t hop)
+/*
+ * The next hop of a packet that passed validation, FWD_NO_HOP when no route
+ * covers it. The common case, a valid tbl24 entry with no tbl8 below it, costs
+ * one test (entry layout and flags from rte_lpm.h); rte_lpm_lookup does the rest.
+ */
+static inline uint32_t
+route(const struct rte_lpm *lpm, const struct rte_ether_hdr *eth)
 {
-	ttl_decrement((struct rte_ipv4_hdr *)(eth + 1));
-	mac_rewrite(eth, &hops[hop]);
+	uint32_t dst = rte_be_to_cpu_32(ipv4_of(eth)->dst_addr);
+	uint32_t entry, hop;
+
+	memcpy(&entry, &lpm->tbl24[dst >> 8], sizeof(entry));
+	if (likely((entry & RTE_LPM_VALID_EXT_ENTRY_BITMASK) == RTE_LPM_LOOKUP_SUCCESS))
+		return entry & 0x00ffffff;
+	if (rte_lpm_lookup(lpm, dst, &hop) != 0)
+		return FWD_NO_HOP;
+	return hop;
 }
 
-/* Pass 1 for one packet: its destination, and whether it fails validation. */
-static inline uint64_t
-validate_one(struct rte_mbuf *m, const struct rte_ether_hdr *eth, rte_be32_t *dst, int8_t *reason,
-		uint16_t i)
+/*
+ * Everything for one packet: validate, route, TTL and checksum, MACs; or drop
+ * it (counted by reason, freed). Returns whether the packet is to be sent.
+ */
+static inline bool
+forward_one(struct fwd_lcore *lc, const struct rte_lpm *lpm, const struct fwd_hop *hops,
+		struct rte_mbuf *m, struct rte_ether_hdr *eth)
 {
-	*dst = ipv4_of(eth)->dst_addr;
-	if (likely(ipv4_fast_ok(eth, rte_pktmbuf_data_len(m))))
-		return 0;
-	*reason = (int8_t)classify(eth, rte_pktmbuf_data_len(m));
-	return *reason != FWD_OK ? UINT64_C(1) << i : 0;
+	uint32_t hop;
+	int reason;
+
+	if (unlikely(!ipv4_fast_ok(eth, rte_pktmbuf_data_len(m)))) {
+		reason = classify(eth, rte_pktmbuf_data_len(m));
+		if (reason != FWD_OK) {
+			drop(lc, m, reason);
+			return false;
+		}
+	}
+	hop = route(lpm, eth);
+	if (unlikely(hop == FWD_NO_HOP)) {
+		drop(lc, m, FWD_DROP_NO_ROUTE);
+		return false;
+	}
+	ttl_decrement((struct rte_ipv4_hdr *)(eth + 1));
+	mac_rewrite(eth, &hops[hop]);
+	return true;
 }
 
 uint16_t
 fwd_burst(struct fwd_lcore *lc, struct rte_mbuf **pkts, uint16_t nb_rx)
 {
 	struct rte_ether_hdr *eth[FWD_BURST];
-	rte_be32_t dst[FWD_BURST] __rte_aligned(16);
-	uint32_t hop[FWD_BURST] __rte_aligned(16);
-	int8_t reason[FWD_BURST];
-	const __m128i bswap32 = _mm_set_epi8(12, 13, 14, 15, 8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3);
 	/* locals: stores to packet memory would otherwise force reloads through lc */
 	const struct fwd_hop *hops = lc->hops;
 	const struct rte_lpm *lpm = lc->lpm;
-	uint64_t bad = 0;
-	uint32_t hop_or = 0;
-	uint16_t i, nb_tx = 0, sent;
+	uint16_t i, nb_tx, sent;
 
 	lc->cnt.calls++;
 	lc->cnt.rx += nb_rx;
 
 	/*
 	 * Pass 1: locate and prefetch every header of the burst first, so that
-	 * their cache misses overlap; then validate.
+	 * their cache misses overlap; then forward.
 	 */
+#pragma GCC unroll 4
 	for (i = 0; i < nb_rx; i++) {
 		eth[i] = rte_pktmbuf_mtod(pkts[i], struct rte_ether_hdr *);
 		rte_prefetch0(eth[i]);
 	}
-	for (i = 0; i < nb_rx; i++)
-		bad |= validate_one(pkts[i], eth[i], &dst[i], &reason[i], i);
 
 	/*
-	 * Pass 2: route lookups four at a time, addresses byte-swapped to host
-	 * order in one shuffle. Next-hop ids fit 24 bits, so bit 31 of the OR of
-	 * all results says whether any lookup missed. (hop[] is written by scalar
-	 * stores: reading it back as one 128-bit load would stall on store forwarding.)
+	 * Pass 2, one packet at a time. Until the first drop, pkts[] is already
+	 * the TX list; after it, the packets kept move up to fill the gaps.
 	 */
-	for (i = 0; i + 4 <= nb_rx; i += 4) {
-		rte_lpm_lookupx4(lpm,
-				_mm_shuffle_epi8(_mm_load_si128((const __m128i *)&dst[i]), bswap32),
-				&hop[i], FWD_NO_HOP);
-		hop_or |= hop[i] | hop[i + 1] | hop[i + 2] | hop[i + 3];
-	}
-	for (; i < nb_rx; i++) {
-		if (rte_lpm_lookup(lpm, rte_be_to_cpu_32(dst[i]), &hop[i]) != 0)
-			hop[i] = FWD_NO_HOP;
-		hop_or |= hop[i];
-	}
-
-	/* Pass 3: rewrite what is routable; the common all-good burst needs no checks. */
-	if (likely(bad == 0 && (hop_or & FWD_NO_HOP_BIT) == 0)) {
-		for (i = 0; i < nb_rx; i++)
-			forward_one(hops, eth[i], hop[i]);
-		nb_tx = nb_rx;
-	} else {
-		for (i = 0; i < nb_rx; i++) {
-			if ((bad >> i) & 1)
-				drop(lc, pkts[i], reason[i]);
-			else if (hop[i] == FWD_NO_HOP)
-				drop(lc, pkts[i], FWD_DROP_NO_ROUTE);
-			else {
-				forward_one(hops, eth[i], hop[i]);
-				pkts[nb_tx++] = pkts[i];
-			}
-		}
-	}
+	for (i = 0; i < nb_rx; i++)
+		if (unlikely(!forward_one(lc, lpm, hops, pkts[i], eth[i])))
+			break;
+	nb_tx = i;
+	for (i++; i < nb_rx; i++)
+		if (forward_one(lc, lpm, hops, pkts[i], eth[i]))
+			pkts[nb_tx++] = pkts[i];
 
 	sent = rte_eth_tx_burst(lc->tx_port, lc->tx_queue, pkts, nb_tx);
 	if (unlikely(sent < nb_tx)) {

@@ -12,7 +12,6 @@
 #define FWD_BURST 32		/* packets per RX/TX burst */
 #define FWD_MAX_HOPS 256	/* next hops (LPM next-hop ids) */
 #define FWD_NO_HOP UINT32_MAX	/* LPM miss */
-#define FWD_NO_HOP_BIT (UINT32_C(1) << 31)	/* set only in FWD_NO_HOP: ids fit 24 bits */
 
 /* Why a packet was dropped; reported by name in the JSON report. */
 enum fwd_drop {

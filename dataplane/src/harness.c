@@ -23,17 +23,12 @@ struct flow_tpl {
 	uint16_t dport;
 };
 
-/* Kept in each mbuf's private area: what restores a forwarded packet to its template. */
-struct harness_priv {
-	rte_be16_t hdr_checksum;
-};
-
 struct rte_mempool *
 harness_pool_create(const char *name, unsigned int n, int socket)
 {
 	struct rte_pktmbuf_pool_private priv = {
 		.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE,
-		.mbuf_priv_size = RTE_ALIGN(sizeof(struct harness_priv), RTE_MBUF_PRIV_ALIGN),
+		.mbuf_priv_size = 0,
 	};
 	unsigned int elt = sizeof(struct rte_mbuf) + priv.mbuf_priv_size + priv.mbuf_data_room_size;
 	struct rte_mempool *mp;
@@ -82,7 +77,6 @@ packet_from_template(struct harness *h, struct rte_mbuf *m, const struct flow_tp
 	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
 	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
 	uint16_t l3_len = (uint16_t)(h->pkt_size - sizeof(*eth));
-	struct harness_priv *priv = rte_mbuf_to_priv(m);
 
 	memset(eth, 0, h->pkt_size);
 	eth->dst_addr = (struct rte_ether_addr){ .addr_bytes = { 0x02, 0, 0, 0, 0xfe, 0x01 } };
@@ -98,7 +92,6 @@ packet_from_template(struct harness *h, struct rte_mbuf *m, const struct flow_tp
 	udp->src_port = rte_cpu_to_be_16(f->sport);
 	udp->dst_port = rte_cpu_to_be_16(f->dport);
 	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(l3_len - sizeof(*ip)));
-	priv->hdr_checksum = ip->hdr_checksum;
 	m->data_len = (uint16_t)h->pkt_size;
 	m->pkt_len = h->pkt_size;
 }
@@ -142,6 +135,31 @@ top_up(struct harness *h, unsigned int n, uint32_t nb_flows, uint32_t *next)
 	return done;
 }
 
+/*
+ * Puts a forwarded packet's TTL back to the template's and updates the checksum
+ * to match: RFC 1624 eqn. 3, HC' = ~(~HC + ~m + m'), m the 16-bit word holding
+ * TTL and protocol (byte-order independent, so on the values as stored). Nothing
+ * is kept per packet: a saved copy (in the mbuf's private area) would be one
+ * more cache line per in-flight packet in the working set, which no NIC
+ * touches. The result is congruent to the template's checksum and never
+ * 0xffff; rte_ipv4_cksum, which built the template, never writes 0x0000 but
+ * 0xffff: keep its bytes exactly.
+ */
+static inline void
+restore_ttl(struct rte_ipv4_hdr *ip)
+{
+	rte_be16_t m, m_new;
+	uint32_t sum;
+
+	memcpy(&m, &ip->time_to_live, sizeof(m));
+	ip->time_to_live = HARNESS_TTL;
+	memcpy(&m_new, &ip->time_to_live, sizeof(m_new));
+	sum = (uint32_t)(uint16_t)~ip->hdr_checksum + (uint16_t)~m + m_new;
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	ip->hdr_checksum = sum == 0xffff ? RTE_BE16(0xffff) : (rte_be16_t)~sum;
+}
+
 void
 harness_self_refill(struct harness *h)
 {
@@ -151,11 +169,8 @@ harness_self_refill(struct harness *h)
 	/* Forwarded packets only had TTL, checksum and MACs changed: restore TTL and checksum. */
 	while ((n = rte_ring_sc_dequeue_burst(h->tx_ring, (void **)m, HARNESS_BATCH, NULL)) != 0) {
 		for (i = 0; i < n; i++) {
-			struct rte_ipv4_hdr *ip = rte_pktmbuf_mtod_offset(m[i], struct rte_ipv4_hdr *,
-					sizeof(struct rte_ether_hdr));
-
-			ip->time_to_live = HARNESS_TTL;
-			ip->hdr_checksum = ((struct harness_priv *)rte_mbuf_to_priv(m[i]))->hdr_checksum;
+			restore_ttl(rte_pktmbuf_mtod_offset(m[i], struct rte_ipv4_hdr *,
+					sizeof(struct rte_ether_hdr)));
 			if (h->cold_data)
 				flush_headers(m[i]);
 		}
