@@ -1,4 +1,5 @@
-"""The bisect tests' real 16-commit dataplane repository: its layout and how it is made.
+"""The real 16-commit dataplane repository of the bisect tests (and of the end-to-end bisect through
+an agent, tests/e2e): its layout and how it is made.
 
 Commit layout (index: change), chosen so one search meets every case the issue names:
 

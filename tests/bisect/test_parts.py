@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from perfci_agent.bisect.cache import ResultCache
-from perfci_agent.bisect.cli import BisectUsage, alert_target
+from perfci_agent.bisect.cli import BisectUsage, alert_target, resolve_local_shas
 from perfci_agent.bisect.commits import commit_range
 from perfci_agent.bisect.profile import FunctionDelta, callgrind_self_costs, diff, parse_perf_report
 from perfci_agent.errors import UsageError
@@ -100,3 +100,21 @@ def test_commit_range_is_good_then_first_parent_commits_to_bad(tmp_path):
     for good, bad, message in ((shas[2], shas[0], "not an ancestor"), (shas[1], shas[1], "same commit"), ("nope", "HEAD", "unknown commit")):
         with pytest.raises(UsageError, match=message):
             commit_range(repo, good, bad)
+
+
+def test_server_revisions_full_shas_go_as_given_other_names_resolve_in_the_checkout(tmp_path):
+    upstream, checkout = tmp_path / "upstream", tmp_path / "checkout"
+    for repo in (upstream, checkout):
+        repo.mkdir()
+        git(repo, "init", "-q", "-b", "main")
+        git(repo, "commit", "-q", "--allow-empty", "-m", f"first of {repo.name}")
+        git(repo, "commit", "-q", "--allow-empty", "-m", f"second of {repo.name}")
+    first, second = git(upstream, "log", "--reverse", "--format=%H").split()
+    # `perfci bisect --machine` run inside a checkout that lacks the server's commits
+    assert resolve_local_shas(str(checkout), first.upper(), second) == [first, second]
+    assert resolve_local_shas(None, first, second) == [first, second]
+    assert resolve_local_shas(str(upstream), "HEAD~1", second) == [first, second]
+    with pytest.raises(BisectUsage, match="without --repo"):
+        resolve_local_shas(None, "HEAD~1", second)
+    with pytest.raises(BisectUsage, match="unknown commit"):
+        resolve_local_shas(str(checkout), "HEAD~5", second)

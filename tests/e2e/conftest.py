@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TESTS / "server"))  # server_support
+sys.path.insert(0, str(TESTS / "bisect"))  # bisect_repo: the bisect tests' 16-commit repository
 from server_support import TEST_DATABASE_URL, TEST_REDIS_URL  # noqa: E402
 
 from e2e_support import Stack  # noqa: E402

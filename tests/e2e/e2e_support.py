@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from perfci_agent.measure import default_core
 from perfci_agent.server_api import ServerClient, ServerUnreachable
 from perfci_server.settings import DEVELOPMENT_ADMIN_TOKEN
 from server_support import github_headers
@@ -116,6 +117,29 @@ def start_api(stack: Stack, env: dict[str, str], port: int) -> tuple[Proc, Serve
     return api, admin
 
 
+def start_worker(stack: Stack, env: dict[str, str]) -> Proc:
+    """A real Celery worker on the server's queue (solo pool: one task at a time, logged at info)."""
+    argv = [str(BIN / "python"), "-m", "celery", "-A", "perfci_server.celery_app", "worker", "--pool=solo", "-Q", "perfci",
+            "--loglevel=info", "--without-gossip", "--without-mingle", "--without-heartbeat"]
+    return stack.add("worker", argv, env).start()
+
+
+def agent_argv(tmp: Path, server_url: str, machine_name: str, enrollment_token: str) -> list[str]:
+    """`perfci agent run` with a config file under ``tmp`` (state in ``tmp/agent``; sim, short polls)."""
+    config, state = tmp / "agent.toml", tmp / "agent"
+    config.write_text(
+        f'server_url = "{server_url}"\nmachine_name = "{machine_name}"\nstate_dir = "{state}"\n'
+        f'enrollment_token = "{enrollment_token}"\ncores = [{default_core()}]\nbackends = ["sim"]\npoll_seconds = 0.3\n'
+        'heartbeat_seconds = 5.0\nlog_level = "info"\n'
+    )
+    return [str(BIN / "perfci"), "agent", "run", "--config", str(config)]
+
+
+def agent_env(server: dict[str, str]) -> dict[str, str]:
+    """The agent's environment: the server's without its PERFCI_* settings (the config file rules)."""
+    return {k: v for k, v in server.items() if not k.startswith("PERFCI_")}
+
+
 def healthy(client: ServerClient) -> bool:
     try:
         return client.get("/health")["status"] == "ok"
@@ -127,13 +151,14 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def signed_push(client: ServerClient, repo: Path, full_name: str, shas: list[str]) -> dict[str, Any]:
-    """A signed GitHub push delivery of ``shas`` (oldest first) onto main, built from the repository."""
+def signed_push(client: ServerClient, repo: Path, full_name: str, shas: list[str], before: str = "0" * 40) -> dict[str, Any]:
+    """A signed GitHub push delivery of ``shas`` (oldest first) onto main, built from the repository;
+    ``before`` is main's previous head (none: the branch is new)."""
     commits = []
     for sha in shas:
         name, email, when, message = git(repo, "show", "-s", "--format=%an%x00%ae%x00%aI%x00%s", sha).split("\0")
         commits.append({"id": sha, "message": message, "timestamp": when, "author": {"name": name, "email": email}})
-    payload = {"ref": "refs/heads/main", "before": "0" * 40, "after": shas[-1], "created": True, "deleted": False,
+    payload = {"ref": "refs/heads/main", "before": before, "after": shas[-1], "created": before == "0" * 40, "deleted": False,
                "forced": False, "repository": {"name": full_name.split("/")[-1], "full_name": full_name},
                "commits": commits, "head_commit": commits[-1]}
     body = json.dumps(payload).encode()

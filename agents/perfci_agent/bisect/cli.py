@@ -88,19 +88,24 @@ def run_on_server(client: Any, body: dict[str, Any], err: Console, timeout: floa
     return current
 
 
+def _full_sha(rev: str) -> bool:
+    return len(rev) == 40 and all(c in "0123456789abcdef" for c in rev.lower())
+
+
 def resolve_local_shas(repo: str | None, *revs: str) -> list[str]:
-    """Full SHAs: resolved in ``repo`` when given, else they must already be 40-hex SHAs."""
-    if repo is None:
-        bad = [r for r in revs if len(r) != 40 or any(c not in "0123456789abcdef" for c in r)]
-        if bad:
-            raise BisectUsage(f"without --repo, give full commit SHAs to the server (got {', '.join(bad)})")
-        return list(revs)
+    """Full SHAs for the server. A full SHA is taken as it is (the server knows its repository's
+    commits; the checkout at hand may not have them); other revisions are resolved in ``repo``."""
+    names = [r for r in revs if not _full_sha(r)]
+    if names and repo is None:
+        raise BisectUsage(f"without --repo, give full commit SHAs to the server (got {', '.join(names)})")
+    if not names:
+        return [r.lower() for r in revs]
     from ..errors import UsageError
     from ..workspace import repo_root, resolve_commit
 
     try:
         root = repo_root(repo)
-        return [resolve_commit(root, r) for r in revs]
+        return [r.lower() if _full_sha(r) else resolve_commit(root, r) for r in revs]
     except UsageError as exc:
         raise BisectUsage(str(exc)) from None
 

@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import signal
 
+import pytest
 from typer.testing import CliRunner
 
 from perfci_agent.cli import app
 
 runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def process_setup_undone():
+    """`agent run` sets up its process: root logging on stderr (here the runner's stream, closed
+    after the call) and SIGTERM/SIGINT handlers. In the test process that must end with the test,
+    or every later test that logs at info writes "Logging error" tracebacks into its output."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    signals = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for sig, handler in signals.items():
+        signal.signal(sig, handler)
 
 
 def config(tmp_path, extra: str = "") -> str:
