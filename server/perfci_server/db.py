@@ -78,7 +78,19 @@ def session_scope() -> Iterator[Session]:
     session = new_session()
     try:
         yield session
-        session.commit()
+    except BaseException:
+        end_session(session, commit=False)
+        raise
+    end_session(session, commit=True)
+
+
+def end_session(session: Session, commit: bool) -> None:
+    """Commit (or roll back) and close a session opened with :func:`new_session`."""
+    try:
+        if commit:
+            session.commit()
+        else:
+            session.rollback()
     except BaseException:
         session.rollback()
         raise

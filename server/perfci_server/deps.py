@@ -4,34 +4,45 @@ and the three kinds of caller (agent, admin, reader)."""
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Query
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from . import db
 from .agents import repository as agents_repository
+from .agents.repository import AgentIdentity
 from .errors import Forbidden, Unauthorized
-from .models import Agent
 from .pagination import PageParams
 from .security import AGENT_TOKEN_PREFIX, hash_token
 from .settings import Settings, get_settings
 
 
-def get_session() -> Iterator[Session]:
+async def get_session() -> AsyncIterator[Session]:
     """One transaction per request: committed when the endpoint returns, rolled back if it raises.
 
     Used with scope="function" so the commit happens before the response is sent: a client that
-    got a 2xx can rely on the next request seeing its write.
+    got a 2xx can rely on the next request seeing its write. Async so that only the commit (or
+    rollback) takes a trip to the threadpool: a new session does no I/O until it is first used.
     """
-    with db.session_scope() as session:
+    session = db.new_session()
+    try:
         yield session
+    except BaseException:
+        await run_in_threadpool(db.end_session, session, False)
+        raise
+    await run_in_threadpool(db.end_session, session, True)
+
+
+async def _settings() -> Settings:
+    return get_settings()  # cached; async so it runs on the event loop, not in the threadpool
 
 
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+SettingsDep = Annotated[Settings, Depends(_settings)]
 
 _agent_bearer = HTTPBearer(auto_error=False, scheme_name="AgentToken", description="Agent token from enrollment")
 _admin_bearer = HTTPBearer(auto_error=False, scheme_name="AdminToken", description="PERFCI_ADMIN_TOKEN or an API token")
@@ -45,11 +56,11 @@ def _bearer(credentials: HTTPAuthorizationCredentials | None) -> str:
 
 def current_agent(
     session: SessionDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_agent_bearer)]
-) -> Agent:
+) -> AgentIdentity:
     token = _bearer(credentials)
     if not token.startswith(AGENT_TOKEN_PREFIX):
         raise Forbidden("agent endpoints take an agent token")
-    agent = agents_repository.agent_by_token_hash(session, hash_token(token))
+    agent = agents_repository.agent_identity_by_token_hash(session, hash_token(token))
     if agent is None:
         raise Unauthorized("unknown or revoked agent token")
     return agent
@@ -82,7 +93,7 @@ def require_reader(
         require_admin(session, settings, credentials)
 
 
-AgentDep = Annotated[Agent, Depends(current_agent)]
+AgentDep = Annotated[AgentIdentity, Depends(current_agent)]
 AdminDep = Annotated[None, Depends(require_admin)]
 ReaderDep = Annotated[None, Depends(require_reader)]
 
