@@ -139,22 +139,5 @@ def insert_ignoring_conflicts(
     return session.execute(statement, rows)
 
 
-def copy_rows(session: Session, table: Any, rows: list[dict[str, Any]]) -> None:
-    """Bulk-insert ``rows`` (dicts with the same keys) with PostgreSQL COPY, in the session's transaction.
-
-    The cheapest bulk insert for both sides: no statement to compile or parse per row, one round trip.
-    """
-    from psycopg import sql
-
-    columns = list(rows[0])
-    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
-        sql.Identifier(table.name), sql.SQL(", ").join(sql.Identifier(c) for c in columns)
-    )
-    connection = session.connection().connection.driver_connection
-    with connection.cursor() as cursor, cursor.copy(statement) as copy:
-        for row in rows:
-            copy.write_row([row[c] for c in columns])
-
-
 def is_postgresql(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"

@@ -110,27 +110,11 @@ def _check_belongs_to_job(job: Row[Any], document: ResultDocument) -> None:
 
 
 def _store_samples(session: Session, job: Row[Any], document: ResultDocument) -> None:
-    sample_ids = result_sql.insert_samples(
+    result_sql.insert_samples(
         session,
-        [{"run_id": job.run_id, "rep": s.rep, "raw": s.raw, "running_pct": s.running_pct} for s in document.samples],
-    )
-    result_sql.insert_metric_values(
-        session,
-        [
-            {
-                "sample_id": sample_ids[s.rep],
-                "run_id": job.run_id,
-                "commit_id": job.commit_id,
-                "machine_id": job.machine_id,
-                "config_id": job.config_id,
-                "rep": s.rep,
-                "metric": m.metric,
-                "backend": m.backend.value,
-                "value": m.value,
-            }
-            for s in document.samples
-            for m in s.metrics
-        ],
+        {"run_id": job.run_id, "commit_id": job.commit_id, "machine_id": job.machine_id, "config_id": job.config_id},
+        [{"rep": s.rep, "raw": s.raw, "running_pct": s.running_pct} for s in document.samples],
+        [(s.rep, m.metric, m.backend.value, m.value) for s in document.samples for m in s.metrics],
     )
 
 
