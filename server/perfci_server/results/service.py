@@ -114,7 +114,7 @@ def _store_samples(session: Session, job: Row[Any], document: ResultDocument) ->
         session,
         {"run_id": job.run_id, "commit_id": job.commit_id, "machine_id": job.machine_id, "config_id": job.config_id},
         [{"rep": s.rep, "raw": s.raw, "running_pct": s.running_pct} for s in document.samples],
-        [(s.rep, m.metric, m.backend.value, m.value) for s in document.samples for m in s.metrics],
+        [{"rep": s.rep, "metric": m.metric, "backend": m.backend.value, "value": m.value} for s in document.samples for m in s.metrics],
     )
 
 
