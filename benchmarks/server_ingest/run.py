@@ -1,6 +1,6 @@
 """Ingest benchmark: N simulated agents on loopback against a uvicorn server on PostgreSQL.
 
-Each agent enrolls, then loops claim -> upload (a result of 5 repetitions x every catalogue
+Each agent enrolls, does one unmeasured claim -> upload (the server's warm-up), then loops claim -> upload (a result of 5 repetitions x every catalogue
 (metric, backend) pair, 19 values per repetition) until no job is left. Prints uploads/s, the
 claim/upload latency p50/p99, and the CPU time each party spent in the measured window (this
 load generator, the uvicorn processes, the PostgreSQL backends of the benchmark database), so a
@@ -13,7 +13,12 @@ With no think time the agents form a closed loop that saturates the server, so l
 queueing (Little's law: 50 agents at R requests/s wait ~50/R s per request); --think-ms gives the
 latency at a load below saturation.
 
-Needs the PostgreSQL of `.ci/services`; uses (and recreates) the database `<test database>_bench`.
+Needs the PostgreSQL and Redis of `.ci/services`; uses (and recreates) the database
+`<test database>_bench`. The server sends its Celery tasks to the Redis broker as in production
+(`--redis-url`, default PERFCI_TEST_REDIS_URL) and no worker consumes them, so the figures are
+ingest alone: the regression detection each upload triggers runs on the workers, not in the API.
+The benchmark schedules the pushed commits' jobs itself (what the worker's task would do), checks
+that one detection task was queued per upload, and empties the queue afterwards.
 `--profile` samples the server with py-spy (`pip install py-spy`) during the measured window, only
 threads holding the GIL (where the Python CPU goes), and
 writes folded stacks (one line per stack, sample count last).
@@ -38,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 
 from perfci_agent.metrics import CATALOGUE
@@ -49,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ADMIN_TOKEN = "benchmark-admin-token-not-a-secret-0123456789"
 SECRET = "benchmark-webhook-secret"
 DEFAULT_DB = os.environ.get("PERFCI_TEST_DATABASE_URL", "postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test")
+DEFAULT_REDIS = os.environ.get("PERFCI_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
 class Api:
@@ -118,7 +124,7 @@ def _document_template(machine: dict[str, Any], machine_id: str) -> str:
     return json.dumps(document)
 
 
-def _setup(port: int, machines: int, agents: int, commits: int) -> list[dict[str, Any]]:
+def _setup(port: int, url: str, machines: int, agents: int, commits: int) -> list[dict[str, Any]]:
     admin = Api(port, ADMIN_TOKEN)
     admin.call("POST", "/api/v1/repositories", json.dumps({"name": "bench/dataplane", "forge": "github", "clone_url": "x", "webhook_secret": SECRET}).encode())
     admin.call("POST", "/api/v1/configs", json.dumps({"name": "self-64B"}).encode())
@@ -146,30 +152,76 @@ def _setup(port: int, machines: int, agents: int, commits: int) -> list[dict[str
         "POST", "/api/v1/webhooks/github", body, {"X-GitHub-Event": "push", "X-GitHub-Delivery": "bench-1", "X-Hub-Signature-256": github_signature(SECRET, body)}
     )
     assert status == 202
+    _schedule_jobs(url)
     return enrolled
 
 
+def _schedule_jobs(url: str) -> None:
+    """What the worker's schedule task does with the push (no worker runs during the benchmark)."""
+    from sqlalchemy.orm import Session
+
+    from perfci_server.jobs.service import schedule_commits
+    from perfci_server.models import Commit
+    from perfci_server.settings import Settings
+
+    engine = create_engine(url)
+    with Session(engine) as session, session.begin():
+        commit_ids = list(session.scalars(select(Commit.id).order_by(Commit.id)))
+        schedule_commits(session, commit_ids, Settings(env="development"))
+    engine.dispose()
+
+
+def _queued_tasks(redis_url: str, purge: bool = False) -> dict[str, int]:
+    """Task names waiting in the broker's queue (Celery's Redis transport: one list per queue)."""
+    import redis
+
+    from perfci_server.celery_app import celery_app
+
+    queue = celery_app.conf.task_default_queue
+    client = redis.Redis.from_url(redis_url)
+    counts: dict[str, int] = {}
+    for message in client.lrange(queue, 0, -1):
+        name = json.loads(message)["headers"]["task"]
+        counts[name] = counts.get(name, 0) + 1
+    if purge:
+        client.delete(queue)
+    client.close()
+    return counts
+
+
+def _claim_and_upload(api: Api, agent: dict[str, Any], think: float, claims: list[float], uploads: list[float]) -> bool:
+    """One cycle of an agent; False when no job was left."""
+    t0 = time.perf_counter()
+    status, job = api.call("POST", "/api/v1/agent/jobs/claim", b"")
+    claims.append(time.perf_counter() - t0)
+    if status == 204:
+        return False
+    assert status == 200, job
+    body = agent["template"].replace("@COMMIT@", job["commit"]).encode()
+    if think:
+        time.sleep(think)  # the build and measurement a real agent does between claim and upload
+    t0 = time.perf_counter()
+    status, result = api.call("PUT", f"/api/v1/agent/jobs/{job['job_id']}/attempts/{job['attempt']}/result", body)
+    uploads.append(time.perf_counter() - t0)
+    assert status == 201, result
+    return True
+
+
 def _agent_loop(
-    port: int, agent: dict[str, Any], think: float, claims: list[float], uploads: list[float], lock: threading.Lock, start: threading.Event
+    port: int, agent: dict[str, Any], think: float, claims: list[float], uploads: list[float], lock: threading.Lock,
+    warmed: threading.Barrier, start: threading.Event,
 ) -> None:
     api = Api(port, agent["token"])
-    my_claims, my_uploads = [], []
+    # Warm-up, not measured: the first requests of a server process import and connect what it
+    # then keeps (the Celery transport, database connections); the figures are the steady state.
+    _claim_and_upload(api, agent, 0.0, [], [])
+    warmed.wait()
+    my_claims: list[float] = []
+    my_uploads: list[float] = []
     start.wait()
     time.sleep(think * agent["stagger"])  # with think time, agents do not arrive in lock step
-    while True:
-        t0 = time.perf_counter()
-        status, job = api.call("POST", "/api/v1/agent/jobs/claim", b"")
-        my_claims.append(time.perf_counter() - t0)
-        if status == 204:
-            break
-        assert status == 200, job
-        body = agent["template"].replace("@COMMIT@", job["commit"]).encode()
-        if think:
-            time.sleep(think)  # the build and measurement a real agent does between claim and upload
-        t0 = time.perf_counter()
-        status, result = api.call("PUT", f"/api/v1/agent/jobs/{job['job_id']}/attempts/{job['attempt']}/result", body)
-        my_uploads.append(time.perf_counter() - t0)
-        assert status == 201, result
+    while _claim_and_upload(api, agent, think, my_claims, my_uploads):
+        pass
     with lock:
         claims.extend(my_claims)
         uploads.extend(my_uploads)
@@ -292,6 +344,7 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=100, help="jobs = commits x machines")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
     parser.add_argument("--database-url", default=DEFAULT_DB, help="any database on the server; <its name>_bench is created next to it")
+    parser.add_argument("--redis-url", default=DEFAULT_REDIS, help="the broker the server sends its tasks to (its queue is emptied)")
     parser.add_argument(
         "--think-ms", type=float, default=0.0,
         help="pause between claim and upload (a real agent measures for minutes); 0 = saturate the server",
@@ -302,7 +355,8 @@ def main() -> None:
     url = _recreate_database(args.database_url)
     port = _free_port()
     env = {**os.environ, "PERFCI_DATABASE_URL": url, "PERFCI_ADMIN_TOKEN": ADMIN_TOKEN, "PERFCI_ENV": "production", "PERFCI_DATABASE_POOL_SIZE": "10"}
-    env.pop("PERFCI_BROKER_URL", None)  # scheduling runs in-process; this measures ingest, not Celery
+    env["PERFCI_BROKER_URL"] = args.redis_url  # tasks leave the API process, as in production
+    _queued_tasks(args.redis_url, purge=True)
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "perfci_server.asgi:app", "--host", "127.0.0.1", "--port", str(port), "--workers", str(args.workers), "--no-access-log", "--log-level", "warning"],
         cwd=ROOT,
@@ -312,15 +366,21 @@ def main() -> None:
     profiler = None
     try:
         _wait_until_up(port, server)
-        agents = _setup(port, args.machines, args.agents, args.commits)
+        agents = _setup(port, url, args.machines, args.agents, args.commits)
+        _queued_tasks(args.redis_url, purge=True)  # the push's schedule task, done by _setup
         claims: list[float] = []
         uploads: list[float] = []
-        lock, start = threading.Lock(), threading.Event()
+        lock, warmed, start = threading.Lock(), threading.Barrier(len(agents) + 1), threading.Event()
         for i, agent in enumerate(agents):
             agent["stagger"] = i / len(agents)
-        threads = [threading.Thread(target=_agent_loop, args=(port, a, args.think_ms / 1000, claims, uploads, lock, start)) for a in agents]
+        threads = [
+            threading.Thread(target=_agent_loop, args=(port, a, args.think_ms / 1000, claims, uploads, lock, warmed, start))
+            for a in agents
+        ]
         for t in threads:
             t.start()
+        warmed.wait(timeout=300)
+        _queued_tasks(args.redis_url, purge=True)  # the warm-up uploads' detection tasks
         meter = CpuMeter(server.pid, make_url(url).database or "")
         if args.profile:
             profiler = _start_profiler(server.pid, args.profile)
@@ -338,6 +398,7 @@ def main() -> None:
             profiler.wait(timeout=60)
         server.terminate()
         server.wait(timeout=20)
+        tasks = _queued_tasks(args.redis_url, purge=True)
 
     ms = 1000.0
     values = sum(1 for _ in json.loads(agents[0]["template"])["samples"][0]["metrics"])
@@ -346,6 +407,8 @@ def main() -> None:
     print(f"uploads/s            {len(uploads) / elapsed:8.1f}   ({len(uploads)} uploads in {elapsed:.2f} s)")
     print(f"claim  latency p50   {_percentile(claims, 50) * ms:8.1f} ms   p99 {_percentile(claims, 99) * ms:8.1f} ms   (n={len(claims)})")
     print(f"upload latency p50   {_percentile(uploads, 50) * ms:8.1f} ms   p99 {_percentile(uploads, 99) * ms:8.1f} ms   mean {statistics.fmean(uploads) * ms:.1f} ms")
+    detections = tasks.get("perfci.alerts.detect_run", 0)
+    print(f"tasks queued         {detections} detection task(s) for {len(uploads)} uploads" + ("" if detections == len(uploads) else "   MISMATCH"))
     per_upload = ms / max(1, len(uploads))
     print(
         f"cpu in window        client {cpu['client']:.2f} s ({cpu['client'] * per_upload:.1f} ms/upload)   "

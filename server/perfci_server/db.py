@@ -78,7 +78,19 @@ def session_scope() -> Iterator[Session]:
     session = new_session()
     try:
         yield session
-        session.commit()
+    except BaseException:
+        end_session(session, commit=False)
+        raise
+    end_session(session, commit=True)
+
+
+def end_session(session: Session, commit: bool) -> None:
+    """Commit (or roll back) and close a session opened with :func:`new_session`."""
+    try:
+        if commit:
+            session.commit()
+        else:
+            session.rollback()
     except BaseException:
         session.rollback()
         raise
@@ -125,23 +137,6 @@ def insert_ignoring_conflicts(
     if len(rows) == 1:
         return session.execute(statement.values(rows[0]))
     return session.execute(statement, rows)
-
-
-def copy_rows(session: Session, table: Any, rows: list[dict[str, Any]]) -> None:
-    """Bulk-insert ``rows`` (dicts with the same keys) with PostgreSQL COPY, in the session's transaction.
-
-    The cheapest bulk insert for both sides: no statement to compile or parse per row, one round trip.
-    """
-    from psycopg import sql
-
-    columns = list(rows[0])
-    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
-        sql.Identifier(table.name), sql.SQL(", ").join(sql.Identifier(c) for c in columns)
-    )
-    connection = session.connection().connection.driver_connection
-    with connection.cursor() as cursor, cursor.copy(statement) as copy:
-        for row in rows:
-            copy.write_row([row[c] for c in columns])
 
 
 def is_postgresql(session: Session) -> bool:

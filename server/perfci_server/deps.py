@@ -4,34 +4,83 @@ and the three kinds of caller (agent, admin, reader)."""
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
-from typing import Annotated
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, TypeVar
 
+import anyio
+import anyio.to_thread
+from anyio.lowlevel import RunVar
 from fastapi import Depends, Query
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from . import db
 from .agents import repository as agents_repository
+from .agents.repository import AgentIdentity
 from .errors import Forbidden, Unauthorized
-from .models import Agent
 from .pagination import PageParams
 from .security import AGENT_TOKEN_PREFIX, hash_token
 from .settings import Settings, get_settings
 
+T = TypeVar("T")
 
-def get_session() -> Iterator[Session]:
+
+async def get_session() -> AsyncIterator[Session]:
     """One transaction per request: committed when the endpoint returns, rolled back if it raises.
 
     Used with scope="function" so the commit happens before the response is sent: a client that
-    got a 2xx can rely on the next request seeing its write.
+    got a 2xx can rely on the next request seeing its write. Async so that only the commit (or
+    rollback) takes a trip to the threadpool: a new session does no I/O until it is first used,
+    and one that :func:`committed` already committed has nothing left to send.
     """
-    with db.session_scope() as session:
+    session = db.new_session()
+    try:
         yield session
+    except BaseException:
+        await run_in_threadpool(db.end_session, session, False)
+        raise
+    if session.in_transaction():
+        await run_in_threadpool(db.end_session, session, True)
+    else:
+        session.close()
+
+
+async def committed(session: Session, work: Callable[[], T]) -> T:
+    """Run ``work`` (blocking database code) and commit the request's transaction, in one trip to
+    the threadpool: the hot agent endpoints are async and call this once instead of paying a trip
+    per sync dependency, one for the endpoint and one for the commit. If ``work`` raises, nothing
+    is committed and :func:`get_session` rolls back."""
+
+    def work_then_commit() -> T:
+        result = work()
+        session.commit()
+        return result
+
+    return await anyio.to_thread.run_sync(work_then_commit, limiter=_database_limiter())
+
+
+# At most as many requests in the database at once as the pool keeps connections: the others wait
+# on the event loop instead of opening (and closing) overflow connections, which costs more than
+# the wait. One limiter per event loop, like anyio's own threadpool limiter.
+_DATABASE_LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("perfci_database_limiter")
+
+
+def _database_limiter() -> anyio.CapacityLimiter:
+    try:
+        return _DATABASE_LIMITER.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(get_settings().database_pool_size)
+        _DATABASE_LIMITER.set(limiter)
+        return limiter
+
+
+async def _settings() -> Settings:
+    return get_settings()  # cached; async so it runs on the event loop, not in the threadpool
 
 
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+SettingsDep = Annotated[Settings, Depends(_settings)]
 
 _agent_bearer = HTTPBearer(auto_error=False, scheme_name="AgentToken", description="Agent token from enrollment")
 _admin_bearer = HTTPBearer(auto_error=False, scheme_name="AdminToken", description="PERFCI_ADMIN_TOKEN or an API token")
@@ -43,16 +92,29 @@ def _bearer(credentials: HTTPAuthorizationCredentials | None) -> str:
     return credentials.credentials
 
 
-def current_agent(
-    session: SessionDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_agent_bearer)]
-) -> Agent:
+async def agent_token(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_agent_bearer)]) -> str:
+    """The bearer token of an agent request (401 when missing, 403 for another kind of token);
+    checked against the database by :func:`authenticate_agent`."""
     token = _bearer(credentials)
     if not token.startswith(AGENT_TOKEN_PREFIX):
         raise Forbidden("agent endpoints take an agent token")
-    agent = agents_repository.agent_by_token_hash(session, hash_token(token))
+    return token
+
+
+def authenticate_agent(session: Session, token: str) -> AgentIdentity:
+    """The agent holding ``token``. Looked up on every request (never cached): a revoked token is
+    refused from the next request on."""
+    agent = agents_repository.agent_identity_by_token_hash(session, hash_token(token))
     if agent is None:
         raise Unauthorized("unknown or revoked agent token")
     return agent
+
+
+AgentTokenDep = Annotated[str, Depends(agent_token)]
+
+
+def current_agent(session: SessionDep, token: AgentTokenDep) -> AgentIdentity:
+    return authenticate_agent(session, token)
 
 
 def _is_admin(session: Session, settings: Settings, token: str) -> bool:
@@ -82,7 +144,7 @@ def require_reader(
         require_admin(session, settings, credentials)
 
 
-AgentDep = Annotated[Agent, Depends(current_agent)]
+AgentDep = Annotated[AgentIdentity, Depends(current_agent)]
 AdminDep = Annotated[None, Depends(require_admin)]
 ReaderDep = Annotated[None, Depends(require_reader)]
 

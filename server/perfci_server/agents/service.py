@@ -11,6 +11,7 @@ from ..models import Agent, ApiToken, EnrollmentToken, utcnow
 from ..security import AGENT_TOKEN_PREFIX, API_TOKEN_PREFIX, ENROLLMENT_TOKEN_PREFIX, hash_token, new_token
 from ..settings import Settings
 from . import repository as agent_sql
+from .repository import AgentIdentity
 from .schemas import EnrollRequest, HeartbeatRequest
 
 
@@ -51,12 +52,13 @@ def enroll(session: Session, request: EnrollRequest) -> tuple[Agent, str]:
     return agent, token
 
 
-def heartbeat(session: Session, agent: Agent, request: HeartbeatRequest) -> None:
-    agent.last_seen_at = utcnow()
+def heartbeat(session: Session, agent: AgentIdentity, request: HeartbeatRequest) -> None:
+    changes: dict[str, object] = {}
     if request.backends is not None:
-        agent.backends = [b.value for b in request.backends]
+        changes["backends"] = [b.value for b in request.backends]
     if request.version is not None:
-        agent.version = request.version
+        changes["version"] = request.version
+    agent_sql.touch_agent(session, agent.id, utcnow(), **changes)
 
 
 def revoke_agent(session: Session, agent_id: int) -> Agent:

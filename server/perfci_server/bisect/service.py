@@ -24,7 +24,7 @@ from .. import dispatch
 from ..analysis import bisect as core
 from ..errors import Conflict, NotFound, Unprocessable
 from ..jobs import repository as job_sql
-from ..models import Bisect, BisectStatus, Job, JobState, utcnow
+from ..models import Bisect, BisectStatus, JobState, utcnow
 from ..repos import repository as repo_sql
 from ..settings import Settings
 from . import repository as bisect_sql
@@ -192,10 +192,10 @@ def _finish(session: Session, bisect: Bisect, outcome: core.Outcome) -> None:
     log.info("bisect %d finished: %s — %s", bisect.id, bisect.status, bisect.message)
 
 
-def job_finished(session: Session, job: Job) -> None:
-    """After a result of ``job`` is stored: advance the running bisects of its machine x config
+def job_finished(session: Session, machine_id: int, config_id: int) -> None:
+    """After a result of a machine x config job is stored: advance that machine x config's running bisects
     (after commit, so the task sees the result)."""
-    for bisect_id in bisect_sql.running_ids(session, job.machine_id, job.config_id):
+    for bisect_id in bisect_sql.running_ids(session, machine_id, config_id):
         dispatch.send_after_commit(session, ADVANCE_TASK, bisect_id)
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Select, case, select, update
+from sqlalchemy import Row, Select, bindparam, case, select, text, update
 from sqlalchemy.orm import Session, joinedload
 
 from .. import db
-from ..models import ACTIVE_STATES, BenchConfig, Commit, Job, JobState, Repository, Run, RunStatus, utcnow
+from ..models import ACTIVE_STATES, BenchConfig, Commit, Job, JobState, Machine, Run, RunStatus, utcnow
+from ..models.base import UTCDateTime
 
 
 def insert_missing_jobs(
@@ -40,51 +42,78 @@ def insert_missing_jobs(
     return len(result.all())
 
 
+# The claim, written once as SQL text: the pick of the next job (oldest queued job of the machine,
+# enabled machine, a backend the agent offers) and the columns ClaimedJob is built from.
+_PICK_NEXT_JOB = """
+    SELECT j.id FROM jobs AS j
+    JOIN bench_configs AS c ON c.id = j.config_id
+    JOIN machines AS m ON m.id = j.machine_id
+    WHERE j.machine_id = :machine_id AND j.state = 'queued' AND m.enabled AND c.backend IN :backends
+    ORDER BY j.id LIMIT 1"""
+_LEASE = "state = 'leased', attempts = jobs.attempts + 1, agent_id = :agent_id, lease_expires_at = :lease_until, updated_at = :now"
+_CLAIMED_COLUMNS = """
+    SELECT claimed.id AS job_id, claimed.attempts AS attempt, r.name AS repository, r.clone_url,
+           cm.sha AS commit_sha, c.id, c.name, c.harness, c.pkt_size, c.flows, c.routes, c.packets,
+           c.warmup, c.backend, c.repetitions, c.enabled, c.created_at
+    FROM claimed
+    JOIN commits AS cm ON cm.id = claimed.commit_id
+    JOIN repositories AS r ON r.id = cm.repository_id
+    JOIN bench_configs AS c ON c.id = claimed.config_id"""
+# Typed binds: SQLite stores datetimes as text, in the format of the column type.
+_BACKENDS = bindparam("backends", expanding=True)
+_NOW, _LEASE_UNTIL = bindparam("now", type_=UTCDateTime()), bindparam("lease_until", type_=UTCDateTime())
+
+# PostgreSQL: the whole claim in one statement and one round trip. The pick takes FOR UPDATE SKIP
+# LOCKED, so concurrent claimers each lock a different row instead of queueing on the same one;
+# the lease, the run of the attempt and the agent's last-seen time are written by the same statement.
+_CLAIM_POSTGRESQL = text(f"""
+WITH picked AS ({_PICK_NEXT_JOB} FOR UPDATE OF j SKIP LOCKED),
+claimed AS (
+    UPDATE jobs SET {_LEASE} FROM picked WHERE jobs.id = picked.id AND jobs.state = 'queued'
+    RETURNING jobs.id, jobs.attempts, jobs.commit_id, jobs.config_id
+),
+new_run AS (
+    INSERT INTO runs (job_id, attempt, agent_id, status, backend_reason, created_at)
+    SELECT id, attempts, :agent_id, 'running', '', :now FROM claimed
+),
+seen AS (UPDATE agents SET last_seen_at = :now WHERE id = :agent_id)
+{_CLAIMED_COLUMNS}""").bindparams(_BACKENDS, _NOW, _LEASE_UNTIL)
+
+# SQLite renders no row locks and no data-modifying CTEs, but runs one writer at a time and each
+# statement is atomic; the outer state = 'queued' re-check keeps the UPDATE correct either way.
+_CLAIM_SQLITE_STEPS = (
+    text("UPDATE agents SET last_seen_at = :now WHERE id = :agent_id").bindparams(_NOW),
+    text(f"UPDATE jobs SET {_LEASE} WHERE jobs.id = ({_PICK_NEXT_JOB}) AND jobs.state = 'queued' RETURNING id, attempts")
+    .bindparams(_BACKENDS, _NOW, _LEASE_UNTIL),
+    text("INSERT INTO runs (job_id, attempt, agent_id, status, backend_reason, created_at) "
+         "VALUES (:job_id, :attempt, :agent_id, 'running', '', :now)").bindparams(_NOW),
+    text(f"WITH claimed AS (SELECT id, attempts, commit_id, config_id FROM jobs WHERE id = :job_id) {_CLAIMED_COLUMNS}"),
+)
+
+
 def claim_next(
-    session: Session, machine_id: int, agent_id: int, backends: Sequence[str], lease_until: datetime
-) -> tuple[int, int] | None:
-    """Lease the oldest queued job of this machine whose backend the agent offers: (job id, attempt).
+    session: Session, machine_id: int, agent_id: int, backends: Sequence[str], now: datetime, lease_until: datetime
+) -> Row[Any] | None:
+    """Lease the oldest queued job of this machine whose backend the agent offers, create the run
+    of the attempt and note the agent as seen; None when no job is waiting (or the machine is
+    disabled). The row: job_id, attempt, repository, clone_url, commit_sha and the config's columns.
 
-    One UPDATE whose target is chosen by a sub-select. On PostgreSQL the sub-select takes
-    ``FOR UPDATE SKIP LOCKED``, so concurrent claimers each lock a different row instead of
-    queueing on the same one. SQLite renders no row locks, but it runs one writer at a time and
-    the statement is atomic; the outer ``state = 'queued'`` re-check keeps it correct either way.
+    Core/text statements only: the ORM would also try to synchronise a session that holds no jobs,
+    at several times the cost of the statements themselves.
     """
-    # Core statements on the tables: the ORM-enabled UPDATE would also try to synchronise a
-    # session that holds no jobs, at several times the cost of the statement itself.
-    jobs, configs = Job.__table__, BenchConfig.__table__
-    next_job = (
-        select(jobs.c.id)
-        .join(configs, configs.c.id == jobs.c.config_id)
-        .where(
-            jobs.c.machine_id == machine_id,
-            jobs.c.state == JobState.QUEUED.value,
-            configs.c.backend.in_(["auto", *backends]),
-        )
-        .order_by(jobs.c.id)
-        .limit(1)
-        .with_for_update(skip_locked=True, of=jobs)
-        .scalar_subquery()
-    )
-    statement = (
-        update(jobs)
-        .where(jobs.c.id == next_job, jobs.c.state == JobState.QUEUED.value)
-        .values(
-            state=JobState.LEASED.value,
-            attempts=jobs.c.attempts + 1,
-            agent_id=agent_id,
-            lease_expires_at=lease_until,
-            updated_at=utcnow(),
-        )
-        .returning(jobs.c.id, jobs.c.attempts)
-    )
-    row = session.execute(statement).first()
-    return (row[0], row[1]) if row else None
-
-
-def add_run(session: Session, job_id: int, attempt: int, agent_id: int) -> None:
-    row = {"job_id": job_id, "attempt": attempt, "agent_id": agent_id, "status": RunStatus.RUNNING.value, "backend_reason": "", "created_at": utcnow()}
-    session.execute(Run.__table__.insert().values(row))
+    params: dict[str, Any] = {
+        "machine_id": machine_id, "agent_id": agent_id, "backends": ["auto", *backends], "now": now, "lease_until": lease_until,
+    }
+    if db.is_postgresql(session):
+        return session.execute(_CLAIM_POSTGRESQL, params).first()
+    seen, lease, add_run, context = _CLAIM_SQLITE_STEPS
+    session.execute(seen, params)
+    leased = session.execute(lease, params).first()
+    if leased is None:
+        return None
+    params.update(job_id=leased.id, attempt=leased.attempts)
+    session.execute(add_run, params)
+    return session.execute(context, params).one()
 
 
 def job_with_context(session: Session, job_id: int) -> Job | None:
@@ -97,37 +126,64 @@ def job_with_context(session: Session, job_id: int) -> Job | None:
     return session.scalar(statement)
 
 
-def claim_context(session: Session, job_id: int) -> tuple[Commit, Repository, BenchConfig]:
-    """The commit, repository and config a claimed job needs, in one query."""
-    statement = (
-        select(Commit, Repository, BenchConfig)
-        .join(Job, Job.commit_id == Commit.id)
-        .join(Repository, Repository.id == Commit.repository_id)
-        .join(BenchConfig, BenchConfig.id == Job.config_id)
-        .where(Job.id == job_id)
-    )
-    commit, repository, config = session.execute(statement).one()
-    return commit, repository, config
-
-
 def lock_job(session: Session, job_id: int) -> Job | None:
     """The job row, locked for the rest of the transaction (serialises upload/failure against the sweep)."""
     return session.scalar(select(Job).where(Job.id == job_id).with_for_update())
 
 
-def lock_job_for_result(session: Session, job_id: int, attempt: int) -> tuple[Job, Run | None, Commit, BenchConfig] | None:
-    """As :func:`lock_job` (only the job row is locked), with the run of ``attempt``, the commit and
-    the config a result is checked against: one round trip for the upload instead of four."""
-    statement = (
-        select(Job, Run, Commit, BenchConfig)
-        .join(Commit, Commit.id == Job.commit_id)
-        .join(BenchConfig, BenchConfig.id == Job.config_id)
-        .outerjoin(Run, (Run.job_id == Job.id) & (Run.attempt == attempt))
-        .where(Job.id == job_id)
-        .with_for_update(of=Job)
+_jobs, _runs, _commits, _configs, _machines = (
+    Job.__table__, Run.__table__, Commit.__table__, BenchConfig.__table__, Machine.__table__
+)
+# Built once (Core, no ORM entities to load): the job with what an upload is checked against.
+_LOCK_JOB_FOR_RESULT = (
+    select(
+        _jobs.c.id.label("job_id"), _jobs.c.machine_id, _jobs.c.commit_id, _jobs.c.config_id, _jobs.c.state,
+        _jobs.c.attempts, _jobs.c.max_attempts, _jobs.c.agent_id,
+        _runs.c.id.label("run_id"), _runs.c.status.label("run_status"), _runs.c.document_sha256,
+        _commits.c.sha.label("commit_sha"), _machines.c.fingerprint,
+        *(column for column in _configs.c),
     )
-    row = session.execute(statement).first()
-    return (row[0], row[1], row[2], row[3]) if row else None
+    .join(_commits, _commits.c.id == _jobs.c.commit_id)
+    .join(_configs, _configs.c.id == _jobs.c.config_id)
+    .join(_machines, _machines.c.id == _jobs.c.machine_id)
+    .outerjoin(_runs, (_runs.c.job_id == _jobs.c.id) & (_runs.c.attempt == bindparam("attempt")))
+    .where(_jobs.c.id == bindparam("job_id"))
+    .with_for_update(of=_jobs)
+)
+
+
+def lock_job_for_result(session: Session, job_id: int, attempt: int) -> Row[Any] | None:
+    """As :func:`lock_job` (only the job row is locked), in one round trip: the job's columns
+    (``job_id``, ``machine_id``, ``state``, ``attempts``, ...), the run of ``attempt`` (``run_id``,
+    ``run_status``, ``document_sha256``; None without one), ``commit_sha``, the machine's
+    ``fingerprint`` and the config's columns under their own names."""
+    return session.execute(_LOCK_JOB_FOR_RESULT, {"job_id": job_id, "attempt": attempt}).first()
+
+
+_RESULT_COLUMNS = (
+    "status", "reason", "log_tail", "backend", "backend_reason", "build_id", "tuning",
+    "started_at", "finished_at", "received_at", "document_sha256",
+)
+_RECORD_RESULT = (
+    update(_runs)
+    .where(_runs.c.id == bindparam("run_id"))
+    .values({name: bindparam(f"new_{name}") for name in _RESULT_COLUMNS})
+)
+_SETTLE_JOB = (
+    update(_jobs)
+    .where(_jobs.c.id == bindparam("job_id"))
+    .values(state=bindparam("state"), agent_id=bindparam("agent_id"), lease_expires_at=None, updated_at=bindparam("now"))
+)
+
+
+def record_result(session: Session, run_id: int, **columns: Any) -> None:
+    """Write the outcome of a run: every one of the result columns (status, what the document says)."""
+    session.execute(_RECORD_RESULT, {"run_id": run_id, **{f"new_{name}": columns[name] for name in _RESULT_COLUMNS}})
+
+
+def settle_job(session: Session, job_id: int, state: str, agent_id: int | None, now: datetime) -> None:
+    """The job after an attempt ended: its new state, no lease, the agent kept unless requeued."""
+    session.execute(_SETTLE_JOB, {"job_id": job_id, "state": state, "agent_id": agent_id, "now": now})
 
 
 def renew_lease(session: Session, job_id: int, attempt: int, agent_id: int, until: datetime) -> bool:

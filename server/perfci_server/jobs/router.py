@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from ..deps import AgentDep, PageDep, ReaderDep, SessionDep, SettingsDep
+from ..deps import AgentDep, AgentTokenDep, PageDep, ReaderDep, SessionDep, SettingsDep, authenticate_agent, committed
 from ..errors import Conflict, Forbidden, NotFound, Unauthorized, Unprocessable, responses
 from ..models import JobState, utcnow
 from ..pagination import Page, paginate
@@ -25,12 +25,12 @@ _AGENT_ERRORS = (Unauthorized, Forbidden)
     response_model=ClaimedJob,
     responses={204: {"description": "No job is waiting for this machine"}, **responses(*_AGENT_ERRORS)},
 )
-def claim(session: SessionDep, agent: AgentDep, settings: SettingsDep) -> ClaimedJob | Response:
+async def claim(session: SessionDep, token: AgentTokenDep, settings: SettingsDep) -> ClaimedJob | Response:
     """Lease the next queued job for this agent's machine (atomic: no two agents get the same job)."""
-    claimed = service.claim(session, agent, settings)
+    claimed = await committed(session, lambda: service.claim(session, authenticate_agent(session, token), settings))
     if claimed is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return claimed
+    return Response(claimed.model_dump_json(), media_type="application/json")  # already a ClaimedJob
 
 
 @agent_router.post("/{job_id}/lease", responses=responses(*_AGENT_ERRORS, NotFound, Conflict))

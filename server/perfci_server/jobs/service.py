@@ -6,14 +6,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
+from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from ..configs import repository as config_sql
 from ..configs.schemas import ConfigRead
 from ..errors import Conflict, NotFound
 from ..machines import repository as machine_sql
-from ..models import ACTIVE_STATES, Agent, Job, JobState, Run, RunStatus, utcnow
+from ..agents import repository as agent_sql
+from ..agents.repository import AgentIdentity
+from ..models import ACTIVE_STATES, Job, JobState, Run, RunStatus, utcnow
 from ..settings import Settings
 from . import repository as job_sql
 from .schemas import ClaimedJob, JobDetail, JobOutcome, JobRead, RunRead
@@ -30,35 +34,34 @@ def schedule_commits(session: Session, commit_ids: Sequence[int], settings: Sett
     return created
 
 
-def claim(session: Session, agent: Agent, settings: Settings) -> ClaimedJob | None:
+def claim(session: Session, agent: AgentIdentity, settings: Settings) -> ClaimedJob | None:
     now = utcnow()
-    agent.last_seen_at = now
-    if not agent.machine.enabled:
-        return None
     lease_until = now + timedelta(seconds=settings.lease_seconds)
-    claimed = job_sql.claim_next(session, agent.machine_id, agent.id, agent.backends, lease_until)
+    claimed = job_sql.claim_next(session, agent.machine_id, agent.id, agent.backends, now, lease_until)
     if claimed is None:
         return None
-    job_id, attempt = claimed
-    job_sql.add_run(session, job_id, attempt, agent.id)
-    commit, repo, config_row = job_sql.claim_context(session, job_id)
-    config = ConfigRead.model_validate(config_row)
+    config = ConfigRead.model_validate(claimed._mapping)
     return ClaimedJob(
-        job_id=job_id,
-        attempt=attempt,
+        job_id=claimed.job_id,
+        attempt=claimed.attempt,
         lease_expires_at=lease_until,
         lease_seconds=settings.lease_seconds,
-        repository=repo.name,
-        clone_url=repo.clone_url,
-        commit=commit.sha,
+        repository=claimed.repository,
+        clone_url=claimed.clone_url,
+        commit=claimed.commit_sha,
         config=config.bench_config(),
         backend=config.backend,
         repetitions=config.repetitions,
     )
 
 
-def current_attempt(session: Session, agent: Agent, job_id: int, attempt: int, locked: Job | None = None) -> Job:
-    """The job, locked, provided ``attempt`` is the agent's live attempt at it; else 404/409."""
+def current_attempt(
+    session: Session, agent: AgentIdentity, job_id: int, attempt: int, locked: Job | Row[Any] | None = None
+) -> Job | Row[Any]:
+    """The job, locked, provided ``attempt`` is the agent's live attempt at it; else 404/409.
+
+    ``locked`` is a job the caller has already locked: a Job, or a row with its columns.
+    """
     job = locked or job_sql.lock_job(session, job_id)
     if job is None or job.machine_id != agent.machine_id:
         raise NotFound(f"no job {job_id} for this agent's machine")
@@ -70,33 +73,37 @@ def current_attempt(session: Session, agent: Agent, job_id: int, attempt: int, l
     return job
 
 
-def renew_lease(session: Session, agent: Agent, job_id: int, attempt: int, settings: Settings) -> timedelta:
+def renew_lease(session: Session, agent: AgentIdentity, job_id: int, attempt: int, settings: Settings) -> timedelta:
     until = utcnow() + timedelta(seconds=settings.lease_seconds)
     if not job_sql.renew_lease(session, job_id, attempt, agent.id, until):
         current_attempt(session, agent, job_id, attempt)  # raises the precise 404/409
-    agent.last_seen_at = utcnow()
+    agent_sql.touch_agent(session, agent.id, utcnow())
     return timedelta(seconds=settings.lease_seconds)
 
 
-def finish_attempt(job: Job, run: Run, status: RunStatus) -> None:
-    """Settle the job after an attempt ended with ``status``.
+def next_job_state(status: RunStatus, attempts: int, max_attempts: int) -> JobState:
+    """The job's state after an attempt ended with ``status``.
 
     A build failure is deterministic (a later attempt builds the same commit), so it ends the job;
     run failures and agent errors are retried while attempts remain.
     """
+    if status is RunStatus.OK:
+        return JobState.DONE
+    if status is RunStatus.BUILD_FAILED or attempts >= max_attempts:
+        return JobState.FAILED
+    return JobState.QUEUED
+
+
+def finish_attempt(job: Job, run: Run, status: RunStatus) -> None:
+    """Settle the job (loaded as ORM objects) after an attempt ended with ``status``."""
     run.status = status.value
     run.finished_at = run.finished_at or utcnow()
-    if status is RunStatus.OK:
-        job.state = JobState.DONE.value
-    elif status is RunStatus.BUILD_FAILED or job.attempts >= job.max_attempts:
-        job.state = JobState.FAILED.value
-    else:
-        job.state = JobState.QUEUED.value
+    job.state = next_job_state(status, job.attempts, job.max_attempts).value
     job.lease_expires_at = None
     job.agent_id = None if job.state == JobState.QUEUED.value else job.agent_id
 
 
-def report_failure(session: Session, agent: Agent, job_id: int, attempt: int, reason: str, log_tail: str | None) -> JobOutcome:
+def report_failure(session: Session, agent: AgentIdentity, job_id: int, attempt: int, reason: str, log_tail: str | None) -> JobOutcome:
     job = current_attempt(session, agent, job_id, attempt)
     run = job_sql.run_for_attempt(session, job_id, attempt)
     assert run is not None, "every claim creates its run"
@@ -105,7 +112,7 @@ def report_failure(session: Session, agent: Agent, job_id: int, attempt: int, re
     return JobOutcome(job_id=job.id, attempt=attempt, job_state=job.state, run_status=run.status)
 
 
-def release_attempt(session: Session, agent: Agent, job_id: int, attempt: int, reason: str) -> JobOutcome:
+def release_attempt(session: Session, agent: AgentIdentity, job_id: int, attempt: int, reason: str) -> JobOutcome:
     """Requeue the job now instead of when the lease expires. A release is the agent's choice (it
     is stopping), not the job's fault, so it does not use up one of the job's attempts."""
     job = current_attempt(session, agent, job_id, attempt)

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 
 from perfci_agent.metrics import Backend
 from perfci_agent.result import ResultDocument
 
 from ..alerts.service import schedule_detection
 from ..bodies import limited_body
-from ..deps import AgentDep, ReaderDep, SessionDep
+from ..deps import AgentTokenDep, ReaderDep, SessionDep, authenticate_agent, committed
 from ..errors import Conflict, Forbidden, NotFound, PayloadTooLarge, Unauthorized, Unprocessable, responses
 from . import service
 from .schemas import Comparison, Series, UploadAccepted
@@ -34,13 +34,19 @@ _DOCUMENT_REF = "#/components/schemas/ResultDocument"
     },
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": _DOCUMENT_REF}}}}},
 )
-def upload_result(job_id: int, attempt: int, body: UploadBody, session: SessionDep, agent: AgentDep) -> JSONResponse:
+async def upload_result(job_id: int, attempt: int, body: UploadBody, session: SessionDep, token: AgentTokenDep) -> Response:
     """Upload the `perfci measure --json` document of one attempt (idempotent on job + attempt)."""
-    document = service.parse_result_document(body)
-    accepted = service.ingest(session, agent, job_id, attempt, document)
-    if accepted.run_status == "ok" and not accepted.duplicate:
-        schedule_detection(session, accepted.run_id)  # sent after the upload commits
-    return JSONResponse(accepted.model_dump(mode="json"), status_code=200 if accepted.duplicate else 201)
+
+    def upload() -> UploadAccepted:
+        agent = authenticate_agent(session, token)
+        document = service.parse_result_document(body)
+        accepted = service.ingest(session, agent, job_id, attempt, document)
+        if accepted.run_status == "ok" and not accepted.duplicate:
+            schedule_detection(session, accepted.run_id)  # sent after the upload commits
+        return accepted
+
+    accepted = await committed(session, upload)
+    return Response(accepted.model_dump_json(), status_code=200 if accepted.duplicate else 201, media_type="application/json")
 
 
 @router.get("/series", responses=responses(Unauthorized, NotFound))

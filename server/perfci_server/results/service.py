@@ -6,13 +6,16 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
+from typing import Any
 
 from pydantic import ValidationError
+from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from perfci_agent import metrics as catalogue
 from perfci_agent.result import ResultDocument
 
+from ..agents.repository import AgentIdentity
 from ..analysis.compare import compare as two_sample_verdict
 from ..analysis.detect import Settings as DetectionSettings
 from ..bisect import service as bisect_service
@@ -21,7 +24,7 @@ from ..configs.schemas import ConfigRead
 from ..errors import Conflict, NotFound, Unprocessable, summarize, validation_details
 from ..jobs import repository as job_sql
 from ..jobs import service as job_service
-from ..models import Agent, BenchConfig, Commit, Job, Run, RunStatus, utcnow
+from ..models import JobState, RunStatus, utcnow
 from ..repos import repository as repo_sql
 from . import repository as result_sql
 from .schemas import Comparison, MetricComparison, Series, SeriesPoint, SeriesSample, UploadAccepted
@@ -44,47 +47,63 @@ def document_digest(document: ResultDocument) -> str:
     return hashlib.sha256(document.model_dump_json(by_alias=True).encode()).hexdigest()
 
 
-def ingest(session: Session, agent: Agent, job_id: int, attempt: int, document: ResultDocument) -> UploadAccepted:
+def ingest(session: Session, agent: AgentIdentity, job_id: int, attempt: int, document: ResultDocument) -> UploadAccepted:
     """Store the result of one attempt; idempotent on (job, attempt), one result set per job.
 
     Re-sending the stored document returns the stored outcome; a different document for the same
     attempt, or any document for an attempt that is no longer current (lease expired and the job
     requeued, or the job already finished), is a 409.
+
+    Core statements throughout (lock and read, the run, the samples, the values, the job): an
+    upload is the hot path and the ORM's unit of work would cost more than the SQL.
     """
     digest = document_digest(document)
-    locked = job_sql.lock_job_for_result(session, job_id, attempt)
-    if locked is None or locked[0].machine_id != agent.machine_id:
+    job = job_sql.lock_job_for_result(session, job_id, attempt)
+    if job is None or job.machine_id != agent.machine_id:
         raise NotFound(f"no job {job_id} for this agent's machine")
-    job, run, commit, config_row = locked
-    if run is not None and run.document_sha256 is not None:
-        if run.document_sha256 != digest:
+    if job.run_id is not None and job.document_sha256 is not None:
+        if job.document_sha256 != digest:
             raise Conflict(f"attempt {attempt} of job {job_id} already has a different result")
-        return _accepted(job, run, document, duplicate=True)
-    job = job_service.current_attempt(session, agent, job_id, attempt, locked=job)
-    assert run is not None, "every claim creates its run"
-    _check_belongs_to_job(agent, commit, config_row, document)
+        return _accepted(job, attempt, job.run_status, job.state, document, duplicate=True)
+    job_service.current_attempt(session, agent, job_id, attempt, locked=job)
+    assert job.run_id is not None, "every claim creates its run"
+    _check_belongs_to_job(job, document)
 
-    run.status = document.status
-    run.reason, run.log_tail = document.reason, document.log_tail
-    run.backend, run.backend_reason, run.build_id = document.backend.value, document.backend_reason, document.build_id
-    run.tuning = document.tuning.model_dump(mode="json")
-    run.started_at, run.finished_at, run.received_at = document.started_at, document.finished_at, utcnow()
-    run.document_sha256 = digest
-    session.flush()  # the run's status must be 'ok' in the database before the one-ok-run index is checked
-    _store_samples(session, job, run, document)
-    job_service.finish_attempt(job, run, RunStatus(document.status))
-    bisect_service.job_finished(session, job)
-    return _accepted(job, run, document, duplicate=False)
+    status = RunStatus(document.status)
+    now = utcnow()
+    # The run's status is 'ok' in the database before any sample is stored: a second ok run of
+    # the job fails on the one-ok-run index before it writes anything else.
+    job_sql.record_result(
+        session,
+        job.run_id,
+        status=status.value,
+        reason=document.reason,
+        log_tail=document.log_tail,
+        backend=document.backend.value,
+        backend_reason=document.backend_reason,
+        build_id=document.build_id,
+        tuning=document.tuning.model_dump(mode="json"),
+        started_at=document.started_at,
+        finished_at=document.finished_at,
+        received_at=now,
+        document_sha256=digest,
+    )
+    _store_samples(session, job, document)
+    state = job_service.next_job_state(status, job.attempts, job.max_attempts)
+    job_sql.settle_job(session, job_id, state.value, None if state is JobState.QUEUED else job.agent_id, now)
+    bisect_service.job_finished(session, job.machine_id, job.config_id)
+    return _accepted(job, attempt, status.value, state.value, document, duplicate=False)
 
 
-def _check_belongs_to_job(agent: Agent, commit: Commit, config_row: BenchConfig, document: ResultDocument) -> None:
-    config = ConfigRead.model_validate(config_row)
+def _check_belongs_to_job(job: Row[Any], document: ResultDocument) -> None:
+    """``job``: the row of :func:`jobs.repository.lock_job_for_result` (commit, machine, config)."""
+    config = ConfigRead.model_validate(job._mapping)
     problems = []
-    if document.commit != commit.sha:
-        problems.append(f"commit {document.commit} is not the job's commit {commit.sha}")
+    if document.commit != job.commit_sha:
+        problems.append(f"commit {document.commit} is not the job's commit {job.commit_sha}")
     if document.config != config.bench_config().as_run_by(document.backend):
         problems.append(f"config {document.config.name!r} does not match the job's config {config.name!r}")
-    if document.machine_id != agent.machine.fingerprint:
+    if document.machine_id != job.fingerprint:
         problems.append("machine_id is not the fingerprint this agent enrolled with")
     if config.backend != "auto" and document.backend.value != config.backend:
         problems.append(f"config {config.name!r} requires backend {config.backend}, result used {document.backend.value}")
@@ -92,38 +111,22 @@ def _check_belongs_to_job(agent: Agent, commit: Commit, config_row: BenchConfig,
         raise Unprocessable("result does not belong to this job: " + "; ".join(problems), problems)
 
 
-def _store_samples(session: Session, job: Job, run: Run, document: ResultDocument) -> None:
-    sample_ids = result_sql.insert_samples(
+def _store_samples(session: Session, job: Row[Any], document: ResultDocument) -> None:
+    result_sql.insert_samples(
         session,
-        [{"run_id": run.id, "rep": s.rep, "raw": s.raw, "running_pct": s.running_pct} for s in document.samples],
-    )
-    result_sql.insert_metric_values(
-        session,
-        [
-            {
-                "sample_id": sample_ids[s.rep],
-                "run_id": run.id,
-                "commit_id": job.commit_id,
-                "machine_id": job.machine_id,
-                "config_id": job.config_id,
-                "rep": s.rep,
-                "metric": m.metric,
-                "backend": m.backend.value,
-                "value": m.value,
-            }
-            for s in document.samples
-            for m in s.metrics
-        ],
+        {"run_id": job.run_id, "commit_id": job.commit_id, "machine_id": job.machine_id, "config_id": job.config_id},
+        [{"rep": s.rep, "raw": s.raw, "running_pct": s.running_pct} for s in document.samples],
+        [{"rep": s.rep, "metric": m.metric, "backend": m.backend.value, "value": m.value} for s in document.samples for m in s.metrics],
     )
 
 
-def _accepted(job: Job, run: Run, document: ResultDocument, duplicate: bool) -> UploadAccepted:
+def _accepted(job: Row[Any], attempt: int, run_status: str, job_state: str, document: ResultDocument, duplicate: bool) -> UploadAccepted:
     return UploadAccepted(
-        job_id=job.id,
-        attempt=run.attempt,
-        run_id=run.id,
-        run_status=run.status,
-        job_state=job.state,
+        job_id=job.job_id,
+        attempt=attempt,
+        run_id=job.run_id,
+        run_status=run_status,
+        job_state=job_state,
         samples=len(document.samples),
         metric_values=sum(len(s.metrics) for s in document.samples),
         duplicate=duplicate,
