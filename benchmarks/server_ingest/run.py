@@ -18,7 +18,8 @@ Needs the PostgreSQL and Redis of `.ci/services`; uses (and recreates) the datab
 (`--redis-url`, default PERFCI_TEST_REDIS_URL) and no worker consumes them, so the figures are
 ingest alone: the regression detection each upload triggers runs on the workers, not in the API.
 The benchmark schedules the pushed commits' jobs itself (what the worker's task would do), checks
-that one detection task was queued per upload, and empties the queue afterwards.
+that every upload left its run awaiting detection and that one detection task waits per machine
+(uploads coalesce: alerts.service.schedule_detection), and empties the queue afterwards.
 `--profile` samples the server with py-spy (`pip install py-spy`) during the measured window, only
 threads holding the GIL (where the Python CPU goes), and
 writes folded stacks (one line per stack, sample count last).
@@ -48,6 +49,7 @@ from sqlalchemy.engine import make_url
 
 from perfci_agent.metrics import CATALOGUE
 from perfci_server import migrate
+from perfci_server.alerts.service import DETECT_TASK
 from perfci_server.security import github_signature
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,7 +174,9 @@ def _schedule_jobs(url: str) -> None:
 
 
 def _queued_tasks(redis_url: str, purge: bool = False) -> dict[str, int]:
-    """Task names waiting in the broker's queue (Celery's Redis transport: one list per queue)."""
+    """Task names waiting in the broker's queue (Celery's Redis transport: one list per queue).
+    ``purge`` also drops the marks of coalesced tasks (dispatch.send_once_after_commit), as a
+    worker taking those tasks would."""
     import redis
 
     from perfci_server.celery_app import celery_app
@@ -184,9 +188,18 @@ def _queued_tasks(redis_url: str, purge: bool = False) -> dict[str, int]:
         name = json.loads(message)["headers"]["task"]
         counts[name] = counts.get(name, 0) + 1
     if purge:
-        client.delete(queue)
+        client.delete(queue, *client.keys("perfci.queued:*"))
     client.close()
     return counts
+
+
+def _runs_awaiting_detection(url: str) -> tuple[int, int]:
+    """(successful runs, those detection has not analysed yet) in the benchmark database."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        row = conn.execute(text("SELECT count(*), count(*) FILTER (WHERE detected_at IS NULL) FROM runs WHERE status = 'ok'")).one()
+    engine.dispose()
+    return row[0], row[1]
 
 
 def _claim_and_upload(api: Api, agent: dict[str, Any], think: float, claims: list[float], uploads: list[float]) -> bool:
@@ -407,8 +420,10 @@ def main() -> None:
     print(f"uploads/s            {len(uploads) / elapsed:8.1f}   ({len(uploads)} uploads in {elapsed:.2f} s)")
     print(f"claim  latency p50   {_percentile(claims, 50) * ms:8.1f} ms   p99 {_percentile(claims, 99) * ms:8.1f} ms   (n={len(claims)})")
     print(f"upload latency p50   {_percentile(uploads, 50) * ms:8.1f} ms   p99 {_percentile(uploads, 99) * ms:8.1f} ms   mean {statistics.fmean(uploads) * ms:.1f} ms")
-    detections = tasks.get("perfci.alerts.detect_run", 0)
-    print(f"tasks queued         {detections} detection task(s) for {len(uploads)} uploads" + ("" if detections == len(uploads) else "   MISMATCH"))
+    detections = tasks.get(DETECT_TASK, 0)
+    ok_runs, awaiting = _runs_awaiting_detection(url)
+    print(f"detection            {detections} task(s) queued for {len(uploads)} uploads on {args.machines} machines (one waits per machine); "
+          f"{awaiting} of {ok_runs} runs await it" + ("" if detections == args.machines and awaiting == ok_runs else "   MISMATCH"))
     per_upload = ms / max(1, len(uploads))
     print(
         f"cpu in window        client {cpu['client']:.2f} s ({cpu['client'] * per_upload:.1f} ms/upload)   "

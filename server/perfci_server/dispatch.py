@@ -1,19 +1,31 @@
 """Send Celery tasks only after the current transaction commits (the task must see the rows).
 
 ``sender`` is the one place a task leaves the process; tests replace it to record what was sent.
+
+:func:`send_once_after_commit` coalesces: at most one task of a name and arguments waits in the
+queue at a time. Its mark is a Redis key set with NX next to the broker's queue; the task removes
+it with :func:`started` before it reads anything, so a write committed after that sends a new task
+and a write committed before it is seen by the running one. Without a Redis broker (the embedded
+default runs tasks in-process at once) every call sends.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from . import db
+from .settings import get_settings
 
 log = logging.getLogger(__name__)
+
+# A mark outlives a lost task by at most this long; the sweeps that go with coalesced tasks
+# (alerts' detection sweep) resend sooner than that.
+MARK_SECONDS = 600
 
 
 def _send_with_celery(name: str, args: tuple[Any, ...]) -> None:
@@ -27,10 +39,72 @@ sender: Callable[[str, tuple[Any, ...]], None] = _send_with_celery
 
 
 def send_after_commit(session: Session, name: str, *args: Any) -> None:
-    def _send() -> None:
-        try:
-            sender(name, args)
-        except Exception:  # the data is committed either way; a failed send must not fail the request
-            log.exception("could not send task %s%r", name, args)
+    db.after_commit(session, lambda: _send(name, args))
 
-    db.after_commit(session, _send)
+
+def send_once_after_commit(session: Session, name: str, *args: Any) -> None:
+    """As :func:`send_after_commit`, unless the same task is already waiting to start."""
+
+    def _send_unless_waiting() -> None:
+        if _mark(name, args):
+            _send(name, args)
+
+    db.after_commit(session, _send_unless_waiting)
+
+
+def send_now(name: str, *args: Any) -> None:
+    """Send regardless of a mark, and set it (a sweep resending work a lost task left behind)."""
+    _mark(name, args)
+    _send(name, args)
+
+
+def started(name: str, *args: Any) -> None:
+    """Called by a coalesced task first thing: later writes must send a new task."""
+    client = _redis()
+    if client is None:
+        return
+    try:
+        client.delete(_key(name, args))
+    except Exception:  # the mark expires on its own; the task's work is what matters now
+        log.warning("could not clear the queued mark of %s%r", name, args, exc_info=True)
+
+
+def _send(name: str, args: tuple[Any, ...]) -> None:
+    try:
+        sender(name, args)
+    except Exception:  # the data is committed either way; a failed send must not fail the request
+        log.exception("could not send task %s%r", name, args)
+
+
+def _mark(name: str, args: tuple[Any, ...]) -> bool:
+    """Set the waiting mark; False when it was already set (a task is waiting: send nothing)."""
+    client = _redis()
+    if client is None:
+        return True
+    try:
+        return bool(client.set(_key(name, args), b"1", nx=True, ex=MARK_SECONDS))
+    except Exception:  # a duplicate task is harmless, a missing one is not
+        log.warning("could not check the queued mark of %s%r; sending", name, args, exc_info=True)
+        return True
+
+
+def _key(name: str, args: tuple[Any, ...]) -> str:
+    return "perfci.queued:" + name + ":" + ":".join(str(a) for a in args)
+
+
+_redis_lock = threading.Lock()
+_redis_clients: dict[str, Any] = {}
+
+
+def _redis() -> Any:
+    """A Redis client on the broker (one connection pool per URL and process), or None."""
+    url = get_settings().broker_url
+    if not url or not url.startswith(("redis://", "rediss://", "unix://")):
+        return None
+    with _redis_lock:
+        client = _redis_clients.get(url)
+        if client is None:
+            import redis
+
+            client = _redis_clients[url] = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        return client

@@ -46,6 +46,9 @@ class Settings(BaseSettings):
 
     # Detection: how many measured commits of a branch each series run looks back over.
     detection_window_commits: int = Field(200, ge=10, le=5000)
+    # Beat resends detection for a machine whose successful runs waited longer than this unanalysed.
+    detection_straggler_seconds: float = Field(300.0, gt=0)
+    detection_sweep_interval_seconds: float = Field(60.0, gt=0)
     # Explanation: measured commits on each side of a range whose medians feed the lean model.
     explanation_window_commits: int = Field(10, ge=1, le=200)
 

@@ -143,7 +143,7 @@ class Lab:
     def detect(self) -> list[alert_service.Outcome]:
         """Run the detection tasks the uploads sent (in this process, in the test's transaction)."""
         sent = self.sent_tasks.named(alert_service.DETECT_TASK)
-        outcomes = [alert_service.detect_run(self.session, run_id, get_settings()) for (run_id,) in sent[self.ran_detections:]]
+        outcomes = [alert_service.detect_pending(self.session, machine_id, get_settings()) for (machine_id,) in sent[self.ran_detections:]]
         self.ran_detections = len(sent)
         self.session.commit()
         return outcomes

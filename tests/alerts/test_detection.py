@@ -87,10 +87,11 @@ def test_redetection_updates_in_place_and_never_duplicates(sim_lab, session, sen
     before = lab.alerts()
     counts = _counts(session)
     ids = sorted(session.scalars(select(Alert.id)))
-    # The same tasks again (a redelivered message), then a redetect of the whole branch x machine.
-    for (run_id,) in sent_tasks.named(alert_service.DETECT_TASK):
-        outcome = alert_service.detect_run(session, run_id, get_settings())
-        assert outcome.created == 0
+    # The same tasks again (a redelivered message: every run is analysed already), then a
+    # redetect of the whole branch x machine.
+    for (machine_id,) in sent_tasks.named(alert_service.DETECT_TASK):
+        outcome = alert_service.detect_pending(session, machine_id, get_settings())
+        assert outcome.as_dict() == alert_service.Outcome().as_dict()
     response = lab.client.post("/api/v1/alerts/detect", json={"repository_id": lab.repo["id"], "branch": "main",
                                                               "machine_id": lab.agent_row["machine_id"]}, headers=ADMIN)
     assert response.status_code == 202 and response.json() == {"configs": 1}

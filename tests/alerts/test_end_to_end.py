@@ -18,7 +18,7 @@ from alerts_support import SIM, Lab, push_commits, sha_of, sim_values
 from forge_server import ForgeServer
 from perfci_server import db, dispatch
 from perfci_server.alerts import service as alert_service
-from perfci_server.models import Alert, AlertGroup, Commit, CommitStatus, Job
+from perfci_server.models import Alert, AlertGroup, Branch, Commit, CommitStatus, Job, Run
 from perfci_server.settings import get_settings
 from server_support import ADMIN
 
@@ -167,31 +167,39 @@ def _remember_documents(monkeypatch):
 
 
 def test_concurrent_detection_of_one_series_makes_one_group(committed_client, sent_tasks):
-    """Four transactions detect on the same branch x machine at once (a redelivered message and
-    its original, or uploads of neighbouring commits): the advisory lock serialises them."""
+    """Four transactions detect on the same branch x machine at once (a detection and its
+    redelivered message, two re-detections): the pending runs go to exactly one of the detections
+    and the advisory lock serialises the group matching."""
     session = db.new_session()
     lab = Lab(committed_client, session, sent_tasks, configs=(SIM,))
     agent = lab.agent("dut-01")
     lab.push(12)
-    runs = lab.measure(lambda i, _: sim_values(81.72 * (1.05 if i >= 6 else 1.0)), agent)
+    lab.measure(lambda i, _: sim_values(81.72 * (1.05 if i >= 6 else 1.0)), agent)
+    branch_id = session.scalar(select(Branch.id).where(Branch.name == "main"))
     session.close()
-    errors, barrier = [], threading.Barrier(4)
+    machine_id = agent["machine_id"]
+    errors, barrier, outcomes = [], threading.Barrier(4), []
 
-    def detect(run_id):
+    def detect(kind):
         try:
             with db.session_scope() as s:
                 barrier.wait(timeout=30)
-                alert_service.detect_run(s, run_id, get_settings())
+                if kind == "pending":
+                    outcomes.append(alert_service.detect_pending(s, machine_id, get_settings()).as_dict())
+                else:
+                    alert_service.redetect(s, branch_id, machine_id, get_settings())
         except Exception as exc:  # noqa: BLE001 - collected and asserted below
             errors.append(exc)
 
-    threads = [threading.Thread(target=detect, args=(run_id,)) for run_id in (runs[0], runs[0], runs[5], runs[11])]
+    threads = [threading.Thread(target=detect, args=(kind,)) for kind in ("pending", "pending", "redetect", "redetect")]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=120)
     assert errors == []
     assert (_count(AlertGroup), _count(Alert)) == (1, 1)
-    with db.session_scope() as s:  # the three measured commits, and the regressing one (in the group's range)
+    assert sorted(o["commits"] for o in outcomes) == [0, 12]  # the runs went to one detection only
+    with db.session_scope() as s:  # every measured commit got its verdict, every run is analysed
         judged = set(s.scalars(select(Commit.sha).join(CommitStatus, CommitStatus.commit_id == Commit.id)))
-    assert judged == {lab.shas["main"][i] for i in (0, 5, 6, 11)}
+        pending = s.scalar(select(func.count()).select_from(Run).where(Run.status == "ok", Run.detected_at.is_(None)))
+    assert judged == set(lab.shas["main"]) and pending == 0

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, Select, and_, delete, exists, func, select, text
+from sqlalchemy import Row, Select, and_, delete, exists, func, select, text, update
 from sqlalchemy.orm import Session, aliased
 
 from .. import db
@@ -25,20 +26,42 @@ from ..models import (
     MetricValue,
     Repository,
     Run,
+    RunStatus,
 )
 
 # --- detection input ------------------------------------------------------------------------
 
 
-def run_context(session: Session, run_id: int) -> Row[Any] | None:
-    """(status, commit_id, machine_id, config_id, repository_id) of one run."""
+_PENDING = (Run.status == RunStatus.OK.value) & Run.detected_at.is_(None)  # ix_runs_detection_pending
+
+
+def lock_pending_runs(session: Session, machine_id: int) -> Sequence[Row[Any]]:
+    """(id, commit_id, config_id) of the machine's successful runs detection has not analysed,
+    locked for the transaction; runs another detection holds are skipped (that one does them)."""
     statement = (
-        select(Run.status, Job.commit_id, Job.machine_id, Job.config_id, Commit.repository_id)
+        select(Run.id, Job.commit_id, Job.config_id)
         .join(Job, Job.id == Run.job_id)
-        .join(Commit, Commit.id == Job.commit_id)
-        .where(Run.id == run_id)
+        .where(_PENDING, Job.machine_id == machine_id)
+        .order_by(Run.id)
+        .with_for_update(of=Run, skip_locked=True)
     )
-    return session.execute(statement).first()
+    return session.execute(statement).all()
+
+
+def mark_detected(session: Session, run_ids: Sequence[int], now: datetime) -> None:
+    session.execute(update(Run).where(Run.id.in_(run_ids)).values(detected_at=now))
+
+
+def machines_with_pending_runs(session: Session, received_before: datetime) -> list[int]:
+    """Machines with a successful run received before ``received_before`` and still not analysed."""
+    statement = (
+        select(Job.machine_id)
+        .join(Run, Run.job_id == Job.id)
+        .where(_PENDING, Run.received_at < received_before)
+        .distinct()
+        .order_by(Job.machine_id)
+    )
+    return list(session.scalars(statement))
 
 
 def branches_of_commit(session: Session, commit_id: int) -> list[int]:

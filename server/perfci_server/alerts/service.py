@@ -1,11 +1,14 @@
 """Detection in production: turn the analysis core's changes into alert groups, explain them,
 triage them, and answer the CI gate.
 
-What one detection run does (a Celery task after each successful upload, see :mod:`.tasks`):
+What one detection does (a Celery task per machine after successful uploads, see :mod:`.tasks`):
 
-- for every branch the measured commit is on, under a per branch x machine lock (groups span
+- take the machine's successful runs detection has not analysed yet (``runs.detected_at`` is
+  NULL). Uploads coalesce: at most one detection of a machine waits in the queue, and it analyses
+  every run stored before it started, so the work follows the workers' pace, not the upload rate;
+- for every branch those runs' commits are on, under a per branch x machine lock (groups span
   every config and metric of a machine), read the last ``detection_window_commits`` measured
-  commits of the run's machine x config — every repetition of every metric and backend;
+  commits of each run's machine x config — every repetition of every metric and backend;
 - run :func:`analysis.detect` on each (metric, backend) series: sim by the exact rule, the rest
   by change points + the per-commit test with the noise-learned minimum effect. A machine is one
   fingerprint, so a changed fingerprint (a new machine row) starts new series: no alert ever
@@ -36,6 +39,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -47,7 +51,7 @@ from ..analysis.detect import Settings as DetectionSettings
 from ..bisect import service as bisect_service
 from ..errors import NotFound
 from ..forge import service as forge_service
-from ..models import Alert, AlertDirection, AlertGroup, AlertStatus, BenchConfig, Branch, Machine, Repository, RunStatus, utcnow
+from ..models import Alert, AlertDirection, AlertGroup, AlertStatus, BenchConfig, Branch, Machine, Repository, utcnow
 from ..pagination import Page
 from ..repos import repository as repo_sql
 from ..settings import Settings
@@ -56,15 +60,27 @@ from .schemas import AlertGroupRead, AlertRead, CheckResult, CheckState, CommitR
 
 log = logging.getLogger(__name__)
 
-DETECT_TASK = "perfci.alerts.detect_run"
+DETECT_TASK = "perfci.alerts.detect_pending"
 REDETECT_TASK = "perfci.alerts.redetect"
 DETECTION = DetectionSettings(unknown_metric="report")
 STALE_MARGIN = 20  # measured commits after a truncated window's start before an absence counts
 
 
-def schedule_detection(session: Session, run_id: int) -> None:
-    """After the upload commits, detect on the series the run changed."""
-    dispatch.send_after_commit(session, DETECT_TASK, run_id)
+def schedule_detection(session: Session, machine_id: int) -> None:
+    """After an upload commits, detect on the machine's new runs (unless a detection of the
+    machine is already waiting: it will see this run too)."""
+    dispatch.send_once_after_commit(session, DETECT_TASK, machine_id)
+
+
+def resend_stragglers(session: Session, settings: Settings) -> list[int]:
+    """Send detection for machines whose runs waited longer than they should have (a task lost
+    with its worker, a mark left behind, a broker that was down at upload time)."""
+    machines = alert_sql.machines_with_pending_runs(session, utcnow() - timedelta(seconds=settings.detection_straggler_seconds))
+    for machine_id in machines:
+        dispatch.send_now(DETECT_TASK, machine_id)
+    if machines:
+        log.warning("detection sweep: resent detection for machine(s) %s", machines)
+    return machines
 
 
 # --- detection ------------------------------------------------------------------------------
@@ -107,24 +123,24 @@ class Outcome:
                 "groups": sorted(self.groups), "commits": len(self.commits)}
 
 
-def detect_run(session: Session, run_id: int, settings: Settings) -> Outcome:
-    """Detection on the series of one uploaded run (idempotent: re-running changes nothing)."""
+def detect_pending(session: Session, machine_id: int, settings: Settings) -> Outcome:
+    """Detection on the series of the machine's runs not analysed yet (idempotent: the runs are
+    marked analysed in the same transaction, and re-running detection changes nothing)."""
     outcome = Outcome()
-    ctx = alert_sql.run_context(session, run_id)
-    if ctx is None:
-        log.warning("detection: run %s does not exist (deleted?)", run_id)
+    runs = alert_sql.lock_pending_runs(session, machine_id)
+    if not runs:
         return outcome
-    if ctx.status != RunStatus.OK.value:
-        log.info("detection: run %s is %s, nothing to analyse", run_id, ctx.status)
-        return outcome
-    for branch_id in alert_sql.branches_of_commit(session, ctx.commit_id):
-        alert_sql.lock_branch_machine(session, branch_id, ctx.machine_id)
-        detect_config(session, branch_id, ctx.machine_id, ctx.config_id, settings, outcome)
-    outcome.commits.add(ctx.commit_id)
-    forge_service.record_verdicts(session, ctx.machine_id, outcome.commits, settings)
+    series = sorted({(branch_id, run.config_id) for run in runs for branch_id in alert_sql.branches_of_commit(session, run.commit_id)})
+    for branch_id in sorted({branch_id for branch_id, _ in series}):  # ascending: tasks never wait on each other in a cycle
+        alert_sql.lock_branch_machine(session, branch_id, machine_id)
+    for branch_id, config_id in series:
+        detect_config(session, branch_id, machine_id, config_id, settings, outcome)
+    outcome.commits.update(run.commit_id for run in runs)
+    forge_service.record_verdicts(session, machine_id, outcome.commits, settings)
     if settings.auto_bisect_regressions:
         _bisect_new_regressions(session, outcome)
-    log.info("detection for run %s: %s", run_id, outcome.as_dict())
+    alert_sql.mark_detected(session, [run.id for run in runs], utcnow())
+    log.info("detection for %d run(s) of machine %s: %s", len(runs), machine_id, outcome.as_dict())
     return outcome
 
 

@@ -74,6 +74,13 @@ class Run(IdMixin, CreatedAtMixin, Base):
             postgresql_where=text("status = 'ok'"),
             sqlite_where=text("status = 'ok'"),
         ),
+        # Successful runs detection has not looked at yet: the detection task's work list.
+        Index(
+            "ix_runs_detection_pending",
+            "job_id",
+            postgresql_where=text("status = 'ok' AND detected_at IS NULL"),
+            sqlite_where=text("status = 'ok' AND detected_at IS NULL"),
+        ),
     )
 
     job_id: Mapped[int] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"))
@@ -91,3 +98,5 @@ class Run(IdMixin, CreatedAtMixin, Base):
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     received_at: Mapped[datetime | None]
+    # When detection analysed this (ok) run's series; NULL while it waits (alerts.service.detect_pending).
+    detected_at: Mapped[datetime | None]

@@ -42,7 +42,7 @@ async def upload_result(job_id: int, attempt: int, body: UploadBody, session: Se
         document = service.parse_result_document(body)
         accepted = service.ingest(session, agent, job_id, attempt, document)
         if accepted.run_status == "ok" and not accepted.duplicate:
-            schedule_detection(session, accepted.run_id)  # sent after the upload commits
+            schedule_detection(session, agent.machine_id)  # sent after the upload commits
         return accepted
 
     accepted = await committed(session, upload)

@@ -1,0 +1,73 @@
+"""Detection is coalesced per machine: with a Redis broker at most one detection of a machine
+waits in the queue (a mark set with NX next to the queue); the task clears the mark before it reads,
+so an upload after that queues a new one; runs whose task was lost are resent by the beat sweep."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import redis
+from sqlalchemy import func, select, update
+
+from alerts_support import SIM, Lab, sim_values
+from perfci_server import db
+from perfci_server.alerts import service as alert_service
+from perfci_server.alerts import tasks as alert_tasks
+from perfci_server.models import Job, Run, utcnow
+from perfci_server.settings import get_settings
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture
+def redis_marks(redis_url, monkeypatch):
+    """The server's settings name the Redis broker (tasks are still recorded by sent_tasks)."""
+    client = redis.Redis.from_url(redis_url)
+    client.delete(*client.keys("perfci.queued:*") or ["-"])
+    monkeypatch.setenv("PERFCI_BROKER_URL", redis_url)
+    get_settings.cache_clear()
+    yield client
+    client.delete(*client.keys("perfci.queued:*") or ["-"])
+    client.close()
+
+
+def _pending(machine_id):
+    with db.session_scope() as s:
+        return s.scalar(
+            select(func.count()).select_from(Run).join(Job, Job.id == Run.job_id)
+            .where(Job.machine_id == machine_id, Run.status == "ok", Run.detected_at.is_(None))
+        )
+
+
+def test_uploads_coalesce_into_one_waiting_detection_per_machine(committed_client, sent_tasks, redis_marks):
+    session = db.new_session()
+    lab = Lab(committed_client, session, sent_tasks, configs=(SIM,))
+    one, two = lab.agent("dut-01"), lab.agent("dut-02")
+    lab.push(3)
+    lab.measure(lambda i, _: sim_values(81.72), one)
+    lab.measure(lambda i, _: sim_values(81.72), two)
+    m1, m2 = one["machine_id"], two["machine_id"]
+    # Six uploads, two machines: one detection waits per machine, covering all of its runs.
+    assert sent_tasks.named(alert_service.DETECT_TASK) == [(m1,), (m2,)]
+    assert (_pending(m1), _pending(m2)) == (3, 3)
+
+    # The worker runs machine 1's task: every run it finds is analysed, the mark is gone.
+    outcome = alert_tasks.detect_pending(m1)
+    assert outcome["commits"] == 3 and _pending(m1) == 0
+    lab.push(1)
+    lab.measure(lambda i, _: sim_values(81.72), one)  # after the task started: a new detection
+    lab.measure(lambda i, _: sim_values(81.72), two)  # machine 2's detection is still waiting: none
+    assert sent_tasks.named(alert_service.DETECT_TASK) == [(m1,), (m2,), (m1,)]
+    assert (_pending(m1), _pending(m2)) == (1, 4)
+
+    # Machine 2's task was lost (its mark stays until it expires): the beat sweep resends it once
+    # its runs have waited long enough; machine 1's fresh run is left to its waiting task.
+    with db.session_scope() as s:
+        old = utcnow() - timedelta(seconds=get_settings().detection_straggler_seconds + 60)
+        s.execute(update(Run).where(Run.job_id.in_(select(Job.id).where(Job.machine_id == m2))).values(received_at=old))
+    assert alert_tasks.detect_stragglers() == [m2]
+    assert sent_tasks.named(alert_service.DETECT_TASK)[-1] == (m2,)
+    assert alert_tasks.detect_pending(m2)["commits"] == 4 and _pending(m2) == 0
+    assert alert_tasks.detect_stragglers() == []
+    session.close()
