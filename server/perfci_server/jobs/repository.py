@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, Select, bindparam, case, select, text, update
+from sqlalchemy import Row, Select, bindparam, case, exists, select, text, update
 from sqlalchemy.orm import Session, joinedload
 
 from .. import db
-from ..models import ACTIVE_STATES, BenchConfig, Commit, Job, JobState, Machine, Run, RunStatus, utcnow
+from ..models import ACTIVE_STATES, BenchConfig, Bisect, BisectStatus, Commit, Job, JobState, Machine, Run, RunStatus, utcnow
 from ..models.base import UTCDateTime
 
 
@@ -131,8 +131,14 @@ def lock_job(session: Session, job_id: int) -> Job | None:
     return session.scalar(select(Job).where(Job.id == job_id).with_for_update())
 
 
-_jobs, _runs, _commits, _configs, _machines = (
-    Job.__table__, Run.__table__, Commit.__table__, BenchConfig.__table__, Machine.__table__
+_jobs, _runs, _commits, _configs, _machines, _bisects = (
+    Job.__table__, Run.__table__, Commit.__table__, BenchConfig.__table__, Machine.__table__, Bisect.__table__
+)
+# Whether a bisect waits on results of this job's machine x config (the upload then advances it).
+_BISECT_RUNNING = exists().where(
+    _bisects.c.status == BisectStatus.RUNNING.value,
+    _bisects.c.machine_id == _jobs.c.machine_id,
+    _bisects.c.config_id == _jobs.c.config_id,
 )
 # Built once (Core, no ORM entities to load): the job with what an upload is checked against.
 _LOCK_JOB_FOR_RESULT = (
@@ -140,7 +146,7 @@ _LOCK_JOB_FOR_RESULT = (
         _jobs.c.id.label("job_id"), _jobs.c.machine_id, _jobs.c.commit_id, _jobs.c.config_id, _jobs.c.state,
         _jobs.c.attempts, _jobs.c.max_attempts, _jobs.c.agent_id,
         _runs.c.id.label("run_id"), _runs.c.status.label("run_status"), _runs.c.document_sha256,
-        _commits.c.sha.label("commit_sha"), _machines.c.fingerprint,
+        _commits.c.sha.label("commit_sha"), _machines.c.fingerprint, _BISECT_RUNNING.label("bisect_running"),
         *(column for column in _configs.c),
     )
     .join(_commits, _commits.c.id == _jobs.c.commit_id)
@@ -156,34 +162,9 @@ def lock_job_for_result(session: Session, job_id: int, attempt: int) -> Row[Any]
     """As :func:`lock_job` (only the job row is locked), in one round trip: the job's columns
     (``job_id``, ``machine_id``, ``state``, ``attempts``, ...), the run of ``attempt`` (``run_id``,
     ``run_status``, ``document_sha256``; None without one), ``commit_sha``, the machine's
-    ``fingerprint`` and the config's columns under their own names."""
+    ``fingerprint``, ``bisect_running`` (a bisect of the machine x config is running) and the
+    config's columns under their own names."""
     return session.execute(_LOCK_JOB_FOR_RESULT, {"job_id": job_id, "attempt": attempt}).first()
-
-
-_RESULT_COLUMNS = (
-    "status", "reason", "log_tail", "backend", "backend_reason", "build_id", "tuning",
-    "started_at", "finished_at", "received_at", "document_sha256",
-)
-_RECORD_RESULT = (
-    update(_runs)
-    .where(_runs.c.id == bindparam("run_id"))
-    .values({name: bindparam(f"new_{name}") for name in _RESULT_COLUMNS})
-)
-_SETTLE_JOB = (
-    update(_jobs)
-    .where(_jobs.c.id == bindparam("job_id"))
-    .values(state=bindparam("state"), agent_id=bindparam("agent_id"), lease_expires_at=None, updated_at=bindparam("now"))
-)
-
-
-def record_result(session: Session, run_id: int, **columns: Any) -> None:
-    """Write the outcome of a run: every one of the result columns (status, what the document says)."""
-    session.execute(_RECORD_RESULT, {"run_id": run_id, **{f"new_{name}": columns[name] for name in _RESULT_COLUMNS}})
-
-
-def settle_job(session: Session, job_id: int, state: str, agent_id: int | None, now: datetime) -> None:
-    """The job after an attempt ended: its new state, no lease, the agent kept unless requeued."""
-    session.execute(_SETTLE_JOB, {"job_id": job_id, "state": state, "agent_id": agent_id, "now": now})
 
 
 def renew_lease(session: Session, job_id: int, attempt: int, agent_id: int, until: datetime) -> bool:

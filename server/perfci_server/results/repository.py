@@ -1,4 +1,5 @@
-"""SQL for samples and metric values: bulk ingest and the series/compare reads."""
+"""SQL for results: an attempt's outcome stored in one go (run, job, samples, metric values) and
+the series/compare reads."""
 
 from __future__ import annotations
 
@@ -6,22 +7,40 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, select, text
+from sqlalchemy import Row, bindparam, select, text, update
 from sqlalchemy.orm import Session
 
 from .. import db
-from ..models import BranchCommit, Commit, MetricValue, Sample
+from ..models import BranchCommit, Commit, Job, MetricValue, Run, Sample
+from ..models.base import UTCDateTime
 
 
-# PostgreSQL: the samples and their metric values in one statement and one round trip, each set
+_RESULT_COLUMNS = (
+    "status", "reason", "log_tail", "backend", "backend_reason", "build_id", "tuning",
+    "started_at", "finished_at", "received_at", "document_sha256",
+)
+_TIMES = tuple(bindparam(name, type_=UTCDateTime()) for name in ("started_at", "finished_at", "received_at"))
+
+# PostgreSQL: the whole outcome of an attempt in one statement and one round trip — the run's
+# result columns, the job's new state, the samples and their metric values. Each set of rows is
 # passed as one JSON array (json_to_recordset) so the statement text never changes and psycopg
 # prepares it once per connection. A result is ~100 values: a multi-row VALUES statement would be
 # compiled afresh for every upload (~11 ms of CPU for 95 rows), and array parameters cost more to
 # adapt than one json.dumps. Floats survive exactly: json.dumps writes the shortest text that reads
 # back as the same double, and PostgreSQL's float8 input is correctly rounded. The nested raw and
 # running_pct objects are stored as the JSON text json.dumps wrote, as the JSON column type would.
-_INSERT_SAMPLES_POSTGRESQL = text("""
-WITH sample AS (
+# Data-modifying CTEs all run whether or not they are referenced, in one snapshot: if any part
+# fails (a second ok run of the job hits the one-ok-run index), none of it is written.
+_STORE_RESULT_POSTGRESQL = text(f"""
+WITH run AS (
+    UPDATE runs SET {", ".join(f"{c} = :{c}" for c in _RESULT_COLUMNS if c != "tuning")}, tuning = CAST(:tuning AS json)
+    WHERE id = :run_id
+),
+job AS (
+    UPDATE jobs SET state = :state, agent_id = :agent_id, lease_expires_at = NULL, updated_at = :received_at
+    WHERE id = :job_id
+),
+sample AS (
     INSERT INTO samples (run_id, rep, raw, running_pct)
     SELECT :run_id, s.rep, s.raw, s.running_pct
     FROM json_to_recordset(CAST(:samples AS json)) AS s(rep integer, raw json, running_pct json)
@@ -30,28 +49,47 @@ WITH sample AS (
 INSERT INTO metric_values (sample_id, run_id, commit_id, machine_id, config_id, rep, metric, backend, value)
 SELECT sample.id, :run_id, :commit_id, :machine_id, :config_id, v.rep, v.metric, v.backend, v.value
 FROM json_to_recordset(CAST(:metric_values AS json)) AS v(rep integer, metric text, backend text, value float8)
-JOIN sample ON sample.rep = v.rep""")
+JOIN sample ON sample.rep = v.rep""").bindparams(*_TIMES)
+
+_runs, _jobs, _samples, _values = Run.__table__, Job.__table__, Sample.__table__, MetricValue.__table__
+_RECORD_RESULT = update(_runs).where(_runs.c.id == bindparam("run_id")).values({c: bindparam(f"new_{c}") for c in _RESULT_COLUMNS})
+_SETTLE_JOB = (
+    update(_jobs)
+    .where(_jobs.c.id == bindparam("job_id"))
+    .values(state=bindparam("state"), agent_id=bindparam("agent_id"), lease_expires_at=None, updated_at=bindparam("now"))
+)
 
 
-def insert_samples(
-    session: Session, key: dict[str, int], samples: list[dict[str, Any]], values: list[dict[str, Any]]
+def store_result(
+    session: Session,
+    key: dict[str, int],
+    run: dict[str, Any],
+    job: dict[str, Any],
+    samples: list[dict[str, Any]],
+    values: list[dict[str, Any]],
 ) -> None:
-    """Store a run's samples and their metric values.
+    """Write the outcome of one attempt.
 
-    ``key``: run_id, commit_id, machine_id, config_id (denormalised onto every value);
+    ``key``: job_id, run_id, commit_id, machine_id, config_id (denormalised onto every value);
+    ``run``: every one of the run's result columns (status ... document_sha256); ``job``: its new
+    ``state`` and ``agent_id`` (no lease any more; updated at the run's received_at);
     ``samples``: dicts of rep, raw, running_pct; ``values``: dicts of rep (naming the sample),
     metric, backend, value.
     """
-    if not samples:
-        return
     if db.is_postgresql(session):
-        session.execute(_INSERT_SAMPLES_POSTGRESQL, {**key, "samples": json.dumps(samples), "metric_values": json.dumps(values)})
+        params = {**key, **run, **job, "tuning": json.dumps(run["tuning"]), "samples": json.dumps(samples), "metric_values": json.dumps(values)}
+        session.execute(_STORE_RESULT_POSTGRESQL, params)
         return
-    samples_table, values_table = Sample.__table__, MetricValue.__table__
-    statement = samples_table.insert().returning(samples_table.c.id, samples_table.c.rep)
-    sample_ids = {rep: sample_id for sample_id, rep in session.execute(statement, [{**s, "run_id": key["run_id"]} for s in samples])}
-    if values:
-        session.execute(values_table.insert(), [{**key, **v, "sample_id": sample_ids[v["rep"]]} for v in values])
+    # Elsewhere (SQLite, one writer at a time): the run first, so a second ok run of the job fails
+    # on the one-ok-run index before anything else is written.
+    session.execute(_RECORD_RESULT, {"run_id": key["run_id"], **{f"new_{c}": run[c] for c in _RESULT_COLUMNS}})
+    if samples:
+        statement = _samples.insert().returning(_samples.c.id, _samples.c.rep)
+        sample_ids = {rep: sample_id for sample_id, rep in session.execute(statement, [{**s, "run_id": key["run_id"]} for s in samples])}
+        if values:
+            columns = {k: key[k] for k in ("run_id", "commit_id", "machine_id", "config_id")}
+            session.execute(_values.insert(), [{**columns, **v, "sample_id": sample_ids[v["rep"]]} for v in values])
+    session.execute(_SETTLE_JOB, {"job_id": key["job_id"], **job, "now": run["received_at"]})
 
 
 def series_positions(

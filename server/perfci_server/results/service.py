@@ -54,8 +54,9 @@ def ingest(session: Session, agent: AgentIdentity, job_id: int, attempt: int, do
     attempt, or any document for an attempt that is no longer current (lease expired and the job
     requeued, or the job already finished), is a 409.
 
-    Core statements throughout (lock and read, the run, the samples, the values, the job): an
-    upload is the hot path and the ORM's unit of work would cost more than the SQL.
+    Core statements throughout, two round trips on PostgreSQL (lock and read; then the run, the job,
+    the samples and the values in one statement): an upload is the hot path and the ORM's unit of
+    work would cost more than the SQL.
     """
     digest = document_digest(document)
     job = job_sql.lock_job_for_result(session, job_id, attempt)
@@ -70,28 +71,29 @@ def ingest(session: Session, agent: AgentIdentity, job_id: int, attempt: int, do
     _check_belongs_to_job(job, document)
 
     status = RunStatus(document.status)
-    now = utcnow()
-    # The run's status is 'ok' in the database before any sample is stored: a second ok run of
-    # the job fails on the one-ok-run index before it writes anything else.
-    job_sql.record_result(
-        session,
-        job.run_id,
-        status=status.value,
-        reason=document.reason,
-        log_tail=document.log_tail,
-        backend=document.backend.value,
-        backend_reason=document.backend_reason,
-        build_id=document.build_id,
-        tuning=document.tuning.model_dump(mode="json"),
-        started_at=document.started_at,
-        finished_at=document.finished_at,
-        received_at=now,
-        document_sha256=digest,
-    )
-    _store_samples(session, job, document)
     state = job_service.next_job_state(status, job.attempts, job.max_attempts)
-    job_sql.settle_job(session, job_id, state.value, None if state is JobState.QUEUED else job.agent_id, now)
-    bisect_service.job_finished(session, job.machine_id, job.config_id)
+    result_sql.store_result(
+        session,
+        {"job_id": job_id, "run_id": job.run_id, "commit_id": job.commit_id, "machine_id": job.machine_id, "config_id": job.config_id},
+        {
+            "status": status.value,
+            "reason": document.reason,
+            "log_tail": document.log_tail,
+            "backend": document.backend.value,
+            "backend_reason": document.backend_reason,
+            "build_id": document.build_id,
+            "tuning": document.tuning.model_dump(mode="json"),
+            "started_at": document.started_at,
+            "finished_at": document.finished_at,
+            "received_at": utcnow(),
+            "document_sha256": digest,
+        },
+        {"state": state.value, "agent_id": None if state is JobState.QUEUED else job.agent_id},
+        [{"rep": s.rep, "raw": s.raw, "running_pct": s.running_pct} for s in document.samples],
+        [{"rep": s.rep, "metric": m.metric, "backend": m.backend.value, "value": m.value} for s in document.samples for m in s.metrics],
+    )
+    if job.bisect_running:
+        bisect_service.job_finished(session, job.machine_id, job.config_id)
     return _accepted(job, attempt, status.value, state.value, document, duplicate=False)
 
 
@@ -109,15 +111,6 @@ def _check_belongs_to_job(job: Row[Any], document: ResultDocument) -> None:
         problems.append(f"config {config.name!r} requires backend {config.backend}, result used {document.backend.value}")
     if problems:
         raise Unprocessable("result does not belong to this job: " + "; ".join(problems), problems)
-
-
-def _store_samples(session: Session, job: Row[Any], document: ResultDocument) -> None:
-    result_sql.insert_samples(
-        session,
-        {"run_id": job.run_id, "commit_id": job.commit_id, "machine_id": job.machine_id, "config_id": job.config_id},
-        [{"rep": s.rep, "raw": s.raw, "running_pct": s.running_pct} for s in document.samples],
-        [{"rep": s.rep, "metric": m.metric, "backend": m.backend.value, "value": m.value} for s in document.samples for m in s.metrics],
-    )
 
 
 def _accepted(job: Row[Any], attempt: int, run_status: str, job_state: str, document: ResultDocument, duplicate: bool) -> UploadAccepted:
