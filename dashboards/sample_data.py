@@ -112,8 +112,8 @@ class _Ids:
 @contextmanager
 def _foreign_keys_checked_once(connection: Connection, table: str) -> Iterator[None]:
     """Drop the table's foreign keys for a bulk load and add them back afterwards: re-adding
-    validates every row in one join instead of one lookup per row and key (5 per metric value),
-    which was most of the seeding time. Same transaction, so a failure rolls the drop back too."""
+    validates every row in one join instead of one lookup per row and key, which was most of the
+    seeding time. Same transaction, so a failure rolls the drop back too."""
     keys = connection.execute(text(
         "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = CAST(:t AS regclass) AND contype = 'f'"),
         {"t": table}).all()
@@ -247,10 +247,8 @@ def seed(connection: Connection, shape: Shape = Shape(), now: datetime | None = 
     _copy(connection, "jobs", ("id", "commit_id", "machine_id", "config_id", "state", "attempts", "max_attempts", "updated_at", "created_at"), jobs)
     _copy(connection, "runs", ("id", "job_id", "attempt", "status", "backend", "backend_reason", "started_at", "finished_at", "received_at", "created_at"), runs)
     _copy(connection, "samples", ("id", "run_id", "rep", "raw", "running_pct"), samples)
-    value_ids = ids.take("metric_values", len(values))
     with _foreign_keys_checked_once(connection, "metric_values"):
-        _copy(connection, "metric_values", ("id", "sample_id", "run_id", "commit_id", "machine_id", "config_id", "rep", "metric", "backend", "value"),
-              ((vid, *row) for vid, row in zip(value_ids, values)))
+        _copy(connection, "metric_values", ("sample_id", "run_id", "commit_id", "machine_id", "config_id", "rep", "metric", "backend", "value"), values)
 
     seeded = Seeded(repository_id, branch_id, machine_ids, backends, config_ids, commit_ids, shas, len(values))
     _seed_alerts(connection, ids, seeded, configs, series_medians, times)

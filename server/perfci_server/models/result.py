@@ -21,22 +21,23 @@ class Sample(IdMixin, Base):
     running_pct: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
-class MetricValue(IdMixin, Base):
-    """Denormalised (machine, config, commit) so a series is one index range scan."""
+class MetricValue(Base):
+    """One value, identified by its sample, metric and backend. The run, commit, machine and
+    config are copies of the sample's (so a series is one index range scan), written from the job
+    row by the statement that stores a result; the sample's foreign key carries every delete."""
 
     __tablename__ = "metric_values"
     __table_args__ = (
-        UniqueConstraint("sample_id", "metric", "backend"),
         Index("ix_metric_values_series", "machine_id", "config_id", "metric", "backend", "commit_id"),
         Index("ix_metric_values_run_id", "run_id"),
     )
 
-    sample_id: Mapped[int] = mapped_column(BigId, ForeignKey("samples.id", ondelete="CASCADE"))
-    run_id: Mapped[int] = mapped_column(BigId, ForeignKey("runs.id", ondelete="CASCADE"))
-    commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"))
-    machine_id: Mapped[int] = mapped_column(BigId, ForeignKey("machines.id", ondelete="CASCADE"))
-    config_id: Mapped[int] = mapped_column(BigId, ForeignKey("bench_configs.id", ondelete="CASCADE"))
+    sample_id: Mapped[int] = mapped_column(BigId, ForeignKey("samples.id", ondelete="CASCADE"), primary_key=True)
+    metric: Mapped[str] = mapped_column(String(64), primary_key=True)
+    backend: Mapped[str] = mapped_column(String(8), primary_key=True)
+    run_id: Mapped[int] = mapped_column(BigId)
+    commit_id: Mapped[int] = mapped_column(BigId)
+    machine_id: Mapped[int] = mapped_column(BigId)
+    config_id: Mapped[int] = mapped_column(BigId)
     rep: Mapped[int] = mapped_column(Integer)
-    metric: Mapped[str] = mapped_column(String(64))
-    backend: Mapped[str] = mapped_column(String(8))
     value: Mapped[float] = mapped_column(Double)
