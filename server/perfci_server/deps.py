@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from . import db
 from .agents import repository as agents_repository
 from .agents.repository import AgentIdentity
+from .database_slots import DatabaseSlots
 from .errors import Forbidden, Unauthorized
 from .pagination import PageParams
 from .security import AGENT_TOKEN_PREFIX, hash_token
@@ -46,33 +47,36 @@ async def get_session() -> AsyncIterator[Session]:
         session.close()
 
 
-async def committed(session: Session, work: Callable[[], T]) -> T:
+async def committed(session: Session, work: Callable[[], T], *, urgent: bool = False) -> T:
     """Run ``work`` (blocking database code) and commit the request's transaction, in one trip to
     the threadpool: the hot agent endpoints are async and call this once instead of paying a trip
     per sync dependency, one for the endpoint and one for the commit. If ``work`` raises, nothing
-    is committed and :func:`get_session` rolls back."""
+    is committed and :func:`get_session` rolls back. The trip waits for one of the process's
+    database slots (:mod:`.database_slots`); ``urgent`` requests (claims) are let in first."""
 
     def work_then_commit() -> T:
         result = work()
         session.commit()
         return result
 
-    return await anyio.to_thread.run_sync(work_then_commit, limiter=_database_limiter())
+    async with _database_slots().slot(urgent):
+        return await anyio.to_thread.run_sync(work_then_commit)
 
 
-# At most as many requests in the database at once as the pool keeps connections: the others wait
-# on the event loop instead of opening (and closing) overflow connections, which costs more than
-# the wait. One limiter per event loop, like anyio's own threadpool limiter.
-_DATABASE_LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("perfci_database_limiter")
+# A few requests in the database at once (settings.database_slots, at most the pool's connections):
+# the others wait on the event loop instead of contending for the GIL and opening overflow
+# connections. One per event loop, like anyio's own threadpool limiter.
+_DATABASE_SLOTS: RunVar[DatabaseSlots] = RunVar("perfci_database_slots")
 
 
-def _database_limiter() -> anyio.CapacityLimiter:
+def _database_slots() -> DatabaseSlots:
     try:
-        return _DATABASE_LIMITER.get()
+        return _DATABASE_SLOTS.get()
     except LookupError:
-        limiter = anyio.CapacityLimiter(get_settings().database_pool_size)
-        _DATABASE_LIMITER.set(limiter)
-        return limiter
+        settings = get_settings()
+        slots = DatabaseSlots(min(settings.database_slots, settings.database_pool_size))
+        _DATABASE_SLOTS.set(slots)
+        return slots
 
 
 async def _settings() -> Settings:

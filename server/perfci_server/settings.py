@@ -22,6 +22,9 @@ class Settings(BaseSettings):
     database_url: str | None = None
     data_dir: Path = Path(".perfci")
     database_pool_size: int = Field(10, ge=1, le=200)
+    # Claims and uploads of one server process inside the database at once (claims let in first,
+    # database_slots.py); more only adds GIL contention to each one's latency (benchmarks/server_ingest).
+    database_slots: int = Field(4, ge=1, le=200)
     database_echo: bool = False
 
     # Unset → Celery tasks run in-process (eager); the embedded default needs no broker.

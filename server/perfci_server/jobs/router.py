@@ -27,7 +27,7 @@ _AGENT_ERRORS = (Unauthorized, Forbidden)
 )
 async def claim(session: SessionDep, token: AgentTokenDep, settings: SettingsDep) -> ClaimedJob | Response:
     """Lease the next queued job for this agent's machine (atomic: no two agents get the same job)."""
-    claimed = await committed(session, lambda: service.claim(session, authenticate_agent(session, token), settings))
+    claimed = await committed(session, lambda: service.claim(session, authenticate_agent(session, token), settings), urgent=True)
     if claimed is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return Response(claimed.model_dump_json(), media_type="application/json")  # already a ClaimedJob
