@@ -7,7 +7,7 @@ load generator, the uvicorn processes, the PostgreSQL backends of the benchmark 
 client that steals the server's cores shows up in the figures.
 
     .venv/bin/python benchmarks/server_ingest/run.py [--agents 50] [--machines 10] [--commits 100]
-        [--workers 2] [--think-ms 0] [--profile server.folded]
+        [--workers 2] [--think-ms 0] [--repeat 1] [--profile server.folded]
 
 With no think time the agents form a closed loop that saturates the server, so latencies there are
 queueing (Little's law: 50 agents at R requests/s wait ~50/R s per request). The server lets claims
@@ -15,6 +15,9 @@ into the database before uploads (perfci_server.database_slots), so that queuein
 Each agent's first claim of the window is reported apart: all agents send it at the same instant, a
 herd that only a (re)start produces; the claim percentiles are the steady state after it.
 --think-ms gives the latency at a load below saturation.
+
+The speed of these VMs drifts from run to run (the same code measured 154-231 uploads/s in one
+hour), so figures worth quoting are the median of several runs: --repeat 5.
 
 Needs the PostgreSQL and Redis of `.ci/services`; uses (and recreates) the database
 `<test database>_bench`. The server sends its Celery tasks to the Redis broker as in production
@@ -367,8 +370,23 @@ def main() -> None:
         help="pause between claim and upload (a real agent measures for minutes); 0 = saturate the server",
     )
     parser.add_argument("--profile", metavar="FILE", help="sample the server with py-spy in the measured window (folded stacks)")
+    parser.add_argument("--repeat", type=int, default=1, help="independent runs (fresh database and server each); prints their median")
     args = parser.parse_args()
 
+    runs = []
+    for i in range(args.repeat):
+        if args.repeat > 1:
+            print(f"--- run {i + 1} of {args.repeat}")
+        runs.append(_run_once(args))
+    if args.repeat > 1:
+        print(f"--- median (min-max) of {args.repeat} runs")
+        for key, label, unit in (("uploads_per_s", "uploads/s", ""), ("claim_p50_ms", "claim p50", " ms"), ("claim_p99_ms", "claim p99", " ms"),
+                                 ("server_ms", "server cpu/upload", " ms"), ("postgres_ms", "postgres cpu/upload", " ms")):
+            values = [r[key] for r in runs]
+            print(f"{label:20s} {statistics.median(values):8.1f}{unit}   ({min(values):.1f}-{max(values):.1f})")
+
+
+def _run_once(args: argparse.Namespace) -> dict[str, float]:
     url = _recreate_database(args.database_url)
     port = _free_port()
     env = {**os.environ, "PERFCI_DATABASE_URL": url, "PERFCI_ADMIN_TOKEN": ADMIN_TOKEN, "PERFCI_ENV": "production"}
@@ -437,6 +455,10 @@ def main() -> None:
         f"postgres >= {cpu['postgres']:.2f} s ({cpu['postgres'] * per_upload:.1f} ms/upload)   "
         f"machine busy {cpu['machine_busy_share'] * 100:.0f}% of {os.cpu_count()} cores"
     )
+    return {
+        "uploads_per_s": len(uploads) / elapsed, "claim_p50_ms": _percentile(claims, 50) * ms, "claim_p99_ms": _percentile(claims, 99) * ms,
+        "server_ms": cpu["server"] * per_upload, "postgres_ms": cpu["postgres"] * per_upload,
+    }
 
 
 if __name__ == "__main__":
