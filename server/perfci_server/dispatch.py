@@ -46,8 +46,8 @@ def send_once_after_commit(session: Session, name: str, *args: Any) -> None:
     """As :func:`send_after_commit`, unless the same task is already waiting to start."""
 
     def _send_unless_waiting() -> None:
-        if _mark(name, args):
-            _send(name, args)
+        if _mark(name, args) and not _send(name, args):
+            started(name, *args)  # nothing was queued: the next write must try again
 
     db.after_commit(session, _send_unless_waiting)
 
@@ -69,11 +69,13 @@ def started(name: str, *args: Any) -> None:
         log.warning("could not clear the queued mark of %s%r", name, args, exc_info=True)
 
 
-def _send(name: str, args: tuple[Any, ...]) -> None:
+def _send(name: str, args: tuple[Any, ...]) -> bool:
     try:
         sender(name, args)
+        return True
     except Exception:  # the data is committed either way; a failed send must not fail the request
         log.exception("could not send task %s%r", name, args)
+        return False
 
 
 def _mark(name: str, args: tuple[Any, ...]) -> bool:

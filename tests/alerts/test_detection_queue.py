@@ -11,7 +11,7 @@ import redis
 from sqlalchemy import func, select, update
 
 from alerts_support import SIM, Lab, sim_values
-from perfci_server import db
+from perfci_server import db, dispatch
 from perfci_server.alerts import service as alert_service
 from perfci_server.alerts import tasks as alert_tasks
 from perfci_server.models import Job, Run, utcnow
@@ -70,4 +70,24 @@ def test_uploads_coalesce_into_one_waiting_detection_per_machine(committed_clien
     assert sent_tasks.named(alert_service.DETECT_TASK)[-1] == (m2,)
     assert alert_tasks.detect_pending(m2)["commits"] == 4 and _pending(m2) == 0
     assert alert_tasks.detect_stragglers() == []
+    session.close()
+
+
+def test_a_failed_send_leaves_no_mark_behind(committed_client, sent_tasks, redis_marks, monkeypatch):
+    session = db.new_session()
+    lab = Lab(committed_client, session, sent_tasks, configs=(SIM,))
+    agent = lab.agent("dut-01")
+    lab.push(2)
+    attempts = []
+
+    def broker_down_once(name, args):
+        attempts.append(name)
+        if len(attempts) == 1:
+            raise ConnectionError("broker unreachable")
+        sent_tasks.append((name, args))
+
+    monkeypatch.setattr(dispatch, "sender", broker_down_once)
+    lab.measure(lambda i, _: sim_values(81.72), agent)  # the first upload's send fails, the second's goes out
+    assert attempts == [alert_service.DETECT_TASK] * 2
+    assert sent_tasks.named(alert_service.DETECT_TASK) == [(agent["machine_id"],)]
     session.close()
