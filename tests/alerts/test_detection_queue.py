@@ -91,3 +91,19 @@ def test_a_failed_send_leaves_no_mark_behind(committed_client, sent_tasks, redis
     assert attempts == [alert_service.DETECT_TASK] * 2
     assert sent_tasks.named(alert_service.DETECT_TASK) == [(agent["machine_id"],)]
     session.close()
+
+
+def test_a_backlog_is_taken_in_batches(committed_client, sent_tasks, redis_marks, monkeypatch):
+    monkeypatch.setattr(alert_service, "PENDING_BATCH", 2)
+    session = db.new_session()
+    lab = Lab(committed_client, session, sent_tasks, configs=(SIM,))
+    agent = lab.agent("dut-01")
+    machine = agent["machine_id"]
+    lab.push(3)
+    lab.measure(lambda i, _: sim_values(81.72), agent)
+    assert sent_tasks.named(alert_service.DETECT_TASK) == [(machine,)]
+    assert alert_tasks.detect_pending(machine)["commits"] == 2 and _pending(machine) == 1
+    assert sent_tasks.named(alert_service.DETECT_TASK) == [(machine,)] * 2  # the rest goes to the next task
+    assert alert_tasks.detect_pending(machine)["commits"] == 1 and _pending(machine) == 0
+    assert sent_tasks.named(alert_service.DETECT_TASK) == [(machine,)] * 2
+    session.close()

@@ -35,14 +35,16 @@ from ..models import (
 _PENDING = (Run.status == RunStatus.OK.value) & Run.detected_at.is_(None)  # ix_runs_detection_pending
 
 
-def lock_pending_runs(session: Session, machine_id: int) -> Sequence[Row[Any]]:
-    """(id, commit_id, config_id) of the machine's successful runs detection has not analysed,
-    locked for the transaction; runs another detection holds are skipped (that one does them)."""
+def lock_pending_runs(session: Session, machine_id: int, limit: int) -> Sequence[Row[Any]]:
+    """(id, commit_id, config_id) of the machine's oldest ``limit`` successful runs detection has
+    not analysed, locked for the transaction; runs another detection holds are skipped (that one
+    does them)."""
     statement = (
         select(Run.id, Job.commit_id, Job.config_id)
         .join(Job, Job.id == Run.job_id)
         .where(_PENDING, Job.machine_id == machine_id)
         .order_by(Run.id)
+        .limit(limit)
         .with_for_update(of=Run, skip_locked=True)
     )
     return session.execute(statement).all()

@@ -64,6 +64,7 @@ DETECT_TASK = "perfci.alerts.detect_pending"
 REDETECT_TASK = "perfci.alerts.redetect"
 DETECTION = DetectionSettings(unknown_metric="report")
 STALE_MARGIN = 20  # measured commits after a truncated window's start before an absence counts
+PENDING_BATCH = 1000  # runs one detection task takes at most (keeps it well inside its time limit)
 
 
 def schedule_detection(session: Session, machine_id: int) -> None:
@@ -127,9 +128,11 @@ def detect_pending(session: Session, machine_id: int, settings: Settings) -> Out
     """Detection on the series of the machine's runs not analysed yet (idempotent: the runs are
     marked analysed in the same transaction, and re-running detection changes nothing)."""
     outcome = Outcome()
-    runs = alert_sql.lock_pending_runs(session, machine_id)
+    runs = alert_sql.lock_pending_runs(session, machine_id, PENDING_BATCH)
     if not runs:
         return outcome
+    if len(runs) == PENDING_BATCH:  # a backlog (workers were down): the rest in the next task
+        dispatch.send_once_after_commit(session, DETECT_TASK, machine_id)
     series = sorted({(branch_id, run.config_id) for run in runs for branch_id in alert_sql.branches_of_commit(session, run.commit_id)})
     for branch_id in sorted({branch_id for branch_id, _ in series}):  # ascending: tasks never wait on each other in a cycle
         alert_sql.lock_branch_machine(session, branch_id, machine_id)
