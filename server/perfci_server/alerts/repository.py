@@ -66,8 +66,13 @@ def machines_with_pending_runs(session: Session, received_before: datetime) -> l
     return list(session.scalars(statement))
 
 
-def branches_of_commit(session: Session, commit_id: int) -> list[int]:
-    return list(session.scalars(select(BranchCommit.branch_id).where(BranchCommit.commit_id == commit_id).order_by(BranchCommit.branch_id)))
+def branches_of_commits(session: Session, commit_ids: Iterable[int]) -> dict[int, list[int]]:
+    """Commit id -> the branches it is on (one query for a whole batch of runs)."""
+    statement = select(BranchCommit.commit_id, BranchCommit.branch_id).where(BranchCommit.commit_id.in_(set(commit_ids)))
+    branches: dict[int, list[int]] = {}
+    for commit_id, branch_id in session.execute(statement.order_by(BranchCommit.branch_id)):
+        branches.setdefault(commit_id, []).append(branch_id)
+    return branches
 
 
 def lock_branch_machine(session: Session, branch_id: int, machine_id: int) -> None:

@@ -133,7 +133,8 @@ def detect_pending(session: Session, machine_id: int, settings: Settings) -> Out
         return outcome
     if len(runs) == PENDING_BATCH:  # a backlog (workers were down): the rest in the next task
         dispatch.send_once_after_commit(session, DETECT_TASK, machine_id)
-    series = sorted({(branch_id, run.config_id) for run in runs for branch_id in alert_sql.branches_of_commit(session, run.commit_id)})
+    branches = alert_sql.branches_of_commits(session, (run.commit_id for run in runs))
+    series = sorted({(branch_id, run.config_id) for run in runs for branch_id in branches.get(run.commit_id, [])})
     for branch_id in sorted({branch_id for branch_id, _ in series}):  # ascending: tasks never wait on each other in a cycle
         alert_sql.lock_branch_machine(session, branch_id, machine_id)
     for branch_id, config_id in series:
