@@ -50,6 +50,10 @@ class Metric:
     direction: Direction
     description: str
     backends: frozenset[Backend]
+    # Deterministic (sim) values that move by less than this, in the metric's unit, have not
+    # changed: a count that appears once in tens of thousands of packets (a drop, a ring wrap
+    # landing differently) is not a regression of the forwarding path.
+    exact_floor: float = 0.0
 
     def is_regression(self, before: float, after: float) -> bool:
         """True when moving from ``before`` to ``after`` is a change for the worse."""
@@ -59,6 +63,7 @@ class Metric:
 
 
 _L, _H = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER
+_HAZARD_FLOOR = 0.01  # per packet (per 1000 instructions): one event in 100 packets
 _P, _S, _T = Backend.PMU, Backend.SIM, Backend.TSC
 
 CATALOGUE: dict[str, Metric] = {
@@ -74,8 +79,11 @@ CATALOGUE: dict[str, Metric] = {
         Metric("cache_misses_pp", "misses/packet", _L, "cache misses per packet", frozenset({_P})),
         Metric("l1d_misses_pp", "misses/packet", _L, "L1 data-cache (load) misses per packet", frozenset({_P, _S})),
         Metric("llc_misses_pp", "misses/packet", _L, "last-level-cache (load) misses per packet", frozenset({_P, _S})),
-        Metric("sf_blocks_pp", "blocks/packet", _L, "loads blocked by store forwarding per packet", frozenset({_P})),
-        Metric("sf_blocks_pki", "blocks/kinstr", _L, "loads blocked by store forwarding per 1000 instructions", frozenset({_P})),
+        Metric("sf_blocks_pp", "blocks/packet", _L, "loads blocked by store forwarding per packet", frozenset({_P, _S}), _HAZARD_FLOOR),
+        Metric("sf_blocks_pki", "blocks/kinstr", _L, "loads blocked by store forwarding per 1000 instructions", frozenset({_P, _S}), _HAZARD_FLOOR),
+        Metric("split_loads_pp", "loads/packet", _L, "loads that cross a 64-byte cache line, per packet", frozenset({_S}), _HAZARD_FLOOR),
+        Metric("split_stores_pp", "stores/packet", _L, "stores that cross a 64-byte cache line, per packet", frozenset({_S}), _HAZARD_FLOOR),
+        Metric("alias_4k_pp", "loads/packet", _L, "loads that 4K-alias a store in flight (address bits 11:0 match), per packet", frozenset({_S}), _HAZARD_FLOOR),
         Metric("branch_misses_pp", "misses/packet", _L, "branch mispredictions per packet", frozenset({_P})),
     )
 }
@@ -153,15 +161,36 @@ def derive_pmu(raw: Mapping[str, float | None], idle: IdleCalibration | None) ->
     return {k: v for k, v in out.items() if v is not None}
 
 
+# Raw keys ``sim.site.<hazard>.<function>@<file:line>``: where the simulator saw a hazard.
+SITE_PREFIX = "sim.site."
+
+
 def derive_sim(raw: Mapping[str, float | None]) -> dict[str, float]:
-    """Simulated (valgrind) per-packet metrics: exact IPP of the forwarding function, cache misses."""
+    """Simulated (valgrind) per-packet metrics: exact IPP of the forwarding function, memory
+    hazards of the same window (memhazard), cache misses (cachegrind)."""
     packets = raw.get("sim.fwd_packets")
     out = {
         "ipp": _ratio(raw.get("sim.fwd_instructions"), packets),
+        "sf_blocks_pp": _ratio(raw.get("sim.sf_blocks"), packets),
+        "sf_blocks_pki": _ratio(raw.get("sim.sf_blocks"), raw.get("sim.fwd_instructions"), 1000.0),
+        "split_loads_pp": _ratio(raw.get("sim.split_loads"), packets),
+        "split_stores_pp": _ratio(raw.get("sim.split_stores"), packets),
+        "alias_4k_pp": _ratio(raw.get("sim.alias_4k"), packets),
         "l1d_misses_pp": _ratio(raw.get("sim.d1_misses"), raw.get("sim.cache_packets")),
         "llc_misses_pp": _ratio(raw.get("sim.ll_misses"), raw.get("sim.cache_packets")),
     }
     return {k: v for k, v in out.items() if v is not None}
+
+
+def hazard_sites(raw: Mapping[str, float | None], packets_key: str = "sim.fwd_packets") -> dict[tuple[str, str], float]:
+    """Per-packet hazard counts by (raw hazard name, site) from a sample's ``sim.site.*`` keys."""
+    packets = raw.get(packets_key)
+    out: dict[tuple[str, str], float] = {}
+    for key, value in raw.items():
+        if key.startswith(SITE_PREFIX) and value is not None and packets:
+            kind, _, site = key[len(SITE_PREFIX):].partition(".")
+            out[(kind, site)] = value / packets
+    return out
 
 
 def core_frequency_hz(raw: Mapping[str, float | None]) -> float | None:

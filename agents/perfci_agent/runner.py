@@ -46,6 +46,8 @@ class RunSpec:
     perf_fds: tuple[int, int] | None = None  # (ctl, ack) inherited by the child
     pass_fds: tuple[int, ...] = ()
     pin_outer: bool = False  # taskset before the wrapper (valgrind runs the program itself)
+    env: dict[str, str] | None = None  # the whole environment (None: inherit this process's)
+    stable_stack: bool = False  # pad the environment so the stack starts at the same address
 
     def app_args(self, report: Path) -> list[str]:
         c = self.config
@@ -79,11 +81,38 @@ class RunResult:
     argv: list[str]
 
 
+STACK_STRINGS = 8192  # bytes of argv + environment strings a stable-stack run is padded to
+
+
+def stable_stack_env(argv: list[str], env: dict[str, str]) -> dict[str, str]:
+    """``env`` plus a padding variable that brings argv and environment strings to a fixed size.
+
+    The kernel (and valgrind, which builds its client's stack the same way) copies those strings
+    to the top of the stack, so their length decides where every stack frame lands; a file prefix
+    with another pid or a longer temporary path would move the frames and with them every
+    address-dependent count (4K aliasing between stack and packet data). valgrind adds its core
+    preload library, named after ``VALGRIND_LIB``, to ``LD_PRELOAD``: counted too.
+    """
+    def size() -> int:
+        strings = sum(len(a) + 1 for a in argv) + sum(len(k) + len(v) + 2 for k, v in env.items())
+        return strings + len(env.get("VALGRIND_LIB", ""))
+
+    env = {k: v for k, v in env.items() if k != "PERFCI_STACK_PAD"}
+    used = size() + len("PERFCI_STACK_PAD=") + 1
+    if used > STACK_STRINGS:
+        raise RunFailed(f"argv and environment take {used} bytes, more than the {STACK_STRINGS} a stable-stack run allows")
+    env["PERFCI_STACK_PAD"] = "x" * (STACK_STRINGS - used)
+    return env
+
+
 def run(spec: RunSpec) -> RunResult:
     """Run once; :class:`RunFailed` on timeout, crash, non-zero exit or a bad report."""
     with tempfile.TemporaryDirectory(prefix="perfci-run-") as tmp:
         report_path = Path(tmp) / "report.json"
         argv = spec.argv(report_path)
+        env = spec.env
+        if spec.stable_stack:  # only the program's own argv reaches its stack, not the wrapper's
+            env = stable_stack_env(argv[argv.index(str(spec.binary)):], spec.env if spec.env is not None else dict(os.environ))
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -92,6 +121,7 @@ def run(spec: RunSpec) -> RunResult:
                 stderr=subprocess.PIPE,
                 text=True,
                 cwd=spec.workdir,
+                env=env,
                 pass_fds=tuple(spec.pass_fds) + (tuple(spec.perf_fds) if spec.perf_fds else ()),
                 start_new_session=True,
             )

@@ -1,9 +1,13 @@
-"""``sim``: valgrind. Exact instructions of the forwarding function, simulated cache misses.
+"""``sim``: valgrind. Exact instructions of the forwarding function, memory hazards, simulated
+cache misses.
 
-- callgrind ``--toggle-collect=fwd_burst`` collects only while ``fwd_burst`` (and what it calls)
-  runs, so the output file's ``totals:`` line is the instructions of the forwarding work; divided
-  by the report's ``total.fwd_packets`` (every fwd_burst call, warm-up included) that is IPP.
-  The count is bit-identical run to run (EAL init, which varies, is not collected).
+- memhazard (:mod:`perfci_agent.hazards`) collects in callgrind's ``--toggle-collect=fwd_burst``
+  window (``fwd_burst`` and what it calls): its instruction count equals callgrind's ``totals:``
+  (checked on this dataplane), and divided by the report's ``total.fwd_packets`` (every fwd_burst
+  call, warm-up included) it is IPP. In the same pass it replays the window's loads and stores
+  through a store-buffer model: store-forward blocks, split loads and stores, 4K aliases per
+  packet, and the functions and lines where they happen. Bit-identical run to run (EAL init,
+  which varies, is not collected). One memhazard pass costs less than one callgrind pass did.
 - cachegrind ``--cache-sim=yes`` with an explicit geometry (``--I1 --D1 --LL``; its
   auto-detection is wrong in VMs) simulates the caches; the agent sums the D1 and LL *read*
   misses (``D1mr``, ``DLmr``) of the lines attributed to ``fwd_burst`` (its own code and what is
@@ -14,20 +18,27 @@ and the highest unified level); if sysfs has none, or a level cachegrind cannot 
 not a power of two), :data:`DEFAULT_GEOMETRY` — I1 32 KiB 8-way, D1 32 KiB 8-way, LL 8 MiB 16-way,
 64-byte lines (a typical x86 server core) — and the result's raw keys record the geometry used.
 
+The memhazard and cachegrind passes run side by side on two cores when the process has two.
+
 Packet counts are small under valgrind (:meth:`~perfci_agent.result.BenchConfig.as_run_by`); the result's
 config records what actually ran.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import metrics, runner
-from ..cpuinfo import read_sys
+from ..cpuinfo import read_cpuid, read_sys
 from ..errors import RunFailed
+from ..hazards import FamilyChoice, HazardReport, family_for, memhazard_lib, parse_report
+from ..hazards.tool import TOOL_NAME
+from ..metrics import SITE_PREFIX
 from ..result import BenchConfig, Sample
 from . import metric_values
 
@@ -126,55 +137,104 @@ def parse_cachegrind_function(text: str, function: str = FWD_FUNCTION) -> dict[s
     return sums
 
 
+HAZARD_SITES = 5  # per hazard kind, the sites named in the raw keys (most events first)
+RAW_HAZARDS = {"sf_blocked": "sim.sf_blocks", "split_loads": "sim.split_loads", "split_stores": "sim.split_stores",
+               "alias_4k": "sim.alias_4k", "sf_forwarded": "sim.sf_forwarded"}
+
+
+def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
+    """Raw counts of one memhazard run: totals, the model used, and the top sites per hazard kind
+    (``sim.site.<kind>.<function>@<file:line>``, for the explanation and bisect's table)."""
+    raw: dict[str, float] = {RAW_HAZARDS[k]: float(v) for k, v in report.counts.items()}
+    raw.update({"sim.loads": float(report.loads), "sim.stores": float(report.stores),
+                "sim.hz_store_buffer": float(report.store_buffer), "sim.hz_rob": float(report.rob),
+                f"sim.hz_family.{report.family}": 1.0})
+    if family.default:
+        raw["sim.hz_family_default"] = 1.0  # the CPU is not a modelled family (see backend_reason)
+    for kind in ("sf_blocked", "split_loads", "split_stores", "alias_4k"):
+        for site in report.top_sites(kind, HAZARD_SITES):
+            raw[f"{SITE_PREFIX}{RAW_HAZARDS[kind][4:]}.{site.label}"[:128]] = float(site.count)
+    return raw
+
+
 class SimBackend:
     name = metrics.Backend.SIM
     default_reps = 2  # deterministic: the second run checks that (identical IPP)
 
-    def __init__(self, timeout: float = 600.0, geometry: Geometry | None = None, cache_sim: bool = True) -> None:
+    def __init__(self, timeout: float = 600.0, geometry: Geometry | None = None, cache_sim: bool = True,
+                 family: str | None = None, tool_cache: Path | None = None) -> None:
         self.timeout = timeout
         self.geometry = geometry or read_geometry()
         self.cache_sim = cache_sim
         self.valgrind = shutil.which("valgrind") or "valgrind"
+        self.family = family_for(read_cpuid(), family)
+        self.tool_cache = tool_cache
+        self._lib: Path | None = None
 
     def config_for(self, config: BenchConfig) -> BenchConfig:
         return config.as_run_by(self.name)
 
     def prepare(self, binary: Path, core: int, config: BenchConfig, workdir: Path) -> None:
-        return None
+        self.tool_lib()
 
-    def _valgrind(self, binary: Path, core: int, config: BenchConfig, workdir: Path, tool_args: list[str]) -> runner.RunResult:
-        spec = runner.RunSpec(binary, core, config, workdir=workdir, timeout=self.timeout,
-                              wrapper=[self.valgrind, "-q", *tool_args], pin_outer=True)
-        return runner.run(spec)
+    def tool_lib(self) -> Path:
+        """memhazard's VALGRIND_LIB folder; :class:`ToolUnavailable` says what is missing."""
+        if self._lib is None:
+            self._lib = memhazard_lib(self.tool_cache)
+        return self._lib
+
+    def _spec(self, binary: Path, core: int, config: BenchConfig, workdir: Path, tool_args: list[str],
+              env: dict[str, str] | None = None) -> runner.RunSpec:
+        return runner.RunSpec(binary, core, config, workdir=workdir, timeout=self.timeout,
+                              wrapper=[self.valgrind, "-q", *tool_args], pin_outer=True, env=env, stable_stack=env is not None)
+
+    def _hazard_spec(self, binary: Path, core: int, config: BenchConfig, workdir: Path, out: Path) -> runner.RunSpec:
+        """memhazard: instructions and hazards of the window. valgrind must keep every load the
+        program makes (``allregs-at-mem-access``: by default it drops loads whose value is dead in
+        its IR), and the stack must start at the same address every run (4K aliasing depends on
+        stack addresses): a fixed environment, padded."""
+        lib = self.tool_lib()
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "VALGRIND_LIB": str(lib)}
+        return self._spec(binary, core, config, workdir,
+                          [f"--tool={TOOL_NAME}", f"--window-fn={FWD_FUNCTION}", f"--family={self.family.name}",
+                           "--vex-iropt-register-updates=allregs-at-mem-access", "--read-inline-info=yes", "--fullpath-after=",
+                           f"--out-file={out}"], env)
 
     def sample(self, binary: Path, core: int, config: BenchConfig, workdir: Path, rep: int) -> Sample:
+        """One memhazard run (instructions + hazards) and, side by side on another core when
+        this process has one, one cachegrind run (simulated caches)."""
         raw: dict[str, float | None] = {}
         with tempfile.TemporaryDirectory(prefix="perfci-sim-") as tmp:
-            out = Path(tmp) / "callgrind.out"
-            res = self._valgrind(binary, core, config, workdir,
-                                 ["--tool=callgrind", f"--toggle-collect={FWD_FUNCTION}", f"--callgrind-out-file={out}"])
-            try:
-                instructions = parse_callgrind_total(out.read_text())
-            except (OSError, ValueError) as exc:
-                raise RunFailed(f"callgrind output unusable: {exc}") from None
-            packets = float(res.report["total"]["fwd_packets"])
-            if instructions == 0 or packets == 0:
-                raise RunFailed(f"callgrind collected {instructions} instructions in {FWD_FUNCTION} for {packets:.0f} packets "
-                                f"(is {FWD_FUNCTION} an exported, non-inlined symbol?)")
-            raw["sim.fwd_instructions"] = float(instructions)
-            raw["sim.fwd_packets"] = packets
+            hz_out, cg_out = Path(tmp) / "memhazard.out", Path(tmp) / "cachegrind.out"
+            specs = [self._hazard_spec(binary, core, config, workdir, hz_out)]
             if self.cache_sim:
-                out = Path(tmp) / "cachegrind.out"
-                res = self._valgrind(binary, core, config, workdir,
-                                     ["--tool=cachegrind", "--cache-sim=yes", *self.geometry.args(), f"--cachegrind-out-file={out}"])
+                other = next((c for c in sorted(os.sched_getaffinity(0), reverse=True) if c != core), core)
+                specs.append(self._spec(binary, other, config, workdir,
+                                        ["--tool=cachegrind", "--cache-sim=yes", *self.geometry.args(), f"--cachegrind-out-file={cg_out}"]))
+            with ThreadPoolExecutor(len(specs)) as pool:
+                results = list(pool.map(runner.run, specs))  # a RunFailed of either run is raised here
+            res = results[0]
+            try:
+                report = parse_report(hz_out.read_text())
+            except (OSError, ValueError) as exc:
+                raise RunFailed(f"memhazard output unusable: {exc}") from None
+            packets = float(res.report["total"]["fwd_packets"])
+            if report.windows == 0 or report.instructions == 0 or packets == 0:
+                raise RunFailed(f"memhazard saw {report.windows} call(s) of {FWD_FUNCTION} and {report.instructions} instructions "
+                                f"for {packets:.0f} packets: the binary needs the symbol {FWD_FUNCTION} (an exported, "
+                                f"non-inlined function; built with symbols, not stripped)")
+            raw["sim.fwd_instructions"] = float(report.instructions)
+            raw["sim.fwd_packets"] = packets
+            raw.update(hazard_raw(report, self.family))
+            if self.cache_sim:
                 try:
-                    sums = parse_cachegrind_function(out.read_text())
+                    sums = parse_cachegrind_function(cg_out.read_text())
                 except (OSError, ValueError) as exc:
                     raise RunFailed(f"cachegrind output unusable: {exc}") from None
                 raw["sim.d1_misses"] = float(sums.get("D1mr", 0))
                 raw["sim.ll_misses"] = float(sums.get("DLmr", 0))
                 raw["sim.cache_instructions"] = float(sums.get("Ir", 0))
-                raw["sim.cache_packets"] = float(res.report["total"]["fwd_packets"])
+                raw["sim.cache_packets"] = float(results[1].report["total"]["fwd_packets"])
                 g = self.geometry
                 raw.update({"sim.geom_d1_bytes": float(g.d1.size), "sim.geom_d1_ways": float(g.d1.assoc),
                             "sim.geom_ll_bytes": float(g.ll.size), "sim.geom_ll_ways": float(g.ll.assoc),

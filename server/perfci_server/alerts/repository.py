@@ -27,6 +27,7 @@ from ..models import (
     Repository,
     Run,
     RunStatus,
+    Sample,
 )
 
 # --- detection input ------------------------------------------------------------------------
@@ -135,6 +136,30 @@ def window_values(
         .order_by(BranchCommit.position, MetricValue.metric, MetricValue.backend, MetricValue.rep)
     )
     return session.execute(statement).all()
+
+
+def sim_sample_raw(
+    session: Session, branch_id: int, machine_id: int, config_id: int, position: int
+) -> dict[str, Any]:
+    """The raw counts of one ``sim`` sample of the commit at ``position`` (deterministic: any
+    repetition stands for all), or {} when there is none: where the explanation finds the sites
+    of the simulated memory hazards."""
+    statement = (
+        select(Sample.raw)
+        .join(MetricValue, MetricValue.sample_id == Sample.id)
+        .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
+        .where(
+            BranchCommit.branch_id == branch_id,
+            BranchCommit.position == position,
+            MetricValue.machine_id == machine_id,
+            MetricValue.config_id == config_id,
+            MetricValue.backend == "sim",
+            MetricValue.metric == "ipp",
+        )
+        .order_by(Sample.id.desc())
+        .limit(1)
+    )
+    return session.execute(statement).scalar() or {}
 
 
 def measured_positions_between(

@@ -46,6 +46,8 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from .. import dispatch
+from perfci_agent.metrics import hazard_sites
+
 from ..analysis import Kind, Point, detect, explain
 from ..analysis.detect import Settings as DetectionSettings
 from ..bisect import service as bisect_service
@@ -404,7 +406,11 @@ def _explain_group(session: Session, group: AlertGroup, book: _Book, settings: S
         before_at = alert_sql.measured_positions_between(session, group.branch_id, group.machine_id, config_id, prev_fb, lg, k, True) if lg >= 0 else []
         after_at = alert_sql.measured_positions_between(session, group.branch_id, group.machine_id, config_id, fb, next_lg, k, False)
         before, after = _medians(session, group, config_id, backend, before_at), _medians(session, group, config_id, backend, after_at)
-        explanation = explain(before, after)
+        sites: dict[str, Any] = {}
+        if backend == "sim" and before_at and after_at:  # where the simulated hazards happen
+            sites = {"sites_before": hazard_sites(alert_sql.sim_sample_raw(session, group.branch_id, group.machine_id, config_id, before_at[-1])),
+                     "sites_after": hazard_sites(alert_sql.sim_sample_raw(session, group.branch_id, group.machine_id, config_id, after_at[0]))}
+        explanation = explain(before, after, **sites)
         parts.append({
             "config": config_names.get(config_id, str(config_id)), "backend": backend,
             "cause": explanation.cause, "sentence": explanation.sentence,

@@ -23,7 +23,10 @@ Deterministic backend (``sim``, valgrind instruction counts and simulated caches
 tolerance``, else SAME; one sample per side suffices. The default tolerance, 1e-4, sits below
 the smallest code change that matters: one extra instruction per 32-packet burst on a ~100
 instructions/packet forwarding path is 1/32/100 = +0.03 % IPP, three times the tolerance, while
-callgrind counts of the forwarding function are bit-identical run to run (DESIGN §4).
+callgrind counts of the forwarding function are bit-identical run to run (DESIGN §4). Counts
+that can be near zero (memory hazards per packet) also need an absolute move above their
+catalogue ``exact_floor``: 0 -> 0.0001 blocks per packet is one event in 10 000 packets (a drop
+landing differently), not a stall the forwarding path acquired.
 """
 
 from __future__ import annotations
@@ -201,7 +204,10 @@ def _compare_exact(a: np.ndarray, b: np.ndarray, med_a: float, med_b: float, rel
         spread = float(np.ptp(x))
         if spread > tolerance * max(abs(med), 1e-300):
             notes.append(f"{side}: deterministic samples differ by {spread:g} (median used)")
-    different = abs(rel) > tolerance
+    floor = m.exact_floor if m is not None else 0.0
+    different = abs(rel) > tolerance and abs(med_b - med_a) > floor
+    if abs(rel) > tolerance and not different:
+        notes.append(f"moved by {med_b - med_a:+g}, within the metric's floor of {floor:g}: not a change")
     verdict = Verdict.DIFFERENT if different else Verdict.SAME
     kind = kind_of(m, med_a, med_b) if different else Kind.NONE
     return Comparison(verdict, 0.0 if different else 1.0, med_a, med_b, rel, tolerance, kind,

@@ -13,8 +13,11 @@ is not a metric; for CPP: the mismatch between the median of a ratio and the rat
 a factor that was not measured), so the contributions always sum to the target's log change.
 ``share`` is each contribution divided by that total.
 
-Works with any subset: a ``sim`` alert has only ipp / l1d_misses_pp / llc_misses_pp, so its
-explanation is IPP itself and the cache counters.
+Works with any subset: a ``sim`` alert has no cycles, so its explanation is IPP itself, the
+simulated memory hazards (store-forward blocks, split accesses, 4K aliases: stalls that cost
+cycles and no instructions, named with the function and line where they moved) and the cache
+counters. Its cause is "stalls" when a hazard got worse while IPP did not move, "several" when
+both moved.
 """
 
 from __future__ import annotations
@@ -34,11 +37,21 @@ _IDENTITIES: dict[str, dict[str, int]] = {
 COUNTERS: dict[str, str] = {
     "sf_blocks_pp": "store-forward blocks per packet",
     "sf_blocks_pki": "store-forward blocks per 1000 instructions",
+    "split_loads_pp": "cache-line-split loads per packet",
+    "split_stores_pp": "cache-line-split stores per packet",
+    "alias_4k_pp": "4K-aliasing loads per packet",
     "cache_misses_pp": "cache misses per packet",
     "l1d_misses_pp": "L1D misses per packet",
     "llc_misses_pp": "LLC misses per packet",
     "branch_misses_pp": "branch misses per packet",
 }
+
+# Memory hazards (stalls that cost cycles, not instructions) and the raw name their sites carry
+# (perfci_agent.metrics.hazard_sites): the explanation says where they happen.
+HAZARDS: dict[str, str] = {"sf_blocks_pp": "sf_blocks", "sf_blocks_pki": "sf_blocks", "split_loads_pp": "split_loads",
+                           "split_stores_pp": "split_stores", "alias_4k_pp": "alias_4k"}
+
+Sites = Mapping[tuple[str, str], float]  # (hazard, "function@file:line") -> events per packet
 
 _FACTOR_WORDS = {"ipp": "instructions per packet", "eipc": "eIPC", "cur": "CUR", "other": "other"}
 
@@ -71,6 +84,7 @@ class CounterMove:
     ratio: float  # after / before (inf from zero)
     rel_change: float
     worse: bool  # by the catalogue's better-direction
+    where: str | None = None  # hazards: the function (and line) whose count moved most
 
 
 @dataclass(frozen=True)
@@ -118,8 +132,22 @@ def decompose(target: str, before: Mapping[str, float], after: Mapping[str, floa
     return Decomposition(target, tb, ta, ta / tb - 1.0, total, tuple(parts))
 
 
-def counter_moves(before: Mapping[str, float], after: Mapping[str, float], threshold: float) -> list[CounterMove]:
-    """Per-packet counters whose relative change is at least ``threshold``, largest first."""
+def where_moved(hazard: str, sites_before: Sites, sites_after: Sites, worse: bool) -> str | None:
+    """The site of ``hazard`` whose per-packet count moved most in the direction of the change."""
+    moves = {site: sites_after.get((hazard, site), 0.0) - sites_before.get((hazard, site), 0.0)
+             for (h, site) in {*sites_before, *sites_after} if h == hazard}
+    sign = 1.0 if worse else -1.0
+    best = max(moves.items(), key=lambda kv: (sign * kv[1], kv[0]), default=None)
+    if best is None or sign * best[1] <= 0:
+        return None
+    function, _, line = best[0].partition("@")
+    return f"{function} ({line})" if line else function
+
+
+def counter_moves(before: Mapping[str, float], after: Mapping[str, float], threshold: float,
+                  sites_before: Sites | None = None, sites_after: Sites | None = None) -> list[CounterMove]:
+    """Per-packet counters whose relative change is at least ``threshold``, largest first;
+    hazards name the site that moved most when the samples' sites are given."""
     out = []
     for name in COUNTERS:
         b, a = before.get(name), after.get(name)
@@ -131,8 +159,12 @@ def counter_moves(before: Mapping[str, float], after: Mapping[str, float], thres
         rel = ratio - 1.0
         if abs(rel) < threshold:
             continue
-        worse = catalogue.get(name).is_regression(b, a)
-        out.append(CounterMove(name, b, a, ratio, rel, worse))
+        m = catalogue.get(name)
+        if abs(a - b) <= m.exact_floor:
+            continue  # a count too rare to be a property of the forwarding path
+        worse = m.is_regression(b, a)
+        where = where_moved(HAZARDS[name], sites_before or {}, sites_after or {}, worse) if name in HAZARDS else None
+        out.append(CounterMove(name, b, a, ratio, rel, worse, where))
     out.sort(key=lambda c: -abs(math.log(c.ratio)) if 0 < c.ratio < math.inf else -math.inf)
     return out
 
@@ -146,7 +178,8 @@ def _counter_text(c: CounterMove) -> str:
         change = f"\u00f7{1 / c.ratio:.3g}" if c.ratio > 0 else "to zero"
     else:
         change = _pct(c.rel_change)
-    return f"{COUNTERS[c.metric]} {change} ({_num(c.before)} \u2192 {_num(c.after)})"
+    text = f"{COUNTERS[c.metric]} {change} ({_num(c.before)} \u2192 {_num(c.after)})"
+    return f"{text} in {c.where}" if c.where else text
 
 
 def _factor_text(p: Contribution, unchanged_below: float) -> str:
@@ -162,14 +195,16 @@ def _factor_text(p: Contribution, unchanged_below: float) -> str:
 
 
 def explain(before: Mapping[str, float], after: Mapping[str, float], *, unchanged_below: float = 0.005,
-            counter_threshold: float = 0.10) -> Explanation:
+            counter_threshold: float = 0.10, sites_before: Sites | None = None, sites_after: Sites | None = None) -> Explanation:
     """Explain one commit range from before/after medians of any lean-model metrics.
 
     ``unchanged_below``: a factor moving less than this (relative) is called unchanged.
     ``counter_threshold``: a counter must move at least this much (relative) to be named.
+    ``sites_before`` / ``sites_after``: per-packet hazard counts by site (simulated), to say where.
     """
     decs = tuple(d for d in (decompose("cpp", before, after), decompose("pps", before, after)) if d)
-    counters = tuple(counter_moves(before, after, counter_threshold))
+    counters = tuple(counter_moves(before, after, counter_threshold, sites_before, sites_after))
+    stalls = any(c.metric in HAZARDS and c.worse for c in counters)
     counters_text = ", ".join(_counter_text(c) for c in counters[:3])
 
     if decs:
@@ -186,7 +221,10 @@ def explain(before: Mapping[str, float], after: Mapping[str, float], *, unchange
         sentence = head + (": " + ", ".join(parts) if parts else "")
     elif _usable(before.get("ipp")) and _usable(after.get("ipp")):
         r = after["ipp"] / before["ipp"] - 1.0
-        cause = "instructions" if abs(r) >= unchanged_below else ("counters only" if counters else "unknown")
+        if stalls:  # a simulated stall: it costs cycles whatever the instruction count did
+            cause = "several" if abs(r) >= unchanged_below else "stalls"
+        else:
+            cause = "instructions" if abs(r) >= unchanged_below else ("counters only" if counters else "unknown")
         sentence = f"IPP {_pct(r)} ({_num(before['ipp'])} \u2192 {_num(after['ipp'])} instructions per packet)"
     else:
         cause = "counters only" if counters else "unknown"

@@ -1,0 +1,23 @@
+"""The memory-hazard simulator of the ``sim`` backend.
+
+``tool/`` holds memhazard, a small valgrind tool (C, built with meson against the tool SDK that
+Debian's valgrind package ships). In the same window as callgrind's ``--toggle-collect=fwd_burst``
+it counts the instructions (identical to callgrind's count) and replays every load and store
+through a store-buffer model of one microarchitecture family: loads blocked by store forwarding,
+loads and stores split across a cache line, loads that 4K-alias a store in flight, each also per
+function and source line. The family rules and sizes, with their sources, are in
+``tool/mh_main.c``; :mod:`.family` picks one from CPUID.
+
+- :mod:`.tool`   builds the tool once per source version and assembles the ``VALGRIND_LIB`` folder
+- :mod:`.family` CPUID -> family name (the default model when the CPU is not one the tool knows)
+- :mod:`.report` reads the tool's output file
+"""
+
+from .family import DEFAULT_FAMILY, FAMILIES, FamilyChoice, family_for
+from .report import KINDS, HazardReport, Site, parse_report
+from .tool import ToolUnavailable, memhazard_lib
+
+__all__ = [
+    "DEFAULT_FAMILY", "FAMILIES", "FamilyChoice", "family_for", "KINDS", "HazardReport", "Site", "parse_report",
+    "ToolUnavailable", "memhazard_lib",
+]

@@ -1,0 +1,102 @@
+"""memhazard's output file -> :class:`HazardReport`.
+
+The file is ``key value`` lines (totals) followed by one ``site KIND COUNT | FRAME | FRAME ...``
+line per instruction address and hazard kind. Each frame is valgrind's description of the
+address, ``0xADDR: FUNCTION (FILE:LINE)`` (``???`` and ``(in OBJECT)`` without debug info), the
+innermost inlined call first. A site is named after the innermost frame in the program's own
+sources: a compiler intrinsic or a DPDK inline from a system header (``/usr/...``) is a detail
+of the function that used it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+KINDS = ("sf_blocked", "sf_forwarded", "split_loads", "split_stores", "alias_4k")
+_SITE = re.compile(r"^site (\w+) (\d+)((?: \| .*)+)$")
+_FRAME = re.compile(r"^0x[0-9A-Fa-f]+: (.*?)(?: \((in )?([^()]*)\))?$")
+SYSTEM_PREFIXES = ("/usr/", "/lib/")
+
+
+def _frame(text: str) -> tuple[str, str, bool]:
+    """(function, "file:line" or object, whether it is the program's own source)."""
+    m = _FRAME.match(text.strip())
+    if not m:
+        raise ValueError(f"malformed frame {text!r}")
+    function, in_object, where = m.group(1).strip(), bool(m.group(2)), (m.group(3) or "").strip()
+    own = bool(where) and not in_object and not where.startswith(SYSTEM_PREFIXES)
+    return function, where.rsplit("/", 1)[-1], own
+
+
+def site_of(frames: list[str]) -> tuple[str, str]:
+    """The innermost frame in the program's own sources, else the innermost one."""
+    parsed = [_frame(f) for f in frames]
+    function, where, _ = next((p for p in parsed if p[2]), parsed[0])
+    return function, where
+
+
+@dataclass(frozen=True)
+class Site:
+    kind: str
+    count: int
+    function: str
+    where: str  # "fwd.c:97", or the object file when there is no line information
+
+    @property
+    def label(self) -> str:
+        return f"{self.function}@{self.where}" if self.where else self.function
+
+
+@dataclass(frozen=True)
+class HazardReport:
+    family: str
+    store_buffer: int
+    rob: int
+    window_fn: str
+    windows: int
+    instructions: int
+    loads: int
+    stores: int
+    counts: dict[str, int]
+    sites: tuple[Site, ...] = field(default=())
+
+    def top_sites(self, kind: str, n: int) -> list[Site]:
+        """The ``n`` sites of ``kind`` with the most events; sites of one function and line merged."""
+        merged: dict[tuple[str, str], int] = defaultdict(int)
+        for s in self.sites:
+            if s.kind == kind:
+                merged[(s.function, s.where)] += s.count
+        ranked = sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))
+        return [Site(kind, c, fn, where) for (fn, where), c in ranked[:n]]
+
+
+def parse_report(text: str) -> HazardReport:
+    """Parse a memhazard output file; ValueError names what is missing or malformed."""
+    values: dict[str, str] = {}
+    sites: list[Site] = []
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "memhazard 1":
+        raise ValueError("not a memhazard output file (no 'memhazard 1' header)")
+    for line in lines[1:]:
+        if line.startswith("site "):
+            m = _SITE.match(line)
+            if not m or m.group(1) not in KINDS:
+                raise ValueError(f"malformed site line: {line!r}")
+            function, where = site_of(m.group(3).split(" | ")[1:])
+            sites.append(Site(m.group(1), int(m.group(2)), function, where))
+        elif line.strip():
+            key, _, value = line.partition(" ")
+            values[key] = value.strip()
+    try:
+        return HazardReport(
+            family=values["family"], store_buffer=int(values["store_buffer"]), rob=int(values["rob"]),
+            window_fn=values["window_fn"], windows=int(values["windows"]), instructions=int(values["instructions"]),
+            loads=int(values["loads"]), stores=int(values["stores"]), counts={k: int(values[k]) for k in KINDS},
+            sites=tuple(sites),
+        )
+    except KeyError as exc:
+        raise ValueError(f"memhazard output lacks {exc.args[0]!r}") from None
+    except ValueError as exc:
+        raise ValueError(f"memhazard output has a malformed count: {exc}") from None
