@@ -1,8 +1,9 @@
 """The known regressions under dataplane/regressions/ still apply, build and regress.
 
 Each patch is applied with `git apply` to a copy of the current tree and built. The agent's own
-backends measure it (one implementation of each measurement): callgrind instructions per packet
-of fwd_burst must rise for (a), (c), (d) and (e); for (b), prefetch removed, the instruction
+backends measure it (one implementation of each measurement): instructions per packet of
+fwd_burst must rise for (a), (c), (d) and (e); simulated store-forward blocks per packet must
+appear for (a) and (f), while (f) moves instructions per packet by less than 1 %; for (b), prefetch removed, the instruction
 count falls slightly while tsc cycles per packet rise with packet data cold (--cold-data), decided
 by the analysis core's two-sample verdict over alternating fresh-process runs.
 """
@@ -24,12 +25,13 @@ from .fwd import DATAPLANE, build, eal_args, forwarding_core, run_fwd
 
 PATCHES = {p.stem: p for p in sorted((DATAPLANE / "regressions").glob("*.patch"))}
 IPP_UP = ["a-store-forward-block", "c-per-packet-tx", "d-helper-out-of-line", "e-full-barrier"]
+SF_BLOCKS = ["a-store-forward-block", "f-ttl-word-over-checksum"]  # loads blocked by store forwarding
 SIM_CONFIG = BenchConfig(packets=50_000, warmup=1_000)
 ROUND_PAIRS, ROUNDS = 10, 3
 
 
-def test_the_five_known_regressions_are_there():
-    assert sorted(PATCHES) == sorted(IPP_UP + ["b-prefetch-removed"])
+def test_the_six_known_regressions_are_there():
+    assert sorted(PATCHES) == sorted(IPP_UP + ["b-prefetch-removed", "f-ttl-word-over-checksum"])
     for path in PATCHES.values():
         first = path.read_text().splitlines()[0]
         assert first.startswith("Regression (") and len(first) > 40, f"{path.name}: no one-line description"
@@ -53,9 +55,13 @@ def builds(tmp_path_factory, fwd_bin) -> dict[str, Path]:
     return out
 
 
-def ipp(binary: Path, tmp_path: Path) -> float:
+def sim_metrics(binary: Path, tmp_path: Path) -> dict[str, float]:
     sample = SimBackend(cache_sim=False).sample(binary, forwarding_core(), SIM_CONFIG, tmp_path, rep=0)
-    return next(m.value for m in sample.metrics if m.metric == "ipp")
+    return {m.metric: m.value for m in sample.metrics}
+
+
+def ipp(binary: Path, tmp_path: Path) -> float:
+    return sim_metrics(binary, tmp_path)["ipp"]
 
 
 def cpp(binary: Path) -> float:
@@ -74,6 +80,29 @@ def test_patch_raises_instructions_per_packet(builds, base_ipp, name, tmp_path):
     after = ipp(builds[name], tmp_path)
     verdict = compare([base_ipp], [after], "ipp", backend="sim")
     assert verdict.verdict is Verdict.DIFFERENT and verdict.kind is Kind.REGRESSION, (base_ipp, after)
+
+
+@pytest.fixture(scope="module")
+def base_sim(builds, tmp_path_factory) -> dict[str, float]:
+    return sim_metrics(builds["base"], tmp_path_factory.mktemp("base-sim"))
+
+
+def test_the_baseline_has_no_store_forward_block(base_sim):
+    assert base_sim["sf_blocks_pp"] == 0 and base_sim["split_loads_pp"] == 0 and base_sim["split_stores_pp"] == 0
+
+
+@pytest.mark.parametrize("name", SF_BLOCKS)
+def test_store_forward_regressions_show_their_blocks(builds, base_sim, name, tmp_path):
+    after = sim_metrics(builds[name], tmp_path)
+    assert after["sf_blocks_pp"] >= 1.0, after  # at least one blocked load per packet
+    verdict = compare([base_sim["sf_blocks_pp"]], [after["sf_blocks_pp"]], "sf_blocks_pp", backend="sim")
+    assert verdict.verdict is Verdict.DIFFERENT and verdict.kind is Kind.REGRESSION
+
+
+def test_regression_f_adds_a_block_and_almost_no_instruction(builds, base_sim, tmp_path):
+    after = sim_metrics(builds["f-ttl-word-over-checksum"], tmp_path)
+    assert after["sf_blocks_pp"] == pytest.approx(1.0, abs=0.01)  # one per forwarded packet
+    assert abs(after["ipp"] / base_sim["ipp"] - 1) < 0.01, (base_sim["ipp"], after["ipp"])
 
 
 def test_prefetch_removal_costs_cycles_not_instructions(builds, base_ipp, tmp_path):

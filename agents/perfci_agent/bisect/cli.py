@@ -196,6 +196,9 @@ def render(r: dict[str, Any], console: Console) -> None:
         if not p["available"]:
             console.print(f"{p['tool']}: unavailable — {escape(p['reason'])}", soft_wrap=True)
             continue
+        if not p["functions"]:
+            console.print(f"{p['tool']}: nothing moved ({escape(p['reason'])})", soft_wrap=True)
+            continue
         table = Table(title=f"functions that moved most ({p['tool']}, {p['unit']})")
         for col in ("function", "parent", "culprit", "change"):
             table.add_column(col, justify="left" if col == "function" else "right")

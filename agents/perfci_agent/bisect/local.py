@@ -26,7 +26,7 @@ from ..result import ResultDocument
 from ..workspace import Workspace, repo_root
 from .cache import ResultCache
 from .commits import CommitInfo, commit_range
-from .profile import Profile, callgrind_profile, perf_profile
+from .profile import Profile, callgrind_profile, hazard_profile, perf_profile
 
 log = logging.getLogger(__name__)
 Progress = Callable[..., None]
@@ -228,6 +228,7 @@ class LocalBisect:
         dirs = (parent.worktree / "dataplane", culprit.worktree / "dataplane")
         pmu, why_not = self._pmu(core_id, cfg.harness)
         return [callgrind_profile(parent.binary, culprit.binary, cfg, core_id, dirs),
+                hazard_profile(parent.binary, culprit.binary, cfg, core_id, dirs),
                 perf_profile(parent.binary, culprit.binary, cfg, core_id, dirs, pmu, why_not)]
 
     def _pmu(self, core_id: int, harness: str) -> tuple[bool, str]:

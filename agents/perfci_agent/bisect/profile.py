@@ -5,6 +5,9 @@
   forwarding work; the output file is parsed for each function's *self* instruction count
   (cost lines under ``fn=``, minus the inclusive cost lines that follow ``calls=``), divided by
   the packets forwarded. Exact and repeatable, so any non-zero difference is a real one.
+- ``memhazard`` (anywhere valgrind runs): the simulated memory hazards per packet at each function
+  and source line (store-forward blocks, split loads and stores, 4K aliases; the ``sim``
+  backend's hazard pass), so a stall that adds no instruction is still pinned to its line.
 - ``perf record`` (bare metal with a PMU): samples of ``instructions`` per symbol, as shares of
   all samples; without a PMU this is reported as unavailable, not approximated.
 """
@@ -21,7 +24,8 @@ from pathlib import Path
 
 from .. import runner
 from ..backends.sim import FWD_FUNCTION, SimBackend
-from ..errors import RunFailed
+from ..errors import MeasureError, RunFailed
+from ..metrics import hazard_sites
 from ..result import BenchConfig
 
 TOP = 12
@@ -153,6 +157,29 @@ def callgrind_profile(parent: Path, culprit: Path, config: BenchConfig, core: in
     except RunFailed as exc:
         return Profile("callgrind", "instructions/packet", False, str(exc))
     return Profile("callgrind", "instructions/packet", True, f"self instructions per packet under {FWD_FUNCTION}",
+                   diff(before, after))
+
+
+# --- memhazard ------------------------------------------------------------------------------------
+
+HAZARD_WORDS = {"sf_blocks": "store-forward blocks", "split_loads": "split loads", "split_stores": "split stores",
+                "alias_4k": "4K aliases"}
+
+
+def hazards_per_packet(binary: Path, config: BenchConfig, core: int, workdir: Path) -> dict[str, float]:
+    """Simulated hazards per packet by kind and site: ``"store-forward blocks: ttl_decrement@fwd.c:104"``."""
+    backend = SimBackend(cache_sim=False)
+    sample = backend.sample(binary, core, backend.config_for(config), workdir, rep=0)
+    return {f"{HAZARD_WORDS.get(kind, kind)}: {site}": v for (kind, site), v in hazard_sites(sample.raw).items()}
+
+
+def hazard_profile(parent: Path, culprit: Path, config: BenchConfig, core: int, workdirs: tuple[Path, Path]) -> Profile:
+    try:
+        before = hazards_per_packet(parent, config, core, workdirs[0])
+        after = hazards_per_packet(culprit, config, core, workdirs[1])
+    except MeasureError as exc:
+        return Profile("memhazard", "events/packet", False, str(exc))
+    return Profile("memhazard", "events/packet", True, f"simulated memory hazards per packet under {FWD_FUNCTION}, by line",
                    diff(before, after))
 
 
