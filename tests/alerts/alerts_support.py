@@ -67,6 +67,10 @@ def document(commit: str, config: dict[str, Any], values: dict[str, list[float]]
             sample["raw"] = {"sim.fwd_instructions": ipp * SIM_PACKETS, "sim.fwd_packets": SIM_PACKETS,
                              "sim.d1_misses": 0.0312 * SIM_PACKETS, "sim.ll_misses": 0.0021 * SIM_PACKETS,
                              "sim.cache_packets": SIM_PACKETS}
+            blocks = values.get("sf_blocks_pp", [0.0] * reps)[rep] * SIM_PACKETS
+            sample["raw"]["sim.sf_blocks"] = blocks
+            if blocks:  # where memhazard saw them, as the sim backend names a site
+                sample["raw"][SF_SITE] = blocks
         else:
             cpp = values.get("cpp", [7.65] * reps)[rep]
             sample["raw"] = {"tsc.packets": 2_000_000.0, "tsc.busy_cycles": cpp * 2_000_000.0,
@@ -74,8 +78,14 @@ def document(commit: str, config: dict[str, Any], values: dict[str, list[float]]
     return doc
 
 
-def sim_values(ipp: float) -> dict[str, list[float]]:
-    return {"ipp": [ipp], "l1d_misses_pp": [0.0312], "llc_misses_pp": [0.0021]}
+SF_SITE = "sim.site.sf_blocks.ttl_decrement@fwd.c:104"
+
+
+def sim_values(ipp: float, sf_blocks_pp: float | None = None) -> dict[str, list[float]]:
+    values = {"ipp": [ipp], "l1d_misses_pp": [0.0312], "llc_misses_pp": [0.0021]}
+    if sf_blocks_pp is not None:
+        values["sf_blocks_pp"] = [sf_blocks_pp]
+    return values
 
 
 def tsc_values(rng: np.random.Generator, cpp_level: float, rel_noise: float, reps: int = 5) -> dict[str, list[float]]:

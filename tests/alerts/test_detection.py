@@ -65,6 +65,23 @@ def test_sim_step_gives_one_group_at_the_exact_commit_with_its_explanation(sim_l
     assert lab.client.get(f"/api/v1/alerts/{group['id']}").json() == group
 
 
+def test_a_simulated_store_forward_block_without_instructions_is_one_alert_naming_where(client, session, sent_tasks):
+    # regression (f) as the sim backend reports it: IPP identical, one blocked load per packet
+    lab = Lab(client, session, sent_tasks, configs=(SIM,))
+    agent = lab.agent("dut-01")
+    lab.push(20)
+    lab.measure(lambda i, _: sim_values(BASE_IPP, 1.0 if i >= STEP else 0.0), agent)
+    lab.detect()
+    [group] = lab.alerts()
+    shas = lab.shas["main"]
+    assert group["first_bad"]["sha"] == shas[STEP] and group["last_good"]["sha"] == shas[STEP - 1]
+    assert {a["metric"] for a in group["alerts"]} == {"sf_blocks_pp"}  # IPP did not move
+    assert group["direction"] == "regression" and group["explanation"]["cause"] == "stalls"
+    assert ("store-forward blocks per packet from zero (0 \u2192 1) in ttl_decrement (fwd.c:104)"
+            in group["explanation"]["sentence"]), group["explanation"]["sentence"]
+    assert "in ttl_decrement" in group["summary"]
+
+
 def test_every_measured_commit_gets_a_verdict_failure_only_at_the_regression(sim_lab, session):
     lab = sim_lab
     shas = lab.shas["main"]

@@ -108,3 +108,12 @@ def test_bad_input():
 def test_identical_constant_samples_are_same():
     c = compare([7.0] * 6, [7.0] * 6, "cpp", min_effect=0.01)
     assert c.p_value == 1.0 and c.verdict is Verdict.SAME
+
+
+def test_exact_rule_has_a_floor_for_rare_hazards():
+    tiny = compare([0.0], [0.00005], "sf_blocks_pp", backend="sim")
+    assert tiny.verdict is Verdict.SAME and "within the metric's floor" in tiny.notes[0]
+    block = compare([0.0], [1.0], "sf_blocks_pp", backend="sim")
+    assert block.verdict is Verdict.DIFFERENT and block.kind is Kind.REGRESSION
+    # IPP has no floor: one instruction per 32-packet burst still counts
+    assert compare([58.94], [58.94 + 1 / 32], "ipp", backend="sim").verdict is Verdict.DIFFERENT

@@ -60,3 +60,29 @@ def test_missing_factor_goes_to_other_and_nothing_known():
     assert explain({"cpp": 0.0}, {"cpp": 1.0}).cause == "unknown"
     e = explain({"branch_misses_pp": 0.0}, {"branch_misses_pp": 0.2})
     assert e.cause == "counters only" and "from zero" in e.sentence
+
+
+def test_sim_store_forward_block_is_named_with_its_function_and_line():
+    # regression (f): no instruction added, one blocked load per packet in ttl_decrement
+    before = {"ipp": 58.94, "sf_blocks_pp": 0.0, "alias_4k_pp": 0.59}
+    after = {"ipp": 58.94, "sf_blocks_pp": 1.0, "alias_4k_pp": 0.59}
+    sites_after = {("sf_blocks", "ttl_decrement@fwd.c:104"): 1.0, ("sf_blocks", "fwd_burst@fwd.c:198"): 0.004}
+    e = explain(before, after, sites_before={}, sites_after=sites_after)
+    assert e.cause == "stalls"
+    assert e.sentence == ("IPP +0.0 % (58.94 \u2192 58.94 instructions per packet): store-forward blocks per "
+                          "packet from zero (0 \u2192 1) in ttl_decrement (fwd.c:104)")
+    assert e.counters[0].where == "ttl_decrement (fwd.c:104)"
+
+
+def test_sim_block_with_extra_instructions_has_both_causes():
+    # regression (a): 12 more instructions per packet and a blocked 128-bit load in mac_rewrite
+    e = explain({"ipp": 58.94, "sf_blocks_pp": 0.0}, {"ipp": 70.94, "sf_blocks_pp": 1.0},
+                sites_after={("sf_blocks", "mac_rewrite@fwd.c:118"): 1.0})
+    assert e.cause == "several"
+    assert "IPP +20.4 %" in e.sentence and "store-forward blocks per packet from zero (0 \u2192 1) in mac_rewrite (fwd.c:118)" in e.sentence
+
+
+def test_hazard_moves_below_the_floor_are_not_named():
+    # one block in 20 000 packets (a drop landing elsewhere) is not a property of the path
+    e = explain({"ipp": 58.94, "sf_blocks_pp": 0.0}, {"ipp": 58.94, "sf_blocks_pp": 0.00005})
+    assert e.counters == () and e.cause == "unknown"

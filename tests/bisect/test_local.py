@@ -96,3 +96,42 @@ def test_usage_errors_exit_2(bisect_repo, args, message):
     result = CliRunner().invoke(app, ["bisect", "--repo", str(bisect_repo["repo"]), "--good", good, "--bad", bad, *args])
     assert result.exit_code == 2
     assert message in result.output
+
+
+@pytest.fixture(scope="module")
+def store_forward_repo(tmp_path_factory):
+    """base, two neutral commits, regression (f) (a store-forward block, no extra instruction), two more."""
+    from bisect_repo import DATAPLANE, PATCHES, _build_dirs, git
+
+    repo = tmp_path_factory.mktemp("sf") / "repo"
+    repo.mkdir()
+    import shutil
+
+    shutil.copytree(DATAPLANE, repo / "dataplane", ignore=_build_dirs)
+    git(repo, "init", "-q", "-b", "main")
+    shas = []
+    for i in range(6):
+        if i == 3:
+            git(repo, "apply", str(PATCHES / "f-ttl-word-over-checksum.patch"))
+        else:
+            readme = repo / "dataplane" / "README.md"
+            readme.write_text(readme.read_text() + f"\nNote {i}.\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", f"change {i}")
+        shas.append(git(repo, "rev-parse", "HEAD"))
+    return {"repo": repo, "shas": shas, "cache": tmp_path_factory.mktemp("sf-cache")}
+
+
+def test_a_store_forward_block_without_instructions_is_bisected_to_its_commit_and_line(store_forward_repo):
+    repo, shas = store_forward_repo["repo"], store_forward_repo["shas"]
+    report = LocalBisect(repo, shas[0], shas[-1], "sf_blocks_pp", config=CONFIG, backend="sim",
+                         cache_dir=store_forward_repo["cache"]).run()
+    doc = report.to_dict()
+    assert report.status == "culprit" and doc["culprit"]["sha"] == shas[3], doc["message"]
+    assert doc["kind"] == "regression"
+    hazards = next(p for p in report.profiles if p.tool == "memhazard")
+    assert hazards.available, hazards.reason
+    top = hazards.functions[0]
+    assert top.function.startswith("store-forward blocks: ttl_decrement@fwd.c:") and top.delta == pytest.approx(1.0, abs=0.01)
+    callgrind = next(p for p in report.profiles if p.tool == "callgrind")
+    assert all(abs(f.delta) < 0.01 for f in callgrind.functions)  # no function's instructions moved

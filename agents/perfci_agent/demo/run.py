@@ -254,6 +254,15 @@ def _check_alerts(out: Outcome) -> None:
         out.problems.append(f"expected exactly one regression alert group, got {len(regressions)}")
     elif regressions[0]["first_bad"]["sha"] != want:
         out.problems.append(f"the regression alert points at {regressions[0]['first_bad']['sha'][:12]}, not {want[:12]}")
+    elif _counts_hazards(regressions[0]) and "store-forward blocks" not in regressions[0]["explanation"]["sentence"]:
+        # regression (a) is a store-forward block: sim and pmu see it, and the explanation must say so
+        out.problems.append(f"the store-forward regression is not explained as one: {regressions[0]['explanation']['sentence']}")
+
+
+def _counts_hazards(group: dict[str, Any]) -> bool:
+    """Whether the group's backend counts store-forward blocks (sim always; pmu where the CPU has the event)."""
+    parts = group.get("explanation", {}).get("parts") or []
+    return any(p.get("backend") == "sim" or "sf_blocks_pp" in (p.get("before") or {}) for p in parts)
 
 
 def _check_bisect(out: Outcome) -> None:
