@@ -54,6 +54,8 @@ class Metric:
     # changed: a count that appears once in tens of thousands of packets (a drop, a ring wrap
     # landing differently) is not a regression of the forwarding path.
     exact_floor: float = 0.0
+    # False: measured, stored, plotted and named in explanations, but never alerted on by itself.
+    alerts: bool = True
 
     def is_regression(self, before: float, after: float) -> bool:
         """True when moving from ``before`` to ``after`` is a change for the worse."""
@@ -83,7 +85,11 @@ CATALOGUE: dict[str, Metric] = {
         Metric("sf_blocks_pki", "blocks/kinstr", _L, "loads blocked by store forwarding per 1000 instructions", frozenset({_P, _S}), _HAZARD_FLOOR),
         Metric("split_loads_pp", "loads/packet", _L, "loads that cross a 64-byte cache line, per packet", frozenset({_S}), _HAZARD_FLOOR),
         Metric("split_stores_pp", "stores/packet", _L, "stores that cross a 64-byte cache line, per packet", frozenset({_S}), _HAZARD_FLOOR),
-        Metric("alias_4k_pp", "loads/packet", _L, "loads that 4K-alias a store in flight (address bits 11:0 match), per packet", frozenset({_S}), _HAZARD_FLOOR),
+        # 4K aliases move with code and stack layout: every regression patch of dataplane/ moves
+        # them by 5-37 %, an inlined helper that saves 6.5 % of the instructions by 18 %. Alerting
+        # on them would flood; they explain the alerts of the metrics that cost cycles.
+        Metric("alias_4k_pp", "loads/packet", _L, "loads that 4K-alias a store in flight (address bits 11:0 match), per packet",
+               frozenset({_S}), _HAZARD_FLOOR, alerts=False),
         Metric("branch_misses_pp", "misses/packet", _L, "branch mispredictions per packet", frozenset({_P})),
     )
 }

@@ -81,10 +81,12 @@ def document(commit: str, config: dict[str, Any], values: dict[str, list[float]]
 SF_SITE = "sim.site.sf_blocks.ttl_decrement@fwd.c:104"
 
 
-def sim_values(ipp: float, sf_blocks_pp: float | None = None) -> dict[str, list[float]]:
+def sim_values(ipp: float, sf_blocks_pp: float | None = None, alias_4k_pp: float | None = None) -> dict[str, list[float]]:
     values = {"ipp": [ipp], "l1d_misses_pp": [0.0312], "llc_misses_pp": [0.0021]}
     if sf_blocks_pp is not None:
         values["sf_blocks_pp"] = [sf_blocks_pp]
+    if alias_4k_pp is not None:
+        values["alias_4k_pp"] = [alias_4k_pp]
     return values
 
 

@@ -189,7 +189,7 @@ def run(workdir: Path, source: Path, backend: str = "auto", console: Console | N
         _check_bisect(out)
         plots = workdir / "plots"
         plots.mkdir()
-        for metric in ("ipp", "l1d_misses_pp"):
+        for metric in ("ipp", "sf_blocks_pp", "l1d_misses_pp"):
             target = plots / f"{metric}.png"
             done = _run_cli(["plot", "--metric", metric, "--machine", MACHINE, "--config", CONFIG, "-o", str(target)],
                             client_env, logs / f"plot-{metric}.log")

@@ -28,7 +28,9 @@ the window slid past its left edge. An emptied untriaged group is deleted. Triag
 never dropped nor re-opened: their alerts' numbers are refreshed, nothing else.
 
 Changes of a metric the catalogue does not know (no better-direction) are logged, not alerted:
-an alert must say regression or improvement.
+an alert must say regression or improvement. Metrics the catalogue keeps as context
+(``alerts=False``: 4K aliases, which move with code layout) are not analysed for alerts; the
+explanations of other alerts still name their moves.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from .. import dispatch
+from perfci_agent import metrics as catalogue
 from perfci_agent.metrics import hazard_sites
 
 from ..analysis import Kind, Point, detect, explain
@@ -195,6 +198,9 @@ def detect_config(session: Session, branch_id: int, machine_id: int, config_id: 
 
 
 def _changes(series: list[Point], metric: str, backend: str, config_id: int, at: dict[str, tuple[int, int]]) -> list[Found]:
+    known = catalogue.CATALOGUE.get(metric)
+    if known is not None and not known.alerts:
+        return []  # context for the explanations of other alerts (the catalogue says why)
     result = detect(series, metric, backend, DETECTION)
     for note in result.notes:
         log.debug("detection %s/%s config %s: %s", metric, backend, config_id, note)
