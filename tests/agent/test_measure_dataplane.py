@@ -32,6 +32,12 @@ def test_sim_shows_the_regression_and_is_bit_repeatable(scratch_repo):
     assert len(b) == 2 and b[0] == b[1]  # identical run to run
     raws = [s.raw for s in base.samples]
     assert raws[0]["sim.fwd_instructions"] == raws[1]["sim.fwd_instructions"]
+    # memhazard: every hazard count and site identical too, although the two runs had other file
+    # prefixes and report paths (argv lengths) -- the padded environment keeps the stack in place
+    hazards = [{k: v for k, v in raw.items() if k.startswith(("sim.sf_", "sim.split_", "sim.alias_", "sim.site.", "sim.loads", "sim.stores"))}
+               for raw in raws]
+    assert hazards[0] == hazards[1] and "sim.alias_4k" in hazards[0] and "sim.sf_blocks" in hazards[0]
+    assert any(k.startswith("sim.hz_family.") for k in raws[0])
     assert all(s.raw["sim.d1_misses"] is not None for s in base.samples)
     regressed = measure(r["repo"], r["regressed"], backend="sim", reps=1, cache_dir=r["cache"])
     assert regressed.status == "ok", regressed.reason

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from perfci_agent import metrics, runner
+from perfci_agent.errors import RunFailed
 
 REPORTS = Path(__file__).parent / "fixtures" / "reports"
 
@@ -54,6 +55,28 @@ def test_derive_sim_hand_computed():
     d = metrics.derive_sim({"sim.fwd_instructions": 8_336_620.0, "sim.fwd_packets": 102_016.0,
                             "sim.d1_misses": 2_000.0, "sim.ll_misses": 80.0, "sim.cache_packets": 1_000.0})
     assert d == {"ipp": pytest.approx(8_336_620 / 102_016), "l1d_misses_pp": 2.0, "llc_misses_pp": 0.08}
+
+
+def test_derive_sim_hazards_per_packet_and_sites():
+    raw = {"sim.fwd_instructions": 6_012_568.0, "sim.fwd_packets": 102_016.0, "sim.sf_blocks": 102_016.0,
+           "sim.split_loads": 0.0, "sim.split_stores": 0.0, "sim.alias_4k": 60_295.0,
+           "sim.site.sf_blocks.ttl_decrement@fwd.c:104": 102_016.0, "sim.site.alias_4k.route@fwd.c:132": 14_346.0}
+    d = metrics.derive_sim(raw)
+    assert d["sf_blocks_pp"] == 1.0 and d["split_loads_pp"] == 0.0 and d["alias_4k_pp"] == pytest.approx(60_295 / 102_016)
+    assert d["sf_blocks_pki"] == pytest.approx(1000 * 102_016 / 6_012_568)
+    assert metrics.hazard_sites(raw) == {("sf_blocks", "ttl_decrement@fwd.c:104"): 1.0,
+                                         ("alias_4k", "route@fwd.c:132"): pytest.approx(14_346 / 102_016)}
+
+
+def test_stable_stack_env_pads_argv_and_environment_to_one_size():
+    def strings(argv, env):
+        return sum(len(a) + 1 for a in argv) + sum(len(k) + len(v) + 2 for k, v in env.items()) + len(env.get("VALGRIND_LIB", ""))
+
+    short = runner.stable_stack_env(["fwd", "--file-prefix", "p-1-0"], {"PATH": "/bin", "VALGRIND_LIB": "/c/x"})
+    long = runner.stable_stack_env(["fwd", "--file-prefix", "perfci-123456-17"], {"PATH": "/usr/bin:/bin", "VALGRIND_LIB": "/cache/memhazard-1"})
+    assert strings(["fwd", "--file-prefix", "p-1-0"], short) == strings(["fwd", "--file-prefix", "perfci-123456-17"], long) == runner.STACK_STRINGS
+    with pytest.raises(RunFailed, match="more than"):
+        runner.stable_stack_env(["x" * runner.STACK_STRINGS], {})
 
 
 def _real(name: str) -> dict:
