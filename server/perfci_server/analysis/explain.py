@@ -205,7 +205,10 @@ def explain(before: Mapping[str, float], after: Mapping[str, float], *, unchange
     decs = tuple(d for d in (decompose("cpp", before, after), decompose("pps", before, after)) if d)
     counters = tuple(counter_moves(before, after, counter_threshold, sites_before, sites_after))
     stalls = any(c.metric in HAZARDS and c.worse for c in counters)
-    counters_text = ", ".join(_counter_text(c) for c in counters[:3])
+    named = {c.metric for c in counters}
+    # the per-1000-instructions rate says nothing the per-packet count has not said already
+    shown = [c for c in counters if not (c.metric == "sf_blocks_pki" and "sf_blocks_pp" in named)]
+    counters_text = ", ".join(_counter_text(c) for c in shown[:3])
 
     if decs:
         d = decs[0]
