@@ -17,7 +17,7 @@ from typing import Callable
 
 from . import events as ev
 from . import fingerprint, tuning
-from .backends import Backend, select
+from .backends import Backend, Choice, select
 from .backends.pmu import PmuBackend
 from .backends.sim import SimBackend
 from .backends.tsc import TscBackend
@@ -69,9 +69,11 @@ def measure(
     cache_dir: str | Path | None = None,
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
+    sim_family: str | None = None,
 ) -> ResultDocument:
     """Measure ``commit``. ``should_stop`` is asked before each repetition (a running one is
-    always finished); when it answers true, :class:`Stopped` is raised."""
+    always finished); when it answers true, :class:`Stopped` is raised. ``sim_family`` sets the
+    store-buffer model of ``sim``'s hazard simulator (default: this CPU's family)."""
     started = _now()
     say = progress or (lambda *a, **k: None)
     root = repo_root(repo)
@@ -101,7 +103,11 @@ def measure(
     if choice.backend.value == "pmu":
         impl = PmuBackend(probe(), mapping)
     elif choice.backend.value == "sim":
-        impl = SimBackend()
+        try:
+            impl = SimBackend(family=sim_family or None, tool_cache=ws.cache_dir / "tools")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        choice = Choice(choice.backend, f"{choice.reason}; store-buffer model {impl.family.reason}")
     else:
         impl = TscBackend()
     cfg = impl.config_for(cfg)

@@ -79,6 +79,8 @@ def register(app: typer.Typer) -> None:
         core: Optional[int] = typer.Option(None, "--core", help="forwarding core (default: the highest allowed CPU)"),
         cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="worktrees and build cache (default: REPO/.perfci)"),
         as_json: bool = typer.Option(False, "--json", help="print the result document as JSON"),
+        sim_family: Optional[str] = typer.Option(None, "--sim-family",
+                                                 help="sim: store-buffer model intel-icx|intel-spr|intel-skx|amd-zen4 (default: this CPU's)"),
     ) -> None:
         """Build the dataplane at a commit, run it, count, and derive the lean-model metrics."""
         from .measure import measure
@@ -107,7 +109,7 @@ def register(app: typer.Typer) -> None:
         try:
             with progress:
                 doc = measure(repo=repo, commit=commit, backend=backend, reps=reps, config=config, core=core,
-                              cache_dir=cache_dir, progress=on_progress)
+                              cache_dir=cache_dir, progress=on_progress, sim_family=sim_family)
         except MeasureError as exc:
             err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             raise typer.Exit(2) from None

@@ -81,6 +81,9 @@ def test_cli_bad_input_exits_2(scratch_repo, tmp_path):
     assert out.returncode == 2 and "not a git repository" in out.stderr
     out = cli("--repo", str(r["repo"]), "--config", "nope")
     assert out.returncode == 2 and "unknown config" in out.stderr
+    out = cli("--repo", str(r["repo"]), "--commit", r["base"], "--backend", "sim", "--sim-family", "zen9", "--cache-dir", str(r["cache"]))
+    assert out.returncode == 2 and "unknown store-buffer family 'zen9'" in out.stderr
+
 
 
 def test_cli_table(scratch_repo):

@@ -18,6 +18,7 @@ import pytest
 
 from perfci_agent import metrics, runner
 from perfci_agent.backends.sim import SimBackend
+from perfci_agent.errors import RunFailed
 from perfci_agent.result import BenchConfig
 from perfci_server.analysis.compare import Kind, Verdict, compare
 
@@ -103,6 +104,14 @@ def test_regression_f_adds_a_block_and_almost_no_instruction(builds, base_sim, t
     after = sim_metrics(builds["f-ttl-word-over-checksum"], tmp_path)
     assert after["sf_blocks_pp"] == pytest.approx(1.0, abs=0.01)  # one per forwarded packet
     assert abs(after["ipp"] / base_sim["ipp"] - 1) < 0.01, (base_sim["ipp"], after["ipp"])
+
+
+def test_sim_without_the_forwarding_symbol_says_what_is_missing(fwd_bin, tmp_path):
+    # a stripped binary: valgrind finds no fwd_burst, so memhazard opens no window
+    stripped = tmp_path / "perfci-fwd"
+    subprocess.run(["strip", "-o", str(stripped), str(fwd_bin)], check=True)
+    with pytest.raises(RunFailed, match="needs the symbol fwd_burst"):
+        SimBackend(cache_sim=False).sample(stripped, forwarding_core(), SIM_CONFIG, DATAPLANE, rep=0)
 
 
 def test_prefetch_removal_costs_cycles_not_instructions(builds, base_ipp, tmp_path):

@@ -44,6 +44,7 @@ class AgentConfig(BaseModel):
     backends: list[BackendName] = Field(default_factory=lambda: ["auto"], min_length=1)
     repetitions: int = Field(0, ge=0, le=100)
     refuse_untuned: bool = False
+    sim_family: str = ""  # sim's store-buffer model (intel-icx, intel-spr, intel-skx, amd-zen4); "" = this CPU's
     poll_seconds: float = Field(5.0, gt=0, le=3600)
     heartbeat_seconds: float = Field(30.0, gt=0, le=86400)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -54,6 +55,15 @@ class AgentConfig(BaseModel):
         if not v.startswith(("http://", "https://")):
             raise ValueError(f"must start with http:// or https://, got {v!r}")
         return v.rstrip("/")
+
+    @field_validator("sim_family")
+    @classmethod
+    def _known_family(cls, v: str) -> str:
+        from ..hazards import FAMILIES
+
+        if v and v not in FAMILIES:
+            raise ValueError(f"unknown store-buffer family {v!r}; known: {', '.join(FAMILIES)}")
+        return v
 
     @field_validator("token_file", mode="before")
     @classmethod

@@ -18,6 +18,7 @@ cores = [2, 3]
 backends = ["auto"]
 repetitions = 0
 refuse_untuned = false
+sim_family = ""
 poll_seconds = 5.0
 heartbeat_seconds = 30.0
 log_level = "info"
@@ -62,6 +63,12 @@ def test_the_environment_wins_and_lists_are_comma_separated(tmp_path):
     assert cfg.refuse_untuned is True and cfg.poll_seconds == 0.5 and cfg.repetitions == 3 and cfg.log_level == "debug"
     assert cfg.token_path == tmp_path / "tok"
     assert cfg.machine_name == "dut-01"  # from the file
+
+
+def test_sim_family_is_one_the_hazard_simulator_models(tmp_path):
+    assert load(write(tmp_path, FULL.replace('sim_family = ""', 'sim_family = "amd-zen4"')), environ={}).sim_family == "amd-zen4"
+    with pytest.raises(ConfigError, match="unknown store-buffer family 'zen9'"):
+        load(write(tmp_path, FULL.replace('sim_family = ""', 'sim_family = "zen9"')), environ={})
 
 
 def test_environment_only(tmp_path):
