@@ -38,6 +38,7 @@ def test_sim_shows_the_regression_and_is_bit_repeatable(scratch_repo):
                for raw in raws]
     assert hazards[0] == hazards[1] and "sim.alias_4k" in hazards[0] and "sim.sf_blocks" in hazards[0]
     assert any(k.startswith("sim.hz_family.") for k in raws[0])
+    assert raws[0]["sim.d1_misses"] == raws[1]["sim.d1_misses"]  # cachegrind's stack is pinned the same way
     assert all(s.raw["sim.d1_misses"] is not None for s in base.samples)
     regressed = measure(r["repo"], r["regressed"], backend="sim", reps=1, cache_dir=r["cache"])
     assert regressed.status == "ok", regressed.reason

@@ -184,21 +184,23 @@ class SimBackend:
         return self._lib
 
     def _spec(self, binary: Path, core: int, config: BenchConfig, workdir: Path, tool_args: list[str],
-              env: dict[str, str] | None = None) -> runner.RunSpec:
+              valgrind_lib: Path | None = None) -> runner.RunSpec:
+        """A valgrind run whose stack starts at the same address every time: a fixed environment,
+        padded (simulated hazards and cache misses depend on stack addresses)."""
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
+        if valgrind_lib is not None:
+            env["VALGRIND_LIB"] = str(valgrind_lib)
         return runner.RunSpec(binary, core, config, workdir=workdir, timeout=self.timeout,
-                              wrapper=[self.valgrind, "-q", *tool_args], pin_outer=True, env=env, stable_stack=env is not None)
+                              wrapper=[self.valgrind, "-q", *tool_args], pin_outer=True, env=env, stable_stack=True)
 
     def _hazard_spec(self, binary: Path, core: int, config: BenchConfig, workdir: Path, out: Path) -> runner.RunSpec:
         """memhazard: instructions and hazards of the window. valgrind must keep every load the
         program makes (``allregs-at-mem-access``: by default it drops loads whose value is dead in
-        its IR), and the stack must start at the same address every run (4K aliasing depends on
-        stack addresses): a fixed environment, padded."""
-        lib = self.tool_lib()
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "VALGRIND_LIB": str(lib)}
+        its IR)."""
         return self._spec(binary, core, config, workdir,
                           [f"--tool={TOOL_NAME}", f"--window-fn={FWD_FUNCTION}", f"--family={self.family.name}",
                            "--vex-iropt-register-updates=allregs-at-mem-access", "--read-inline-info=yes", "--fullpath-after=",
-                           f"--out-file={out}"], env)
+                           f"--out-file={out}"], self.tool_lib())
 
     def sample(self, binary: Path, core: int, config: BenchConfig, workdir: Path, rep: int) -> Sample:
         """One memhazard run (instructions + hazards) and, side by side on another core when
