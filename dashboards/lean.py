@@ -46,16 +46,24 @@ def build() -> db.Dashboard:
             f"{definition.description}; backends: {', '.join(sorted(b.value for b in definition.backends))} "
             "(no data when the selected backend cannot measure it)",
             query, p.grafana_unit(metric)).height(8).span(6))
-    counters = f"""
+    def per_packet(metrics: tuple[str, ...]) -> str:
+        return f"""
         SELECT plot_time AS time, median AS value, metric
         FROM dash_series_points
-        WHERE {SERIES} AND metric IN ({p.quoted(p.PER_PACKET_COUNTERS)}) AND $__timeFilter(plot_time)
+        WHERE {SERIES} AND metric IN ({p.quoted(metrics)}) AND $__timeFilter(plot_time)
         ORDER BY 1
     """
+
     board = board.with_panel(p.series_timeseries(
         "Per-packet counters (median of the repetitions)",
-        "Cache, L1D and LLC misses, loads blocked by store forwarding, branch misses, per packet "
-        "(sim: simulated cache misses)", counters, "short").display_name("${__field.labels.metric}").height(9).span(24))
+        "Cache, L1D and LLC misses, branch misses, per packet (sim: simulated cache misses)",
+        per_packet(p.PER_PACKET_COUNTERS), "short").display_name("${__field.labels.metric}").height(9).span(12))
+    board = board.with_panel(p.series_timeseries(
+        "Memory hazards per packet (median of the repetitions)",
+        "Stalls that cost cycles, not instructions: loads blocked by store forwarding (pmu and sim), "
+        "cache-line-split loads and stores and 4K-aliasing loads (sim: memhazard's store-buffer model; "
+        "the alert explanations name the function and line)",
+        per_packet(p.MEMORY_HAZARDS), "short").display_name("${__field.labels.metric}").height(9).span(12))
     lean_metrics = tuple(catalogue.CATALOGUE)
     return board.with_panel(changes_table(
         "Latest commit against the baseline, every metric",

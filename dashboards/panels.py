@@ -23,7 +23,9 @@ from .sql_query import DATASOURCE, SqlQueryBuilder
 
 LEAN_HEADLINE = ("pps", "cpp", "ipp", "eipc")
 LEAN_FACTORS = ("pps", "cur", "eipc", "ipp")
-PER_PACKET_COUNTERS = ("cache_misses_pp", "l1d_misses_pp", "llc_misses_pp", "sf_blocks_pp", "branch_misses_pp")
+PER_PACKET_COUNTERS = ("cache_misses_pp", "l1d_misses_pp", "llc_misses_pp", "branch_misses_pp")
+# Stalls that cost cycles, not instructions (pmu: store-forward blocks; sim: all four, simulated)
+MEMORY_HAZARDS = ("sf_blocks_pp", "split_loads_pp", "split_stores_pp", "alias_4k_pp")
 
 TREND_UID = "perfci-trend"
 

@@ -26,10 +26,11 @@ import numpy as np
 from sqlalchemy import Connection, text
 
 from perfci_agent import metrics as catalogue
+from perfci_server.analysis.series import relative_change
 
 PMU_METRICS = ("ipc", "eipc", "ipp", "cpp", "pps", "cur", "cache_miss_rate", "cache_misses_pp", "l1d_misses_pp",
                "llc_misses_pp", "sf_blocks_pp", "sf_blocks_pki", "branch_misses_pp")
-SIM_METRICS = ("ipp", "l1d_misses_pp", "llc_misses_pp")
+SIM_METRICS = ("ipp", "l1d_misses_pp", "llc_misses_pp", "sf_blocks_pp", "split_loads_pp", "split_stores_pp", "alias_4k_pp")
 BASELINE_COMMITS = 10  # commits on each side of a change used for the alerts' before/after medians
 
 
@@ -41,11 +42,10 @@ class Step:
     ipp: float = 1.0
     eipc: float = 1.0
     sf_blocks: float = 1.0
-    pmu_only: bool = False
 
     def metrics(self, backend: str) -> tuple[str, ...]:
-        if backend == "sim":
-            return ("ipp",) if self.ipp != 1.0 else ()
+        if backend == "sim":  # exact IPP; the simulated store-forward blocks go from none to one per packet
+            return tuple((["ipp"] if self.ipp != 1.0 else []) + (["sf_blocks_pp"] if self.sf_blocks != 1.0 else []))
         moved = ["cpp", "pps"] + (["ipp"] if self.ipp != 1.0 else []) + (["eipc"] if self.eipc != 1.0 else [])
         return tuple(moved + (["sf_blocks_pp"] if self.sf_blocks != 1.0 else []))
 
@@ -53,7 +53,7 @@ class Step:
 STEPS = (
     Step(0.24, "fwd: run the TTL/checksum update as a separate pass over the burst", "fixed", ipp=1.03),
     Step(0.60, "rx: write pkt_len into the descriptors through a scalar pointer", "untriaged",
-         eipc=0.95, sf_blocks=19.0, pmu_only=True),
+         eipc=0.95, sf_blocks=19.0),
     Step(0.84, "lpm: look up four destinations per call", "acknowledged", ipp=0.98),
 )
 
@@ -139,14 +139,17 @@ def _truth(positions: int, machine: int, config_ipp: float) -> dict[str, np.ndar
     ipp = np.full(positions, config_ipp * (1 + 0.01 * machine))
     eipc = np.full(positions, 2.45 + 0.15 * machine)
     sf = np.full(positions, 0.010)
+    sim_sf = np.zeros(positions)  # memhazard: no block, then one per packet
     for step in STEPS:
         at = int(step.fraction * positions)
         ipp[at:] *= step.ipp
         eipc[at:] *= step.eipc
         sf[at:] *= step.sf_blocks
+        if step.sf_blocks != 1.0:
+            sim_sf[at:] = 1.0
     # small drifts unrelated to the steps, so the series are not flat lines
     ipp *= 1 + 0.002 * np.sin(np.arange(positions) / 37.0)
-    return {"ipp": ipp, "eipc": eipc, "sf": sf, "freq": np.full(positions, 2.1e9 + 0.3e9 * machine),
+    return {"ipp": ipp, "eipc": eipc, "sf": sf, "sim_sf": sim_sf, "freq": np.full(positions, 2.1e9 + 0.3e9 * machine),
             "cur": np.full(positions, 0.97), "l1d": np.full(positions, 1.2 + 0.1 * machine),
             "llc": np.full(positions, 0.04)}
 
@@ -155,7 +158,8 @@ def _rep_values(truth: dict[str, np.ndarray], position: int, backend: str, noise
     """One repetition's metrics; ``noise`` is a row of standard normals."""
     if backend == "sim":  # exact, repeatable
         return {"ipp": float(truth["ipp"][position]), "l1d_misses_pp": float(truth["l1d"][position]),
-                "llc_misses_pp": float(truth["llc"][position])}
+                "llc_misses_pp": float(truth["llc"][position]), "sf_blocks_pp": float(truth["sim_sf"][position]),
+                "split_loads_pp": 0.0, "split_stores_pp": 0.0, "alias_4k_pp": 0.59}
     ipp = truth["ipp"][position] * (1 + 0.002 * noise[0])
     eipc = truth["eipc"][position] * (1 + 0.008 * noise[1])
     cur = min(1.0, truth["cur"][position] * (1 + 0.003 * noise[2]))
@@ -265,7 +269,7 @@ def _seed_alerts(connection: Connection, ids: _Ids, seeded: Seeded, configs, ser
         for machine, machine_id in seeded.machines.items():
             backend = seeded.machine_backends[machine]
             moved = step.metrics(backend)
-            if not moved or (step.pmu_only and backend != "pmu"):
+            if not moved:
                 continue
             [group_id] = ids.take("alert_groups", 1)
             seeded.alert_groups[(step_index, machine)] = group_id
@@ -286,7 +290,7 @@ def _seed_alerts(connection: Connection, ids: _Ids, seeded: Seeded, configs, ser
                     metric_direction = "regression" if catalogue.get(metric).is_regression(before, after) else "improvement"
                     [alert_id] = ids.take("alerts", 1)
                     alerts.append((alert_id, group_id, seeded.configs[config], metric, backend, metric_direction,
-                                   seeded.commit_ids[at - 1], seeded.commit_ids[at], before, after, 100.0 * (after - before) / before,
+                                   seeded.commit_ids[at - 1], seeded.commit_ids[at], before, after, 100.0 * relative_change(before, after),
                                    1.0 if backend == "sim" else 0.999, None if backend == "sim" else 1e-3, when, when))
     _copy(connection, "alert_groups", ("id", "repository_id", "branch_id", "machine_id", "last_good_commit_id", "first_bad_commit_id",
                                        "direction", "status", "triage_note", "triaged_by", "triaged_at", "explanation", "summary",

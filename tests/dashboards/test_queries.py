@@ -42,6 +42,7 @@ EXPECTED_COLUMNS = {
     ("perfci-lean", "eIPC (higher is better)"): BAND,
     ("perfci-lean", "IPP (lower is better)"): BAND,
     ("perfci-lean", "Per-packet counters (median of the repetitions)"): ["time", "value", "metric"],
+    ("perfci-lean", "Memory hazards per packet (median of the repetitions)"): ["time", "value", "metric"],
     ("perfci-lean", "Latest commit against the baseline, every metric"): CHANGES,
     ("perfci-lean", "annotation: Alert groups on this machine"): ["time", "text", "tags"],
     ("perfci-alerts", "Alert groups by status"): ["untriaged", "acknowledged", "invalid", "fixed"],
