@@ -111,11 +111,15 @@ mac_rewrite(struct rte_ether_hdr *eth, const struct fwd_hop *nh)
 	_mm_storeu_si128((__m128i *)eth, hdr);
 }
 
-static __rte_noinline void
+/*
+ * A dropped packet is counted by reason and set aside; fwd_burst frees the
+ * burst's drops with one bulk free (one call instead of one per packet).
+ */
+static inline void
 drop(struct fwd_lcore *lc, struct rte_mbuf *m, int reason)
 {
 	lc->cnt.drop[reason]++;
-	rte_pktmbuf_free(m);
+	lc->dropped[lc->nb_dropped++] = m;
 }
 
 /*
@@ -199,6 +203,10 @@ fwd_burst(struct fwd_lcore *lc, struct rte_mbuf **pkts, uint16_t nb_rx)
 		if (forward_one(lc, lpm, hops, pkts[i], eth[i]))
 			pkts[nb_tx++] = pkts[i];
 
+	if (unlikely(lc->nb_dropped != 0)) {
+		rte_pktmbuf_free_bulk(lc->dropped, lc->nb_dropped);
+		lc->nb_dropped = 0;
+	}
 	sent = rte_eth_tx_burst(lc->tx_port, lc->tx_queue, pkts, nb_tx);
 	if (unlikely(sent < nb_tx)) {
 		lc->cnt.drop[FWD_DROP_TX_FULL] += nb_tx - sent;

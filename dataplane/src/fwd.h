@@ -47,6 +47,8 @@ struct fwd_lcore {
 	uint16_t tx_port;
 	uint16_t tx_queue;
 	struct fwd_counters cnt;	/* cumulative, warm-up included */
+	uint16_t nb_dropped;		/* this burst's drops so far, freed at its end */
+	struct rte_mbuf *dropped[FWD_BURST];
 } __rte_cache_aligned;
 
 /*
