@@ -8,9 +8,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /app
-# Sources the package needs to install (agents/ holds the metric catalogue and result schema the
-# server validates uploads with); migrations/ + alembic.ini for `perfci admin migrate`.
+# Sources the package needs to install (core/ holds the metric catalogue and result schema the
+# server validates uploads with, agents/ the `perfci` app); migrations/ + alembic.ini for `perfci admin migrate`.
 COPY pyproject.toml README.md alembic.ini ./
+COPY core ./core
 COPY agents ./agents
 COPY server ./server
 COPY migrations ./migrations

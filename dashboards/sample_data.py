@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, text
 
-from perfci_agent import metrics as catalogue
+from perfci_core import metrics as catalogue
 
 PMU_METRICS = ("ipc", "eipc", "ipp", "cpp", "pps", "cur", "cache_miss_rate", "cache_misses_pp", "l1d_misses_pp",
                "llc_misses_pp", "sf_blocks_pp", "sf_blocks_pki", "branch_misses_pp")

@@ -17,9 +17,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import metrics
+from perfci_core import metrics
+from perfci_core.result import ResultDocument
+
 from .errors import MeasureError
-from .result import ResultDocument
 
 
 def summary_rows(doc: ResultDocument) -> list[tuple[str, str, str, float, float, float, int]]:

@@ -27,7 +27,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from . import metrics
+from perfci_core import metrics
 
 BACKEND_PREFERENCE = ("pmu", "tsc", "sim")  # real counters first; sim is simulated, never mixed
 _PAGE = 500

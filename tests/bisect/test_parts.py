@@ -13,7 +13,7 @@ from perfci_agent.bisect.cli import BisectUsage, alert_target, resolve_local_sha
 from perfci_agent.bisect.commits import commit_range
 from perfci_agent.bisect.profile import FunctionDelta, callgrind_self_costs, diff, parse_perf_report
 from perfci_agent.errors import UsageError
-from perfci_agent.result import BenchConfig, ResultDocument, Sample
+from perfci_core.result import BenchConfig, ResultDocument, Sample
 
 from bisect_repo import git
 
