@@ -20,7 +20,7 @@ from rich.table import Table
 from perfci_core import metrics
 from perfci_core.result import ResultDocument
 
-from .errors import MeasureError
+from ..errors import MeasureError
 
 
 def summary_rows(doc: ResultDocument) -> list[tuple[str, str, str, float, float, float, int]]:
@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print the result document as JSON"),
     ) -> None:
         """Build the dataplane at a commit, run it, count, and derive the lean-model metrics."""
-        from .measure import measure
+        from ..measure import measure
 
         err = Console(stderr=True)
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
