@@ -8,11 +8,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /app
-# Sources the package needs to install (agents/ holds the metric catalogue and result schema the
-# server validates uploads with); migrations/ + alembic.ini for `perfci admin migrate`.
+# Sources the package needs to install: core/ (the metric catalogue, the result schema the server
+# validates uploads with, the analysis), server/, cli/ (the `perfci` app) and agents/ (the app
+# registers the agent's commands too); migrations/ + alembic.ini for `perfci admin migrate`.
 COPY pyproject.toml README.md alembic.ini ./
+COPY core ./core
 COPY agents ./agents
 COPY server ./server
+COPY cli ./cli
 COPY migrations ./migrations
 # Editable: `perfci admin migrate` reads alembic.ini and migrations/ from this checkout.
 RUN pip install -e '.[server]' \

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.builders import dashboard as db
 
-from perfci_agent import metrics as catalogue
+from perfci_core import metrics as catalogue
 
 from . import panels as p
 from .overview import changes_query, changes_table

@@ -17,7 +17,7 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableSort,
 )
 
-from perfci_agent import metrics as catalogue
+from perfci_core import metrics as catalogue
 
 from .sql_query import DATASOURCE, SqlQueryBuilder
 
@@ -130,7 +130,7 @@ def metric_variable() -> db.CustomVariable:
     return (
         db.CustomVariable("metric")
         .label("Metric")
-        .description("Metric from the catalogue (agents/perfci_agent/metrics.py)")
+        .description("Metric from the catalogue (core/perfci_core/metrics.py)")
         .values(",".join(names))
         .current(VariableOption(selected=True, text="cpp", value="cpp"))
     )

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, text
 
-from perfci_agent import metrics as catalogue
-from perfci_server.analysis.series import relative_change
+from perfci_core import metrics as catalogue
+from perfci_core.analysis.series import relative_change
 
 PMU_METRICS = ("ipc", "eipc", "ipp", "cpp", "pps", "cur", "cache_miss_rate", "cache_misses_pp", "l1d_misses_pp",
                "llc_misses_pp", "sf_blocks_pp", "sf_blocks_pki", "branch_misses_pp")

@@ -1,1 +1,9 @@
-"""perfci agent: build, run and measure the dataplane at a commit; the `perfci` CLI."""
+"""perfci agent: build, run and measure the dataplane at a commit, on the host that runs it.
+
+The measurement core (workspace, runner, backends, perf/valgrind parsing, memhazard's driver), the
+daemon that talks to the server over HTTP (:mod:`.daemon`), local bisection (:mod:`.bisect`), the
+demo (:mod:`.demo`), and the agent side's `perfci` commands in a folder of their own
+(:mod:`.commands`: measure, and the HTTP clients compare, alerts, check, plot). The metric
+catalogue, the result document and the analysis come from :mod:`perfci_core`; nothing here
+imports the server's package.
+"""

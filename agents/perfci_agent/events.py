@@ -1,6 +1,6 @@
 """Which perf events measure the lean-model counters on this CPU, and which of them exist here.
 
-The agent asks for generic names (the ``pmu.*`` raw keys of :mod:`perfci_agent.metrics`):
+The agent asks for generic names (the ``pmu.*`` raw keys of :mod:`perfci_core.metrics`):
 
     cycles, instructions, ref_cycles, cache_references, cache_misses, l1d_load_misses,
     llc_load_misses, branch_misses, sf_blocks

@@ -1,4 +1,4 @@
-"""``perfci measure``: one commit on this machine -> a :class:`~perfci_agent.result.ResultDocument`.
+"""``perfci measure``: one commit on this machine -> a :class:`~perfci_core.result.ResultDocument`.
 
     resolve repo + commit -> fingerprint + tuning -> pick backend -> worktree + build (cached)
     -> [backend calibration] -> N repetitions in fresh pinned processes -> result
@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from perfci_core.result import BenchConfig, ResultDocument, Sample
+
 from . import events as ev
 from . import fingerprint, tuning
 from .backends import Backend, Choice, select
@@ -23,7 +25,6 @@ from .backends.sim import SimBackend
 from .backends.tsc import TscBackend
 from .cpuinfo import read_cpuid
 from .errors import BuildFailed, RunFailed, UsageError
-from .result import BenchConfig, ResultDocument, Sample
 from .workspace import Workspace, repo_root, resolve_commit
 
 CONFIGS: dict[str, BenchConfig] = {

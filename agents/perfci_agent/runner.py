@@ -25,8 +25,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfci_core.result import BenchConfig
+
 from .errors import RunFailed
-from .result import BenchConfig
 from .workspace import tail
 
 REPORT_SCHEMA = "perfci-fwd.report/1"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfci_core.result import Tuning
+
 from .cpuinfo import SYS_CPU, parse_cpulist, read_sys
-from .result import Tuning
 
 
 def check(core: int, fp: dict, sys_cpu: Path = SYS_CPU, cmdline: str | None = None) -> Tuning:

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bisect/run.py [--trials 200] [--lengths 8,32,128,512] [--seed N] [--json FILE]
 
 Each trial draws a range of N commits with one step (the culprit) at a uniformly random commit
-1..N-1 and runs the real search (:mod:`perfci_server.analysis.bisect`, its default policies:
+1..N-1 and runs the real search (:mod:`perfci_core.analysis.bisect`, its default policies:
 ``sim`` one repetition per commit, noisy backends 5 repetitions, +5 while UNKNOWN, up to 40;
 confirmation with fresh repetitions) against a measurement function:
 
@@ -33,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "server"), str(ROOT / "agents")]
 
-from perfci_server.analysis.bisect import Bisection, Policy, run  # noqa: E402
+from perfci_core.analysis.bisect import Bisection, Policy, run  # noqa: E402
 
 TAIL_P, TAIL_LO, TAIL_HI = 0.03, 0.05, 0.20
 

@@ -33,7 +33,7 @@ import uuid
 from pathlib import Path
 
 from perfci_agent.workspace import compile_tree
-from perfci_server.analysis.compare import compare
+from perfci_core.analysis.compare import compare
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -40,7 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "server"), str(ROOT / "agents")]
 
-from perfci_server.analysis import detect  # noqa: E402
+from perfci_core.analysis import detect  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DELAY_CHECKS = [2, 3, 5, 8, 13, 21, 34]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from perfci_agent.backends.sim import SimBackend
 from perfci_agent.measure import default_core
-from perfci_agent.result import BenchConfig
 from perfci_agent.workspace import compile_tree
+from perfci_core.result import BenchConfig
 
 DATAPLANE = Path(__file__).resolve().parents[2] / "dataplane"
 COLUMNS = ("ipp", "sf_blocks_pp", "split_loads_pp", "split_stores_pp", "alias_4k_pp")

@@ -19,7 +19,7 @@ from perfci_agent import runner
 from perfci_agent.backends.pmu import run_counted
 from perfci_agent.measure import CONFIGS, default_core, measure
 from perfci_agent.workspace import Workspace, repo_root, resolve_commit
-from perfci_server.analysis.compare import Kind, Verdict, compare
+from perfci_core.analysis.compare import Kind, Verdict, compare
 
 
 def cpp(report: dict) -> float:

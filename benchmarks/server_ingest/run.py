@@ -53,7 +53,7 @@ from typing import Any
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 
-from perfci_agent.metrics import CATALOGUE
+from perfci_core.metrics import CATALOGUE
 from perfci_server import migrate
 from perfci_server.alerts.service import DETECT_TASK
 from perfci_server.security import github_signature

@@ -7,6 +7,7 @@ lease sweep with `perfci beat`.
 from __future__ import annotations
 
 from celery import Celery
+from celery.app.registry import TaskRegistry
 from celery.signals import worker_process_init
 
 from . import db
@@ -17,10 +18,20 @@ RESEND_STATUSES_TASK = "perfci.forge.resend_pending"
 BISECT_SWEEP_TASK = "perfci.bisect.advance_running"
 DETECTION_SWEEP_TASK = "perfci.alerts.detect_stragglers"
 
+# The modules that register the tasks, by name: they import celery_app (and their services, which
+# import dispatch), so importing them here would close a circle. A worker imports them when it
+# starts; a process that sends tasks imports them with `registered_tasks()`.
+TASK_MODULES = (
+    "perfci_server.alerts.tasks",
+    "perfci_server.forge.tasks",
+    "perfci_server.jobs.tasks",
+    "perfci_server.bisect.tasks",
+)
+
 
 def make_celery() -> Celery:
     settings = get_settings()
-    app = Celery("perfci")
+    app = Celery("perfci", include=list(TASK_MODULES))
     app.conf.update(
         broker_url=settings.broker_url or "memory://",
         # Tasks write their effects to the database; nobody waits on a Celery result.
@@ -55,8 +66,7 @@ def _fresh_engine_per_process(**_: object) -> None:
     db.reset_engine()
 
 
-# Register the tasks (their modules import celery_app from here).
-from .alerts import tasks as _alerts_tasks  # noqa: E402,F401
-from .forge import tasks as _forge_tasks  # noqa: E402,F401
-from .jobs import tasks as _jobs_tasks  # noqa: E402,F401
-from .bisect import tasks as _bisect_tasks  # noqa: E402,F401
+def registered_tasks() -> TaskRegistry:
+    """The task registry with every task module imported (the embedded default runs tasks in-process)."""
+    celery_app.loader.import_default_modules()
+    return celery_app.tasks

@@ -29,10 +29,10 @@ MARK_SECONDS = 600
 
 
 def _send_with_celery(name: str, args: tuple[Any, ...]) -> None:
-    from .celery_app import celery_app
+    from .celery_app import registered_tasks
 
     # The registered task object (not send_task) so the embedded eager mode runs it in-process.
-    celery_app.tasks[name].apply_async(args=args)
+    registered_tasks()[name].apply_async(args=args)
 
 
 sender: Callable[[str, tuple[Any, ...]], None] = _send_with_celery

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from perfci_agent import metrics, runner
+from perfci_agent import runner
 from perfci_agent.backends.pmu import run_counted
 from perfci_agent.errors import RunFailed
 from perfci_agent.measure import CONFIGS, default_core, measure
-from perfci_agent.result import ResultDocument
+from perfci_core import metrics
+from perfci_core.result import ResultDocument
 
 pytestmark = pytest.mark.dataplane
 HELPER = Path(__file__).parent / "helpers" / "window_child.py"

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from perfci_agent import metrics, runner
+from perfci_agent import runner
 from perfci_agent.errors import RunFailed
+from perfci_core import metrics
 
 REPORTS = Path(__file__).parent / "fixtures" / "reports"
 

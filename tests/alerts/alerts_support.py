@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from perfci_core.result import BenchConfig
 from perfci_server.alerts import service as alert_service
 from perfci_server.jobs import service as job_service
 from perfci_server.settings import get_settings
-from perfci_agent.result import BenchConfig
 from server_support import ADMIN, GITHUB_BEFORE, body_of, create_config, create_repository, enroll, github_headers, push_payload, result_document
 
 SIM = {"name": "sim-64B", "backend": "sim", "repetitions": 1, "packets": 65_536, "warmup": 2_000}  # sim caps its packet counts

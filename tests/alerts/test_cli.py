@@ -12,7 +12,7 @@ import uvicorn
 from typer.testing import CliRunner
 
 from alerts_support import committed_sim_lab
-from perfci_agent.cli import app
+from perfci_cli.app import app
 from perfci_server.app import create_app
 from server_support import ADMIN
 

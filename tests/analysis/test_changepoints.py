@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from perfci_server.analysis.changepoints import (
+from perfci_core.analysis.changepoints import (
     _Costs,
     find_change_points,
     hampel_clip,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from perfci_server.analysis.compare import (
+from perfci_core.analysis.compare import (
     Kind,
     Verdict,
     compare,

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from perfci_agent import metrics
-from perfci_server.analysis import IncrementalDetector, Kind, Settings, detect
+from perfci_core import metrics
+from perfci_core.analysis import IncrementalDetector, Kind, Settings, detect
 from synth import levels, noisy
 
 STEPS = {150: 0.03, 330: -0.04}

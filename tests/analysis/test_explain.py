@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from perfci_server.analysis.explain import decompose, explain
+from perfci_core.analysis.explain import decompose, explain
 
 
 def test_worked_example_store_forwarding():

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from perfci_server.analysis.noise import diff_sigma, learned_min_effect, mad_sigma
+from perfci_core.analysis.noise import diff_sigma, learned_min_effect, mad_sigma
 
 
 def test_mad_sigma_hand_computed():

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from perfci_server.analysis.bisect import Bisection, Observation, Outcome, Policy, State, run
-from perfci_server.analysis.compare import Kind
+from perfci_core.analysis.bisect import Bisection, Observation, Outcome, Policy, State, run
+from perfci_core.analysis.compare import Kind
 
 SIM = Policy.for_backend("sim", "ipp")
 NOISY = Policy.for_backend("tsc", "cpp")

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from perfci_agent.bisect.local import LocalBisect
-from perfci_agent.cli import app
+from perfci_cli.app import app
 
 from bisect_repo import BROKEN_INDEX, REGRESSION_INDEX
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from perfci_agent.bisect.cache import ResultCache
-from perfci_agent.bisect.cli import BisectUsage, alert_target, resolve_local_shas
 from perfci_agent.bisect.commits import commit_range
 from perfci_agent.bisect.profile import FunctionDelta, callgrind_self_costs, diff, parse_perf_report
+from perfci_agent.commands.bisect import BisectUsage, alert_target, resolve_local_shas
 from perfci_agent.errors import UsageError
-from perfci_agent.result import BenchConfig, ResultDocument, Sample
+from perfci_core.result import BenchConfig, ResultDocument, Sample
 
 from bisect_repo import git
 

@@ -24,7 +24,7 @@ from sqlalchemy import func, select
 from perfci_agent import fingerprint
 from perfci_agent.cpuinfo import read_cpuid
 from perfci_agent.measure import default_core, measure
-from perfci_agent.result import BenchConfig
+from perfci_core.result import BenchConfig
 from perfci_server import db, dispatch
 from perfci_server.app import create_app
 from perfci_server.bisect import service as bisect_service

@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dashboards.sample_data import STEPS
-from perfci_agent.cli import app as cli_app
-from perfci_agent.plot_cli import PlotError, alert_marks, keep_since, parse_since, point_stats, render_trend
+from perfci_agent.commands.plot import PlotError, alert_marks, keep_since, parse_since, point_stats, render_trend
+from perfci_cli.app import app as cli_app
 
 ADMIN = "perfci-development-admin-token"
 

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from perfci_agent import metrics, runner
+from perfci_agent import runner
 from perfci_agent.backends.sim import SimBackend
 from perfci_agent.errors import RunFailed
-from perfci_agent.result import BenchConfig
-from perfci_server.analysis.compare import Kind, Verdict, compare
+from perfci_core import metrics
+from perfci_core.analysis.compare import Kind, Verdict, compare
+from perfci_core.result import BenchConfig
 
 from .fwd import DATAPLANE, build, eal_args, forwarding_core, run_fwd
 

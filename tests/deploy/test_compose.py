@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from perfci_agent.cli import app as cli_app
+from perfci_cli.app import app as cli_app
 from perfci_server.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def test_dockerfile_entrypoint_is_the_console_script() -> None:
     instructions = dockerfile_instructions()
     entrypoint = [yaml.safe_load(arg) for op, arg in instructions if op == "ENTRYPOINT"]
     assert entrypoint == [["perfci"]]
-    assert 'perfci = "perfci_agent.cli:app"' in (ROOT / "pyproject.toml").read_text()
+    assert 'perfci = "perfci_cli.app:app"' in (ROOT / "pyproject.toml").read_text()
     for op, arg in instructions:
         if op == "COPY":
             for source in shlex.split(arg)[:-1]:

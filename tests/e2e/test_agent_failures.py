@@ -17,8 +17,8 @@ from e2e_support import Stack, free_port, git, server_env, signed_push, start_ap
 from perfci_agent.daemon import host
 from perfci_agent.daemon.agent import Agent
 from perfci_agent.daemon.config import load
-from perfci_agent.result import BenchConfig, ResultDocument
 from perfci_agent.server_api import AgentClient
+from perfci_core.result import BenchConfig, ResultDocument
 from server_support import SECRET
 
 pytestmark = pytest.mark.services

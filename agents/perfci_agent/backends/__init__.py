@@ -1,7 +1,7 @@
 """Measurement backends (DESIGN §3): ``pmu`` (perf stat), ``sim`` (valgrind), ``tsc`` (rdtsc report).
 
-Each backend turns one repetition into a :class:`~perfci_agent.result.Sample` (raw counts plus the
-metrics derived from them by :mod:`perfci_agent.metrics`). :func:`select` implements ``auto``.
+Each backend turns one repetition into a :class:`~perfci_core.result.Sample` (raw counts plus the
+metrics derived from them by :mod:`perfci_core.metrics`). :func:`select` implements ``auto``.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
-from .. import metrics
+from perfci_core import metrics
+from perfci_core.result import BenchConfig, MetricValue, Sample
+
 from ..errors import BackendUnavailable
 from ..events import Probe
-from ..result import BenchConfig, MetricValue, Sample
 
 
 class Backend(Protocol):

@@ -14,7 +14,7 @@ tested on machines without a PMU.
 
 eIPC needs the idle share removed: before the repetitions an idle calibration run (``--idle``:
 the same loop, no traffic) gives instructions and cycles per empty poll
-(:class:`perfci_agent.metrics.IdleCalibration`); its raw counts are stored in every sample
+(:class:`perfci_core.metrics.IdleCalibration`); its raw counts are stored in every sample
 (``pmu.idle_*``) so the server can re-derive.
 """
 
@@ -26,10 +26,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfci_core import metrics
+from perfci_core.result import BenchConfig, Sample
+
 from .. import events as ev
-from .. import metrics, perfstat, runner
+from .. import perfstat, runner
 from ..errors import RunFailed
-from ..result import BenchConfig, Sample
 from . import metric_values
 
 IDLE_POLLS = 200_000

@@ -20,7 +20,7 @@ not a power of two), :data:`DEFAULT_GEOMETRY` — I1 32 KiB 8-way, D1 32 KiB 8-w
 
 The memhazard and cachegrind passes run side by side on two cores when the process has two.
 
-Packet counts are small under valgrind (:meth:`~perfci_agent.result.BenchConfig.as_run_by`); the result's
+Packet counts are small under valgrind (:meth:`~perfci_core.result.BenchConfig.as_run_by`); the result's
 config records what actually ran.
 """
 
@@ -33,13 +33,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import metrics, runner
+from perfci_core import metrics
+from perfci_core.metrics import SITE_PREFIX
+from perfci_core.result import BenchConfig, Sample
+
+from .. import runner
 from ..cpuinfo import read_cpuid, read_sys
 from ..errors import RunFailed
 from ..hazards import FamilyChoice, HazardReport, family_for, memhazard_lib, parse_report
 from ..hazards.tool import TOOL_NAME
-from ..metrics import SITE_PREFIX
-from ..result import BenchConfig, Sample
 from . import metric_values
 
 FWD_FUNCTION = "fwd_burst"

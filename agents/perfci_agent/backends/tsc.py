@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import metrics, runner
-from ..result import BenchConfig, Sample
+from perfci_core import metrics
+from perfci_core.result import BenchConfig, Sample
+
+from .. import runner
 from . import metric_values
 
 

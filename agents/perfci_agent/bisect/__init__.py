@@ -3,7 +3,9 @@
 - :mod:`.commits` — the first-parent commits between good and bad (git)
 - :mod:`.cache`   — results measured locally, kept per machine x config x backend x commit
 - :mod:`.local`   — the local runner: :func:`perfci_agent.measure.measure` per commit, driven by
-  the pure search in :mod:`perfci_server.analysis.bisect`
+  the pure search in :mod:`perfci_core.analysis.bisect`
 - :mod:`.profile` — which functions' costs moved between parent and culprit (callgrind; perf record)
-- :mod:`.cli`     — the ``perfci bisect`` command and ``perfci alerts bisect``'s implementation
+
+The ``perfci bisect`` command and ``perfci alerts bisect``'s implementation are in
+:mod:`perfci_agent.commands.bisect`.
 """

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..result import ResultDocument
+from perfci_core.result import ResultDocument
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""``perfci bisect --local``: the search of :mod:`perfci_server.analysis.bisect`, measured here.
+"""``perfci bisect --local``: the search of :mod:`perfci_core.analysis.bisect`, measured here.
 
 Each commit the search asks for is built and measured with :func:`perfci_agent.measure.measure`
 (cached worktree and build per commit); every result document is kept in the local
@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from perfci_server.analysis import bisect as core
+from perfci_core import metrics as catalogue
+from perfci_core.analysis import bisect as core
+from perfci_core.result import ResultDocument
 
 from .. import events, fingerprint
-from .. import metrics as catalogue
 from ..cpuinfo import read_cpuid
 from ..errors import UsageError
 from ..measure import config_named, default_core, measure
-from ..result import ResultDocument
 from ..workspace import Workspace, repo_root
 from .cache import ResultCache
 from .commits import CommitInfo, commit_range

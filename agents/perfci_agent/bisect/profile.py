@@ -22,11 +22,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfci_core.metrics import hazard_sites
+from perfci_core.result import BenchConfig
+
 from .. import runner
 from ..backends.sim import FWD_FUNCTION, SimBackend
 from ..errors import MeasureError, RunFailed
-from ..metrics import hazard_sites
-from ..result import BenchConfig
 
 TOP = 12
 

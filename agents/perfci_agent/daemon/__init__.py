@@ -5,5 +5,7 @@
     host.py      usable backends, tuned-state gate          mirror.py    bare mirror cache per clone URL
     spool.py     results on disk until acknowledged         backoff.py   exponential backoff with jitter
     lease.py     background lease renewal                   agent.py     the loop
-    check.py     the self-check                             cli.py       the commands
+    check.py     the self-check
+
+Its commands are in :mod:`perfci_agent.commands.agent`.
 """

@@ -25,9 +25,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from perfci_core.result import MAX_TEXT, BenchConfig
+
 from ..errors import MeasureError
 from ..measure import Stopped, measure
-from ..result import MAX_TEXT, BenchConfig
 from ..server_api import AgentClient, ApiError, ServerUnreachable, is_transient
 from ..workspace import tail
 from . import host, identity

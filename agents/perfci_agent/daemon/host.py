@@ -16,11 +16,12 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from perfci_core.result import Tuning
+
 from .. import events as ev
 from .. import tuning
 from ..backends import valgrind_version
 from ..cpuinfo import read_cpuid
-from ..result import Tuning
 from .identity import Machine
 
 PREFERENCE = ("pmu", "sim", "tsc")

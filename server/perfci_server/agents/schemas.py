@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from perfci_agent.metrics import Backend
+from perfci_core.metrics import Backend
 
 from ..machines.schemas import MachineRead
 

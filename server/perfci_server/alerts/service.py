@@ -47,12 +47,12 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from .. import dispatch
-from perfci_agent import metrics as catalogue
-from perfci_agent.metrics import hazard_sites
+from perfci_core import metrics as catalogue
+from perfci_core.analysis import Kind, Point, detect, explain
+from perfci_core.analysis.detect import Settings as DetectionSettings
+from perfci_core.metrics import hazard_sites
 
-from ..analysis import Kind, Point, detect, explain
-from ..analysis.detect import Settings as DetectionSettings
+from .. import dispatch
 from ..bisect import service as bisect_service
 from ..errors import NotFound
 from ..forge import service as forge_service

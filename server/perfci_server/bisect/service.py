@@ -1,7 +1,7 @@
 """Bisects on the server: create one (from the API or an alert group), advance it when results
 arrive, read it.
 
-The search itself is :mod:`perfci_server.analysis.bisect`; its state is stored on the row, and
+The search itself is :mod:`perfci_core.analysis.bisect`; its state is stored on the row, and
 :func:`advance` rebuilds the observations from the database each time: a commit's stored
 repetitions on the bisect's machine x config (results already in the server are used as they
 are), a build failure as a commit to skip, a job still queued or running as "wait". What the
@@ -18,10 +18,10 @@ import math
 
 from sqlalchemy.orm import Session
 
-from perfci_agent import metrics as catalogue
+from perfci_core import metrics as catalogue
+from perfci_core.analysis import bisect as core
 
 from .. import dispatch
-from ..analysis import bisect as core
 from ..errors import Conflict, NotFound, Unprocessable
 from ..jobs import repository as job_sql
 from ..models import Bisect, BisectStatus, JobState, utcnow

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from perfci_agent.result import BenchConfig
+from perfci_core.result import BenchConfig
 
 BackendChoice = Literal["auto", "pmu", "sim", "tsc"]
 

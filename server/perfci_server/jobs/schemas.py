@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from perfci_agent.result import MAX_TEXT, BenchConfig
+from perfci_core.result import MAX_TEXT, BenchConfig
 
 
 class ClaimedJob(BaseModel):

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 
-from perfci_agent.metrics import Backend
-from perfci_agent.result import ResultDocument
+from perfci_core.metrics import Backend
+from perfci_core.result import ResultDocument
 
 from ..alerts.service import schedule_detection
 from ..bodies import limited_body

@@ -12,12 +12,12 @@ from pydantic import ValidationError
 from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
-from perfci_agent import metrics as catalogue
-from perfci_agent.result import ResultDocument
+from perfci_core import metrics as catalogue
+from perfci_core.analysis.compare import compare as two_sample_verdict
+from perfci_core.analysis.detect import Settings as DetectionSettings
+from perfci_core.result import ResultDocument
 
 from ..agents.repository import AgentIdentity
-from ..analysis.compare import compare as two_sample_verdict
-from ..analysis.detect import Settings as DetectionSettings
 from ..bisect import service as bisect_service
 from ..configs import repository as config_sql
 from ..configs.schemas import ConfigRead

@@ -10,7 +10,7 @@ import signal
 import pytest
 from typer.testing import CliRunner
 
-from perfci_agent.cli import app
+from perfci_cli.app import app
 
 runner = CliRunner()
 

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import typer
 
-from .alerts_cli import JSON_OPTION, SERVER_OPTION, TOKEN_OPTION, ask_server, pct, print_json
+from .alerts import JSON_OPTION, SERVER_OPTION, TOKEN_OPTION, ask_server, pct, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -30,7 +30,7 @@ def _resolve(client: Any, path: str, wanted: str, what: str) -> int:
         if not page["items"] or offset >= page["total"]:
             break
     if len(found) != 1:
-        from .server_api import ApiError
+        from ..server_api import ApiError
 
         problem = "no" if not found else f"{len(found)} (ids {', '.join(map(str, found))}; pass one id)"
         raise ApiError(404, "not_found", f"{problem} {what} named {wanted!r}")

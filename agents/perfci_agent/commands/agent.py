@@ -50,8 +50,8 @@ def run_cmd(config: Optional[str] = typer.Option(None, "--config", help=CONFIG_H
     import signal
     import threading
 
-    from .agent import Agent, Fatal
-    from .config import ConfigError, ConfigFileError, load
+    from ..daemon.agent import Agent, Fatal
+    from ..daemon.config import ConfigError, ConfigFileError, load
 
     try:
         cfg = load(config)
@@ -90,8 +90,8 @@ def check_cmd(
     from rich.console import Console
     from rich.markup import escape
 
-    from .check import FAIL, run_checks
-    from .config import ConfigFileError
+    from ..daemon.check import FAIL, run_checks
+    from ..daemon.config import ConfigFileError
 
     try:
         lines = run_checks(config, with_server=not no_server)

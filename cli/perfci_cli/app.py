@@ -18,15 +18,15 @@ def _register() -> None:
 
     # Each module exposes register(app: typer.Typer). Order is the order of `perfci --help`.
     for module in (
-        "perfci_agent.measure_cli",
-        "perfci_agent.compare_cli",
-        "perfci_agent.alerts_cli",
-        "perfci_agent.check_cli",
-        "perfci_agent.plot_cli",
-        "perfci_agent.daemon.cli",
-        "perfci_agent.bisect.cli",
+        "perfci_agent.commands.measure",
+        "perfci_agent.commands.compare",
+        "perfci_agent.commands.alerts",
+        "perfci_agent.commands.check",
+        "perfci_agent.commands.plot",
+        "perfci_agent.commands.agent",
+        "perfci_agent.commands.bisect",
         "perfci_server.cli",
-        "perfci_agent.demo.cli",
+        "perfci_agent.commands.demo",
     ):
         import_module(module).register(app)
 

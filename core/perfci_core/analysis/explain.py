@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping
 
-from perfci_agent import metrics as catalogue
+from perfci_core import metrics as catalogue
 
 # factor -> sign of its log-ratio in the target's log-ratio
 _IDENTITIES: dict[str, dict[str, int]] = {
@@ -47,7 +47,7 @@ COUNTERS: dict[str, str] = {
 }
 
 # Memory hazards (stalls that cost cycles, not instructions) and the raw name their sites carry
-# (perfci_agent.metrics.hazard_sites): the explanation says where they happen.
+# (perfci_core.metrics.hazard_sites): the explanation says where they happen.
 HAZARDS: dict[str, str] = {"sf_blocks_pp": "sf_blocks", "sf_blocks_pki": "sf_blocks", "split_loads_pp": "split_loads",
                            "split_stores_pp": "split_stores", "alias_4k_pp": "alias_4k"}
 

@@ -39,7 +39,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
-from perfci_agent import metrics as catalogue
+from perfci_core import metrics as catalogue
 
 from .noise import mad_sigma
 from .series import relative_change, resolve_metric

@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from perfci_agent import metrics as catalogue
+from perfci_core import metrics as catalogue
 
 
 @dataclass(frozen=True)

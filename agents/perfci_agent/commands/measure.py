@@ -17,9 +17,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import metrics
-from .errors import MeasureError
-from .result import ResultDocument
+from perfci_core import metrics
+from perfci_core.result import ResultDocument
+
+from ..errors import MeasureError
 
 
 def summary_rows(doc: ResultDocument) -> list[tuple[str, str, str, float, float, float, int]]:
@@ -83,7 +84,7 @@ def register(app: typer.Typer) -> None:
                                                  help="sim: store-buffer model intel-icx|intel-spr|intel-skx|amd-zen4 (default: this CPU's)"),
     ) -> None:
         """Build the dataplane at a commit, run it, count, and derive the lean-model metrics."""
-        from .measure import measure
+        from ..measure import measure
 
         err = Console(stderr=True)
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -33,7 +33,7 @@ from typing import Iterable, Literal, Sequence
 
 import numpy as np
 
-from perfci_agent import metrics as catalogue
+from perfci_core import metrics as catalogue
 
 from .changepoints import ChangePoint, SearchSettings, find_change_points, find_exact_changes
 from .compare import DEFAULT_TOLERANCE, Comparison, Kind, Verdict, compare

@@ -37,7 +37,7 @@ from typing import Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
-from perfci_agent import metrics as catalogue
+from perfci_core import metrics as catalogue
 
 from .compare import DEFAULT_ALPHA, DEFAULT_TOLERANCE, Comparison, Kind, Verdict, compare, kind_of
 from .noise import MAD_TO_SIGMA

@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from .alerts_cli import JSON_OPTION, SERVER_OPTION, TOKEN_OPTION, ask_server, print_json
+from .alerts import JSON_OPTION, SERVER_OPTION, TOKEN_OPTION, ask_server, print_json
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 

@@ -6,6 +6,7 @@
 - :mod:`.changepoints` — MDL grouping over the commit order with validated boundaries
 - :mod:`.detect`       — regressions/improvements of a series, batch and incremental
 - :mod:`.explain`      — lean-model (IPP x eIPC x CUR) explanation of a change
+- :mod:`.bisect`       — the bisection search (SAME / DIFFERENT / UNKNOWN per commit, skips, confirmation)
 """
 
 from .compare import Comparison, Kind, Verdict, compare

@@ -37,7 +37,7 @@ def _progress(console: Console) -> Progress:
 def run_local(repo: str, good: str, bad: str, metric: str, config: str, backend: str, core: int | None,
               cache_dir: str | None, max_reps: int | None, err: Console) -> dict[str, Any]:
     from ..errors import MeasureError
-    from .local import LocalBisect
+    from ..bisect.local import LocalBisect
 
     progress = _progress(err)
     task = progress.add_task("bisect", total=None)

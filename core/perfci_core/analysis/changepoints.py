@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfci_agent import metrics as catalogue
+from perfci_core import metrics as catalogue
 
 from .compare import Comparison, Verdict, compare
 

@@ -16,6 +16,6 @@ def register(app: typer.Typer) -> None:
         broker: str = typer.Option("auto", "--broker", help="auto (the local Redis if running, else in-process tasks) | none | URL"),
     ) -> None:
         """Run the whole loop on this machine: history, server, agent, alert, bisect, plots."""
-        from .run import main
+        from ..demo.run import main
 
         raise typer.Exit(main(workdir.resolve(), source.resolve(), backend, broker))

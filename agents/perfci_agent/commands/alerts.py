@@ -32,7 +32,7 @@ def ask_server(server: str | None, token: str | None, call: Callable[[Any], T], 
     from rich.console import Console
     from rich.markup import escape
 
-    from .server_api import ApiError, ServerClient, ServerUnreachable
+    from ..server_api import ApiError, ServerClient, ServerUnreachable
 
     err = Console(stderr=True)
     try:
@@ -191,6 +191,6 @@ def bisect_cmd(
     token: Optional[str] = TOKEN_OPTION,
 ) -> None:
     """Bisect an alert group's range on its first regressed metric (exit 0: culprit named)."""
-    from .bisect.cli import bisect_alert
+    from .bisect import bisect_alert
 
     raise typer.Exit(bisect_alert(group_id, local=local, repo=repo, server=server, token=token, as_json=as_json, cache_dir=cache_dir))

@@ -1,0 +1,73 @@
+"""Which package may import which, read from the source (:mod:`import_graph`): the agent and the
+server share :mod:`perfci_core` and never import each other; the core is pure; Celery's app
+imports no domain module, so no import circles through it."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from import_graph import PACKAGES, cycles_through, graph, module_files, strongly_connected
+
+EDGES = graph()
+STDLIB = set(sys.stdlib_module_names)
+
+
+def imports_of(package: str) -> dict[str, set[str]]:
+    return {m: targets for m, targets in EDGES.items() if m.split(".")[0] == package}
+
+
+def test_the_graph_sees_every_package() -> None:
+    files = module_files()
+    for package in PACKAGES:
+        assert package in files, package
+    # lazy imports inside functions count: the demo's Redis probe, the server CLI's uvicorn
+    assert "redis" in EDGES["perfci_agent.demo.run"]
+    assert "uvicorn" in EDGES["perfci_server.cli"]
+
+
+@pytest.mark.parametrize(("package", "forbidden"), [("perfci_agent", "perfci_server"), ("perfci_server", "perfci_agent")])
+def test_agent_and_server_never_import_each_other(package: str, forbidden: str) -> None:
+    offenders = sorted(f"{m} -> {t}" for m, targets in imports_of(package).items() for t in targets if t.split(".")[0] == forbidden)
+    assert offenders == []
+
+
+def test_core_needs_numpy_scipy_pydantic_only() -> None:
+    used = {t.split(".")[0] for targets in imports_of("perfci_core").values() for t in targets}
+    assert used - STDLIB - {"perfci_core"} == {"numpy", "scipy", "pydantic"}
+
+
+def test_agent_and_server_use_the_core() -> None:
+    for package in ("perfci_agent", "perfci_server"):
+        assert any(t.startswith("perfci_core") for targets in imports_of(package).values() for t in targets), package
+
+
+def test_celery_app_imports_no_domain_module() -> None:
+    reachable, todo = set(), ["perfci_server.celery_app"]
+    while todo:
+        for target in EDGES.get(todo.pop(), ()):
+            if target in EDGES and target not in reachable:
+                reachable.add(target)
+                todo.append(target)
+    assert reachable == {"perfci_server.db", "perfci_server.settings"}
+
+
+def test_no_import_circle_through_celery_app() -> None:
+    assert cycles_through("perfci_server.celery_app", EDGES) == []
+
+
+def test_no_import_circles_at_all() -> None:
+    assert strongly_connected(EDGES) == []
+
+
+def test_the_worker_registers_every_task_by_name() -> None:
+    from perfci_server.celery_app import TASK_MODULES, celery_app, registered_tasks
+
+    task_modules = sorted(m for m in EDGES if m.startswith("perfci_server.") and m.endswith(".tasks"))
+    assert sorted(TASK_MODULES) == task_modules
+    assert sorted(celery_app.conf.include) == task_modules
+    names = set(registered_tasks())
+    for entry in celery_app.conf.beat_schedule.values():
+        assert entry["task"] in names
+    assert {"perfci.alerts.detect_pending", "perfci.forge.post_status", "perfci.jobs.schedule_push", "perfci.bisect.advance"} <= names
