@@ -1,22 +1,31 @@
-"""Speed of `perfci measure` (issue 3):
+"""Speed of `perfci measure` (issues 3 and 16):
 
-1. wall time of one ``sim`` measurement of a commit with a warm build cache (target <= 60 s);
+1. wall time of one full ``sim`` measurement of a commit with a warm build cache (target <= 60 s):
+   today's method, ``measure(backend="sim")`` — per repetition one memhazard pass (instructions +
+   memory hazards) beside one cachegrind pass on another core — against the previous method,
+   reproduced here: per repetition a ``callgrind --toggle-collect=fwd_burst`` pass, then a
+   cachegrind pass, one after the other on the forwarding core; same repetitions, same packets.
+   The two alternate over ``--repeat`` runs (new, old, new, old, ...) so drift hits both alike;
+   min/median/max of each and the ratio of the medians new/old (issue 16's target: <= 1). Both
+   must count the same instructions of the window: checked and printed.
 2. overhead of counting on the forwarding loop: tsc cycles/packet of the dataplane alone vs under
    ``perf stat -C CORE -D -1 --control ...`` with software events (target <= 1 %).
    Runs alternate (plain, counted, plain, ...) so drift hits both arms alike; medians compared.
 
-Usage: .venv/bin/python benchmarks/measure/run.py [--repo PATH] [--commit REV] [--pairs N]
+Usage: .venv/bin/python benchmarks/measure/run.py [--repo PATH] [--commit REV] [--pairs N] [--repeat N]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
 from perfci_agent import runner
 from perfci_agent.backends.pmu import run_counted
+from perfci_agent.backends.sim import FWD_FUNCTION, SimBackend, parse_cachegrind_function, parse_callgrind_total
 from perfci_agent.measure import CONFIGS, default_core, measure
 from perfci_agent.workspace import Workspace, repo_root, resolve_commit
 from perfci_core.analysis.compare import Kind, Verdict, compare
@@ -27,11 +36,33 @@ def cpp(report: dict) -> float:
     return w["cycles"]["busy"] / w["packets"]["rx"]
 
 
+def previous_sim_measurement(sim: SimBackend, binary: Path, core: int, workdir: Path, reps: int) -> list[int]:
+    """The ``sim`` measurement before memhazard: per repetition callgrind (instructions of the
+    ``fwd_burst`` window), then cachegrind (caches), sequentially. Returns callgrind's counts."""
+    cfg = sim.config_for(CONFIGS["self-64B"])
+    counts = []
+    for _ in range(reps):
+        with tempfile.TemporaryDirectory(prefix="perfci-bench-") as tmp:
+            cl_out, cg_out = Path(tmp) / "callgrind.out", Path(tmp) / "cachegrind.out"
+            runner.run(runner.RunSpec(binary, core, cfg, workdir=workdir, timeout=sim.timeout, pin_outer=True, wrapper=[
+                sim.valgrind, "-q", "--tool=callgrind", f"--toggle-collect={FWD_FUNCTION}", f"--callgrind-out-file={cl_out}"]))
+            counts.append(parse_callgrind_total(cl_out.read_text()))
+            runner.run(runner.RunSpec(binary, core, cfg, workdir=workdir, timeout=sim.timeout, pin_outer=True, wrapper=[
+                sim.valgrind, "-q", "--tool=cachegrind", "--cache-sim=yes", *sim.geometry.args(), f"--cachegrind-out-file={cg_out}"]))
+            parse_cachegrind_function(cg_out.read_text())
+    return counts
+
+
+def spread(xs: list[float]) -> str:
+    return f"median {statistics.median(xs):.1f} s [min {min(xs):.1f}, max {max(xs):.1f}]"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default=str(Path(__file__).resolve().parents[2]))
     ap.add_argument("--commit", default="HEAD")
     ap.add_argument("--pairs", type=int, default=15)
+    ap.add_argument("--repeat", type=int, default=3, help="full sim measurements per method")
     ap.add_argument("--cache-dir", default=None)
     args = ap.parse_args()
 
@@ -41,15 +72,39 @@ def main() -> None:
     build = ws.build(sha)  # warm the cache (not timed)
     core = default_core()
 
-    t0 = time.monotonic()
-    doc = measure(root, sha, backend="sim", cache_dir=ws.cache_dir, core=core)
-    wall = time.monotonic() - t0
-    ipp = [m.value for s in doc.samples for m in s.metrics if m.metric == "ipp"]
-    print(f"sim measurement, warm build cache: {wall:.1f} s wall ({len(doc.samples)} reps x callgrind+cachegrind, "
-          f"{doc.config.packets} packets; status {doc.status}; IPP {ipp})  target <= 60 s: {'PASS' if wall <= 60 else 'FAIL'}")
+    sim = SimBackend()
+    sim.tool_lib()  # build memhazard now (first use), not inside a timed run
+    workdir = build.worktree / "dataplane"
+    new_wall, old_wall, new_counts, old_counts = [], [], set(), set()
+    reps, packets = sim.default_reps, sim.config_for(CONFIGS["self-64B"]).packets
+
+    def today() -> None:
+        t0 = time.monotonic()
+        doc = measure(root, sha, backend="sim", cache_dir=ws.cache_dir, core=core)
+        new_wall.append(time.monotonic() - t0)
+        if doc.status != "ok" or len(doc.samples) != reps or doc.config.packets != packets:
+            raise SystemExit(f"sim measurement: {doc.status} {doc.reason or ''}, {len(doc.samples)} reps of {doc.config.packets} packets")
+        new_counts.update(int(s.raw["sim.fwd_instructions"]) for s in doc.samples)
+
+    def previous() -> None:
+        t0 = time.monotonic()
+        old_counts.update(previous_sim_measurement(sim, build.binary, core, workdir, reps))
+        old_wall.append(time.monotonic() - t0)
+
+    for i in range(args.repeat):  # alternate which method goes first
+        for method in ((today, previous) if i % 2 == 0 else (previous, today)):
+            method()
+    ratio = statistics.median(new_wall) / statistics.median(old_wall)
+    print(f"full sim measurement, warm build cache, {args.repeat} run(s) each, {reps} reps x {packets} packets, core {core}:")
+    print(f"  today    (memhazard beside cachegrind, via measure()):          {spread(new_wall)}")
+    print(f"  previous (callgrind --toggle-collect={FWD_FUNCTION} then cachegrind): {spread(old_wall)}")
+    print(f"  new/old (medians) {ratio:.2f}  target <= 1: {'PASS' if ratio <= 1 else 'FAIL'};  "
+          f"today's median <= 60 s: {'PASS' if statistics.median(new_wall) <= 60 else 'FAIL'}")
+    same = len(new_counts) == 1 and new_counts == old_counts
+    print(f"  instructions of the {FWD_FUNCTION} window: memhazard {sorted(new_counts)}, callgrind {sorted(old_counts)} -> "
+          f"{'identical' if same else 'DIFFERENT'}")
 
     cfg = CONFIGS["self-64B"]
-    workdir = build.worktree / "dataplane"
     plain, counted = [], []
     for _ in range(args.pairs):
         plain.append(cpp(runner.run(runner.RunSpec(build.binary, core, cfg, workdir=workdir)).report))
