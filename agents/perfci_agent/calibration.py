@@ -29,8 +29,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from . import metrics
-from .result import ResultDocument
+from perfci_core import metrics
+from perfci_core.result import ResultDocument
 
 METRIC = "sf_blocks_pp"
 BUILDS = ("baseline", "regression")

@@ -19,7 +19,7 @@ from perfci_agent import events as ev
 from perfci_agent import perfstat, runner
 from perfci_agent.backends import pmu as pmu_backend
 from perfci_agent.cpuinfo import CpuId
-from perfci_agent.result import BenchConfig, ResultDocument
+from perfci_core.result import BenchConfig, ResultDocument
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CAL = FIXTURES / "calibration"
