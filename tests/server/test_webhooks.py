@@ -145,10 +145,25 @@ def test_ping_is_answered_and_recorded(client, session, sent_tasks):
     assert sent_tasks == []
 
 
-def test_unknown_repository_is_404(client, sent_tasks):
-    response = push_github(client)
-    assert response.status_code == 404
-    assert "perfci-org/dataplane" in response.json()["error"]["message"]
+def test_unknown_repository_answers_exactly_like_a_bad_signature(client, session, sent_tasks):
+    """Nobody can tell from the answer whether a repository name is registered."""
+    unknown = push_github(client)
+    create_repository(client)
+    body = body_of(push_payload())
+    bad_signature = client.post("/api/v1/webhooks/github", content=body, headers=github_headers(body, secret="not-the-secret"))
+    assert (unknown.status_code, unknown.json(), unknown.headers.get("WWW-Authenticate")) == (
+        bad_signature.status_code, bad_signature.json(), bad_signature.headers.get("WWW-Authenticate"))
+    assert unknown.status_code == 401
+    assert "perfci-org/dataplane" not in unknown.text
+    assert _count(session, WebhookDelivery) == 0
+
+
+def test_unknown_gitlab_project_answers_exactly_like_a_bad_token(client, sent_tasks):
+    unknown = _gitlab(client, fixture("gitlab_push.json"))
+    create_repository(client, name="net/dataplane", forge="gitlab")
+    bad_token = _gitlab(client, fixture("gitlab_push.json"), token="wrong")
+    assert (unknown.status_code, unknown.json()) == (bad_token.status_code, bad_token.json())
+    assert unknown.status_code == 401
 
 
 @pytest.mark.parametrize(
@@ -247,4 +262,4 @@ def test_gitlab_bad_token_is_401(client, session, sent_tasks):
 
 def test_a_github_delivery_does_not_match_a_gitlab_repository(client, sent_tasks):
     create_repository(client, name="perfci-org/dataplane", forge="gitlab")
-    assert push_github(client).status_code == 404
+    assert push_github(client).status_code == 401

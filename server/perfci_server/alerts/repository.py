@@ -11,6 +11,7 @@ from sqlalchemy import Row, Select, and_, delete, exists, func, select, text, up
 from sqlalchemy.orm import Session, aliased
 
 from .. import db
+from ..bounded import BIGINT_MAX
 from ..models import (
     ACTIVE_STATES,
     Alert,
@@ -289,7 +290,7 @@ def machine_ids(session: Session, machine: str | None) -> list[int] | None:
     if machine is None:
         return None
     condition = Machine.name == machine
-    if machine.isdigit():
+    if machine.isdigit() and int(machine) <= BIGINT_MAX:  # a larger number can only be a name
         condition = condition | (Machine.id == int(machine))
     return list(session.scalars(select(Machine.id).where(condition)))
 

@@ -9,6 +9,7 @@ from ..errors import Conflict, NotFound, Unauthorized, responses
 from ..pagination import Page, paginate
 from . import repository as repo_sql
 from .schemas import BranchRead, CommitRead, RepositoryCreate, RepositoryCreated, RepositoryRead
+from ..bounded import DbId
 from .service import create_repository, get_repository
 
 router = APIRouter(prefix="/repositories", tags=["repositories"])
@@ -27,14 +28,14 @@ def list_repositories(session: SessionDep, _: ReaderDep, page: PageDep) -> Page[
 
 
 @router.get("/{repository_id}/branches", responses=responses(Unauthorized, NotFound))
-def list_branches(repository_id: int, session: SessionDep, _: ReaderDep, page: PageDep) -> Page[BranchRead]:
+def list_branches(repository_id: DbId, session: SessionDep, _: ReaderDep, page: PageDep) -> Page[BranchRead]:
     get_repository(session, repository_id)
     return paginate(session, repo_sql.branches_statement(repository_id), page, BranchRead.model_validate)
 
 
 @router.get("/{repository_id}/commits", responses=responses(Unauthorized, NotFound))
 def list_commits(
-    repository_id: int,
+    repository_id: DbId,
     session: SessionDep,
     _: ReaderDep,
     page: PageDep,

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from .. import db, dispatch
-from ..errors import BadRequest, NotFound, Unauthorized, Unprocessable, summarize, validation_details
+from ..errors import BadRequest, Unauthorized, Unprocessable, summarize, validation_details
 from ..models import Forge, Repository, WebhookDelivery, utcnow
 from ..repos import repository as repo_sql
 from ..repos.service import record_push
@@ -29,8 +30,9 @@ def handle_github(session: Session, event: str, delivery_id: str, signature: str
     payload = _parse_object(body)
     name = _dig(payload, "repository", "full_name")
     repository = _find_repository(session, Forge.GITHUB, name)
-    if not github_signature_valid(repository.webhook_secret, body, signature):
-        raise Unauthorized("X-Hub-Signature-256 does not match the body signed with the repository's secret")
+    secret = repository.webhook_secret if repository else _UNKNOWN_SECRET
+    if not github_signature_valid(secret, body, signature) or repository is None:
+        raise _not_verified(Forge.GITHUB)
 
     if event == "ping":
         return _record(session, repository, Forge.GITHUB, delivery_id, event, None, WebhookAccepted(status="pong"))
@@ -46,8 +48,9 @@ def handle_gitlab(session: Session, event: str, event_uuid: str | None, token: s
     payload = _parse_object(body)
     name = _dig(payload, "project", "path_with_namespace")
     repository = _find_repository(session, Forge.GITLAB, name)
-    if not gitlab_token_valid(repository.webhook_secret, token):
-        raise Unauthorized("X-Gitlab-Token does not match the repository's secret")
+    secret = repository.webhook_secret if repository else _UNKNOWN_SECRET
+    if not gitlab_token_valid(secret, token) or repository is None:
+        raise _not_verified(Forge.GITLAB)
 
     # Older GitLab sends no per-event id; the body itself then identifies a redelivery.
     delivery_id = event_uuid or "sha256:" + hashlib.sha256(body).hexdigest()
@@ -109,6 +112,8 @@ def _parse_object(body: bytes) -> dict[str, Any]:
         payload = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadRequest(f"body is not valid JSON: {exc}") from None
+    except RecursionError:  # no forge nests that deep; the parser's stack gives out first
+        raise BadRequest("body is not valid JSON: nested too deeply") from None
     if not isinstance(payload, dict):
         raise BadRequest("body must be a JSON object")
     return payload
@@ -123,11 +128,20 @@ def _dig(payload: dict[str, Any], *keys: str) -> str:
     return value
 
 
-def _find_repository(session: Session, forge: Forge, name: str) -> Repository:
+def _find_repository(session: Session, forge: Forge, name: str) -> Repository | None:
     repository = repo_sql.by_name(session, name)
-    if repository is None or repository.forge != forge.value:
-        raise NotFound(f"no {forge.value} repository named {name!r} is registered")
-    return repository
+    return repository if repository is not None and repository.forge == forge.value else None
+
+
+# An unknown repository is checked against a secret nobody has, so that it answers exactly like a
+# bad signature (same status, same body, same work): the webhook routes do not tell anyone which
+# repository names are registered.
+_UNKNOWN_SECRET = secrets.token_hex(32)
+
+
+def _not_verified(forge: Forge) -> Unauthorized:
+    header = "X-Hub-Signature-256" if forge is Forge.GITHUB else "X-Gitlab-Token"
+    return Unauthorized(f"{header} does not verify with the secret of a registered {forge.value} repository of that name")
 
 
 def _validate(model: type[GitHubPush] | type[GitLabPush], payload: dict[str, Any]) -> Any:
