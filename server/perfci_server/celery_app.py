@@ -16,6 +16,7 @@ REQUEUE_TASK = "perfci.jobs.requeue_expired_leases"
 RESEND_STATUSES_TASK = "perfci.forge.resend_pending"
 BISECT_SWEEP_TASK = "perfci.bisect.advance_running"
 DETECTION_SWEEP_TASK = "perfci.alerts.detect_stragglers"
+COMPLETE_PUSHES_TASK = "perfci.repos.complete_pushes"
 
 
 def make_celery() -> Celery:
@@ -41,6 +42,7 @@ def make_celery() -> Celery:
             "resend-pending-commit-statuses": {"task": RESEND_STATUSES_TASK, "schedule": settings.forge_resend_interval_seconds},
             "advance-running-bisects": {"task": BISECT_SWEEP_TASK, "schedule": settings.requeue_interval_seconds},
             "detect-stragglers": {"task": DETECTION_SWEEP_TASK, "schedule": settings.detection_sweep_interval_seconds},
+            "complete-incomplete-pushes": {"task": COMPLETE_PUSHES_TASK, "schedule": settings.push_retry_interval_seconds},
         },
     )
     return app
@@ -60,3 +62,4 @@ from .alerts import tasks as _alerts_tasks  # noqa: E402,F401
 from .forge import tasks as _forge_tasks  # noqa: E402,F401
 from .jobs import tasks as _jobs_tasks  # noqa: E402,F401
 from .bisect import tasks as _bisect_tasks  # noqa: E402,F401
+from .repos import tasks as _repos_tasks  # noqa: E402,F401
