@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     push_retry_interval_seconds: float = Field(120.0, gt=0)
     # At most this many commits from one push (a new branch of a repository whose other branches
     # are not tracked yet would otherwise bring its whole history).
-    push_max_commits: int = Field(1000, ge=1, le=100_000)
+    push_max_commits: int = Field(100, ge=1, le=100_000)
     # SSH clone URLs: the deploy key to fetch with (https URLs on the forge's host use
     # github_token / gitlab_token below).
     mirror_ssh_key_file: Path | None = None

@@ -9,8 +9,10 @@ import socket
 import pytest
 from fastapi.testclient import TestClient
 
+from perfci_server import db
 from perfci_server.app import create_app
 from perfci_server.errors import DATABASE_RETRY_AFTER_SECONDS
+from perfci_server.settings import get_settings
 from server_support import ADMIN, body_of, github_headers, push_payload
 
 
@@ -20,10 +22,10 @@ def closed_port_database(monkeypatch: pytest.MonkeyPatch) -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    from conftest import _settings_env
-
     url = f"postgresql+psycopg://perfci:perfci@127.0.0.1:{port}/perfci?connect_timeout=2"
-    _settings_env(monkeypatch, PERFCI_DATABASE_URL=url)
+    monkeypatch.setenv("PERFCI_DATABASE_URL", url)
+    get_settings.cache_clear()
+    db.reset_engine()
     return url
 
 

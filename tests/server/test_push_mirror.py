@@ -236,3 +236,23 @@ def test_an_unreachable_mirror_leaves_the_push_incomplete_until_beat_completes_i
     assert (completed.complete, completed.recorded_commits, completed.fetch_attempts, completed.last_error) == (True, 25, 3, None)
     assert client.get(f"/api/v1/repositories/{repo['id']}/pushes", params={"complete": False}).json()["items"] == []
     assert repo_tasks.complete_pushes() == {"incomplete": 0, "completed": 0, "commits_added": 0}
+
+
+def test_forge_tokens_go_only_to_the_forges_own_host_and_never_on_the_command_line():
+    import base64
+
+    from perfci_server.models import Repository
+    from perfci_server.repos.mirror import _credentials
+    from perfci_server.settings import Settings
+
+    settings = Settings(github_token="ghp_secret", gitlab_token="glpat_secret", gitlab_api_url="https://gitlab.example.com/api/v4",
+                        mirror_ssh_key_file="/etc/perfci/deploy_key")
+    github = _credentials(settings, Repository(forge="github", clone_url="https://github.com/perfci-org/dataplane.git"))
+    assert github["GIT_CONFIG_KEY_0"] == "http.extraHeader"
+    assert github["GIT_CONFIG_VALUE_0"] == "Authorization: Basic " + base64.b64encode(b"x-access-token:ghp_secret").decode()
+    gitlab = _credentials(settings, Repository(forge="gitlab", clone_url="https://gitlab.example.com/net/dataplane.git"))
+    assert base64.b64decode(gitlab["GIT_CONFIG_VALUE_0"].split()[-1]) == b"oauth2:glpat_secret"
+    elsewhere = _credentials(settings, Repository(forge="github", clone_url="https://mirror.example.org/dataplane.git"))
+    assert not any("secret" in value for value in elsewhere.values())
+    ssh = _credentials(settings, Repository(forge="github", clone_url="git@github.com:perfci-org/dataplane.git"))
+    assert ssh == {"GIT_SSH_COMMAND": "ssh -i /etc/perfci/deploy_key -o IdentitiesOnly=yes -o BatchMode=yes"}

@@ -55,6 +55,22 @@ def mark_detected(session: Session, run_ids: Sequence[int], now: datetime) -> No
     session.execute(update(Run).where(Run.id.in_(run_ids)).values(detected_at=now))
 
 
+def mark_newest_runs_pending(session: Session, branch_id: int, machine_id: int) -> int:
+    """Mark the newest successful run of each config of a branch x machine not analysed, so that
+    detection (and, if its task is lost, the straggler sweep) examines those series again."""
+    newest = (
+        select(func.max(Run.id))
+        .join(Job, Job.id == Run.job_id)
+        .join(BranchCommit, BranchCommit.commit_id == Job.commit_id)
+        .where(BranchCommit.branch_id == branch_id, Job.machine_id == machine_id, Run.status == RunStatus.OK.value)
+        .group_by(Job.config_id)
+    )
+    run_ids = list(session.scalars(newest))
+    if run_ids:
+        session.execute(update(Run).where(Run.id.in_(run_ids)).values(detected_at=None))
+    return len(run_ids)
+
+
 def machines_with_pending_runs(session: Session, received_before: datetime) -> list[int]:
     """Machines with a successful run received before ``received_before`` and still not analysed."""
     statement = (

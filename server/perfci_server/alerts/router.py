@@ -6,7 +6,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from .. import dispatch
 from ..deps import AdminDep, PageDep, ReaderDep, SessionDep, SettingsDep
 from ..errors import NotFound, Unauthorized, responses
 from ..models import AlertDirection, AlertStatus
@@ -58,7 +57,7 @@ def redetect(data: Redetect, session: SessionDep, _: AdminDep) -> RedetectAccept
     """Run detection again over every series of a branch x machine (e.g. after a detector upgrade)."""
     branch_id = service.branch_id_of(session, data.repository_id, data.branch)
     configs = alert_sql.configs_of_machine_on_branch(session, branch_id, data.machine_id)
-    dispatch.send_after_commit(session, service.REDETECT_TASK, branch_id, data.machine_id)
+    service.request_redetection(session, branch_id, data.machine_id)
     return RedetectAccepted(configs=len(configs))
 
 
