@@ -120,8 +120,13 @@ def _insert_before(session: Session, branch_id: int, position: int, commit_ids: 
     session.execute(BranchCommit.__table__.insert(), rows)
 
 
-def incomplete_push_ids(session: Session, limit: int) -> list[int]:
-    return list(session.scalars(select(Push.id).where(Push.complete.is_(False)).order_by(Push.id).limit(limit)))
+def incomplete_pushes(session: Session, limit: int) -> list[tuple[int, int]]:
+    """(push id, repository id) of incomplete pushes, least tried first (one forge that stays
+    unreachable does not starve the others)."""
+    statement = (
+        select(Push.id, Push.repository_id).where(Push.complete.is_(False)).order_by(Push.fetch_attempts, Push.id).limit(limit)
+    )
+    return [(push_id, repository_id) for push_id, repository_id in session.execute(statement)]
 
 
 def lock_push(session: Session, push_id: int) -> Push | None:

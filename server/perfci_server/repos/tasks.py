@@ -16,13 +16,17 @@ FETCH_TIMEOUT_SECONDS = 240.0  # one fetch inside the task's time limit: a first
 def complete_pushes() -> dict[str, int]:
     """Periodic (beat): fetch the mirror again for incomplete pushes and record what they lacked."""
     with session_scope() as session:
-        ids = repo_sql.incomplete_push_ids(session, BATCH)
-    added, completed = 0, 0
-    for push_id in ids:
+        pending = repo_sql.incomplete_pushes(session, BATCH)
+    added, completed, unreachable = 0, 0, set()
+    for push_id, repository_id in pending:
+        if repository_id in unreachable:
+            continue  # one failed fetch per repository and sweep
         with session_scope() as session:  # one transaction per push: one unreachable forge holds up no other
             push = repo_sql.lock_push(session, push_id)
             if push is None or push.complete:
                 continue
             added += len(service.complete_push(session, push, get_settings(), FETCH_TIMEOUT_SECONDS))
             completed += push.complete
-    return {"incomplete": len(ids), "completed": completed, "commits_added": added}
+            if not push.complete:
+                unreachable.add(repository_id)
+    return {"incomplete": len(pending), "completed": completed, "commits_added": added}

@@ -26,7 +26,6 @@ from ..settings import get_settings
 from .schemas import ZERO_SHA, ForgeCommit, GitHubPush, GitLabPush, Push, WebhookAccepted
 
 
-
 def handle_github(session: Session, event: str, delivery_id: str, signature: str | None, body: bytes) -> WebhookAccepted:
     payload = _parse_object(body)
     name = _dig(payload, "repository", "full_name")
