@@ -79,9 +79,9 @@ def record_push(
         log.warning("push %s..%s to %s %s is incomplete, %d listed commit(s) recorded (retried from beat): %s",
                     before, after, repository.name, branch_name, len(listed), exc)
         push.last_error = str(exc)
-        ids, placed = _place(session, repository, branch, listed, parents=_payload_parents(before, listed))
+        ids, _ = _place(session, repository, branch, listed, parents=_payload_parents(before, listed))
     else:
-        ids, placed = _place(session, repository, branch, commits, parents={c.sha: c.parents for c in commits})
+        ids, _ = _place(session, repository, branch, commits, parents={c.sha: c.parents for c in commits})
         push.complete, push.completed_at = True, utcnow()
     push.recorded_commits = len(ids)
     branch.head_sha = after
