@@ -17,6 +17,10 @@ COPY agents ./agents
 COPY server ./server
 COPY cli ./cli
 COPY migrations ./migrations
+# git (+ ssh for ssh clone URLs): the server records each push from its mirror of the repository.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends git openssh-client \
+    && rm -rf /var/lib/apt/lists/*
 # Editable: `perfci admin migrate` reads alembic.ini and migrations/ from this checkout.
 RUN pip install -e '.[server]' \
     && useradd --system --home-dir /var/lib/perfci --create-home perfci

@@ -15,6 +15,12 @@ forwarding are vendor specific (DESIGN §3):
 Which events really count is *probed* once per machine (``perf stat -x, -e <all> -- true``; an
 event the kernel knows but the PMU lacks prints ``<not supported>``, an unknown name is a parse
 error) and cached on disk keyed by the machine fingerprint and perf version.
+
+Hybrid Intel parts (Alder/Raptor Lake and later) have one core PMU per core type, and perf prints
+every generic event once per PMU (``cpu_core/cycles/``, ``cpu_atom/cycles/``). The counts that
+matter are those of the PMU the pinned measurement core belongs to, which sysfs lists
+(``/sys/devices/cpu_core/cpus``, ``/sys/devices/cpu_atom/cpus``); :func:`core_pmu` finds it and the
+probe records it.
 """
 
 from __future__ import annotations
@@ -145,6 +151,7 @@ class Probe:
     unsupported: dict[str, str]  # key -> reason
     paranoid: int | None
     error: str | None = None  # perf unusable altogether
+    pmu: str | None = None  # hybrid parts: the core PMU counted (that of the measurement core)
 
     @property
     def has_pmu(self) -> bool:
@@ -152,11 +159,16 @@ class Probe:
 
     def to_json(self) -> dict:
         return {"perf": self.perf, "supported": self.supported, "unsupported": self.unsupported,
-                "paranoid": self.paranoid, "error": self.error}
+                "paranoid": self.paranoid, "error": self.error, "pmu": self.pmu}
 
     @classmethod
     def from_json(cls, d: dict) -> Probe:
-        return cls(d.get("perf"), dict(d.get("supported", {})), dict(d.get("unsupported", {})), d.get("paranoid"), d.get("error"))
+        return cls(d.get("perf"), dict(d.get("supported", {})), dict(d.get("unsupported", {})), d.get("paranoid"), d.get("error"),
+                   d.get("pmu"))
+
+    def describe_pmu(self) -> str:
+        """Which core PMU is counted, for the backend's reason (empty on non-hybrid parts)."""
+        return f"; hybrid CPU: counting the {self.pmu} PMU of the measurement core" if self.pmu else ""
 
     def why_no_pmu(self) -> str:
         if self.error:
@@ -165,6 +177,37 @@ class Probe:
             if key in self.unsupported:
                 return f"no PMU: perf reports {GENERIC[key]} {self.unsupported[key]}"
         return ""
+
+
+def parse_cpulist(text: str) -> set[int]:
+    """A kernel CPU list (``0-15,20,22-23``) as a set of CPU numbers."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def core_pmu(core: int | None, sysfs: Path = Path("/sys")) -> str | None:
+    """On a hybrid CPU, the core PMU (``cpu_core``, ``cpu_atom``) whose ``cpus`` list holds
+    ``core``; None on a CPU with one core PMU (its events carry no PMU prefix). Without a core,
+    the big cores' PMU: that is where measurement cores are pinned."""
+    pmus: dict[str, set[int]] = {}
+    for cpus in sorted((sysfs / "devices").glob("cpu_*/cpus")):
+        try:
+            pmus[cpus.parent.name] = parse_cpulist(cpus.read_text())
+        except (OSError, ValueError):
+            continue
+    if not pmus:
+        return None
+    if core is None:
+        return "cpu_core" if "cpu_core" in pmus else min(pmus)
+    for name, members in sorted(pmus.items()):
+        if core in members:
+            return name
+    return None
 
 
 def read_paranoid() -> int | None:
@@ -196,17 +239,20 @@ def perf_version(perf: str) -> str | None:
     return r.stdout.strip() or None
 
 
-def probe(mapping: Mapping, perf: str | None = None, runner=subprocess.run) -> Probe:
-    """Ask perf which of the mapped events count on this machine (one `perf stat ... true`)."""
+def probe(mapping: Mapping, perf: str | None = None, runner=subprocess.run, core: int | None = None,
+          sysfs: Path = Path("/sys")) -> Probe:
+    """Ask perf which of the mapped events count on this machine (one `perf stat ... true`); on a
+    hybrid CPU, on the core PMU of ``core`` (the measurement core)."""
     perf = perf or shutil.which("perf")
+    pmu = core_pmu(core, sysfs)
     paranoid = read_paranoid()
     unsupported = {k: f"none on this CPU ({mapping.notes.get(k, 'no mapping')})" for k, e in mapping.events.items() if e is None}
     if perf is None:
-        return Probe(None, {}, unsupported, paranoid, "perf is not installed (Debian: linux-perf)")
+        return Probe(None, {}, unsupported, paranoid, "perf is not installed (Debian: linux-perf)", pmu)
     version = perf_version(perf)
     problem = paranoid_problem(paranoid)
     if problem:
-        return Probe(version, {}, unsupported, paranoid, problem)
+        return Probe(version, {}, unsupported, paranoid, problem, pmu)
     wanted = {k: e for k, e in mapping.events.items() if e}
     supported: dict[str, str] = {}
     pending = dict(wanted)
@@ -220,10 +266,10 @@ def probe(mapping: Mapping, perf: str | None = None, runner=subprocess.run) -> P
                 unsupported[k] = f"{e}: unknown to this perf/kernel"
                 continue
             results[k] = perfstat.parse_csv(one.stderr)
-        counts_by_key = {k: perfstat.lookup(cs, wanted[k]) for k, cs in results.items()}
+        counts_by_key = {k: perfstat.lookup(cs, wanted[k], pmu) for k, cs in results.items()}
     else:
         counts = perfstat.parse_csv(r.stderr)
-        counts_by_key = {k: perfstat.lookup(counts, e) for k, e in pending.items()}
+        counts_by_key = {k: perfstat.lookup(counts, e, pmu) for k, e in pending.items()}
     for k, c in counts_by_key.items():
         if c is None:
             unsupported[k] = f"{wanted[k]}: not reported by perf"
@@ -231,25 +277,26 @@ def probe(mapping: Mapping, perf: str | None = None, runner=subprocess.run) -> P
             unsupported[k] = "<not supported>"
         else:
             supported[k] = wanted[k]
-    return Probe(version, supported, unsupported, paranoid)
+    return Probe(version, supported, unsupported, paranoid, pmu=pmu)
 
 
-def cached_probe(mapping: Mapping, cache_dir: Path, machine_id: str, refresh: bool = False) -> Probe:
-    """:func:`probe`, cached per machine fingerprint and perf version under ``cache_dir``."""
+def cached_probe(mapping: Mapping, cache_dir: Path, machine_id: str, refresh: bool = False, core: int | None = None) -> Probe:
+    """:func:`probe`, cached per machine fingerprint, perf version and measurement core under ``cache_dir``."""
     perf = shutil.which("perf")
     version = perf_version(perf) if perf else None
     path = Path(cache_dir) / f"probe-{machine_id[:16]}.json"
     if not refresh and path.exists():
         try:
             data = json.loads(path.read_text())
-            if data.get("perf") == version and data.get("paranoid") == read_paranoid() and data.get("euid") == os.geteuid():
+            if (data.get("perf") == version and data.get("paranoid") == read_paranoid() and data.get("euid") == os.geteuid()
+                    and data.get("core") == core):
                 return Probe.from_json(data)
         except (OSError, ValueError):
             pass
-    result = probe(mapping, perf)
+    result = probe(mapping, perf, core=core)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({**result.to_json(), "euid": os.geteuid()}, indent=1, sort_keys=True))
+        path.write_text(json.dumps({**result.to_json(), "euid": os.geteuid(), "core": core}, indent=1, sort_keys=True))
     except OSError:
         pass
     return result

@@ -96,7 +96,7 @@ def measure(
 
     def probe() -> ev.Probe:
         if not probe_cache:
-            probe_cache.append(ev.cached_probe(mapping, ws.cache_dir, mid))
+            probe_cache.append(ev.cached_probe(mapping, ws.cache_dir, mid, core=core))
         return probe_cache[0]
 
     choice = select(backend, probe)

@@ -17,6 +17,7 @@ REQUEUE_TASK = "perfci.jobs.requeue_expired_leases"
 RESEND_STATUSES_TASK = "perfci.forge.resend_pending"
 BISECT_SWEEP_TASK = "perfci.bisect.advance_running"
 DETECTION_SWEEP_TASK = "perfci.alerts.detect_stragglers"
+COMPLETE_PUSHES_TASK = "perfci.repos.complete_pushes"
 
 # The modules that register the tasks, by name: they import celery_app (and their services, which
 # import dispatch), so importing them here would close a circle. A worker imports them when it
@@ -26,6 +27,7 @@ TASK_MODULES = (
     "perfci_server.forge.tasks",
     "perfci_server.jobs.tasks",
     "perfci_server.bisect.tasks",
+    "perfci_server.repos.tasks",
 )
 
 
@@ -52,6 +54,7 @@ def make_celery() -> Celery:
             "resend-pending-commit-statuses": {"task": RESEND_STATUSES_TASK, "schedule": settings.forge_resend_interval_seconds},
             "advance-running-bisects": {"task": BISECT_SWEEP_TASK, "schedule": settings.requeue_interval_seconds},
             "detect-stragglers": {"task": DETECTION_SWEEP_TASK, "schedule": settings.detection_sweep_interval_seconds},
+            "complete-incomplete-pushes": {"task": COMPLETE_PUSHES_TASK, "schedule": settings.push_retry_interval_seconds},
         },
     )
     return app

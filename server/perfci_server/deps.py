@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from . import db
 from .agents import repository as agents_repository
 from .agents.repository import AgentIdentity
+from .bounded import DbOffset
 from .database_slots import DatabaseSlots
 from .errors import Forbidden, Unauthorized
 from .pagination import PageParams
@@ -155,7 +156,7 @@ ReaderDep = Annotated[None, Depends(require_reader)]
 
 def page_params(
     limit: Annotated[int, Query(ge=1, le=500, description="Items per page")] = 50,
-    offset: Annotated[int, Query(ge=0, description="Items to skip")] = 0,
+    offset: Annotated[DbOffset, Query(description="Items to skip")] = 0,
 ) -> PageParams:
     return PageParams(limit=limit, offset=offset)
 

@@ -6,13 +6,24 @@ including FastAPI's own request-validation errors.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+# What a client should wait before retrying while the database is unreachable (agents and forges
+# retry on 503; a PostgreSQL restart or failover takes seconds).
+DATABASE_RETRY_AFTER_SECONDS = 10
+# The driver's "cannot talk to the database" errors (connection refused or lost, pool exhausted),
+# as opposed to errors in what was asked of it.
+DATABASE_UNAVAILABLE = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
 
 
 class ErrorBody(BaseModel):
@@ -64,6 +75,10 @@ class Unprocessable(PerfciError):
     status_code, code, description = 422, "unprocessable", "Well-formed but invalid content"
 
 
+class ServiceUnavailable(PerfciError):
+    status_code, code, description = 503, "database_unavailable", "The database cannot be reached: retry after Retry-After seconds"
+
+
 def responses(*errors: type[PerfciError]) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses=` for a route that can raise these errors."""
     return {e.status_code: {"model": ErrorResponse, "description": e.description} for e in errors}
@@ -79,6 +94,14 @@ def install(app: FastAPI) -> None:
     async def _perfci(_: Request, exc: PerfciError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
         return _render(exc.status_code, exc.code, exc.message, exc.details, headers)
+
+    async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("database unavailable during %s %s: %s", request.method, request.url.path, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        headers = {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)}
+        return _render(503, ServiceUnavailable.code, "the database is unavailable; retry later", headers=headers)
+
+    for error in DATABASE_UNAVAILABLE:
+        app.add_exception_handler(error, _database_unavailable)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -47,6 +47,19 @@ class Settings(BaseSettings):
 
     task_time_limit_seconds: int = Field(120, ge=5)
 
+    # Pushes: the server keeps a bare mirror of each repository under data_dir/mirrors and records
+    # every first-parent commit of a push from it (forges list at most 20). A webhook waits this
+    # long for the fetch; past it, or when the fetch fails, the payload's commits are recorded, the
+    # push is marked incomplete and beat retries it every push_retry_interval_seconds.
+    mirror_fetch_timeout_seconds: float = Field(8.0, gt=0)
+    push_retry_interval_seconds: float = Field(120.0, gt=0)
+    # At most this many commits from one push (a new branch of a repository whose other branches
+    # are not tracked yet would otherwise bring its whole history).
+    push_max_commits: int = Field(100, ge=1, le=100_000)
+    # SSH clone URLs: the deploy key to fetch with (https URLs on the forge's host use
+    # github_token / gitlab_token below).
+    mirror_ssh_key_file: Path | None = None
+
     # Detection: how many measured commits of a branch each series run looks back over.
     detection_window_commits: int = Field(200, ge=10, le=5000)
     # Beat resends detection for a machine whose successful runs waited longer than this unanalysed.

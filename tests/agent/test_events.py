@@ -96,3 +96,81 @@ def test_machine_id_is_sha256_of_canonical_json():
     assert len(mid) == 64 and mid == fingerprint.machine_id(dict(reversed(list(fp.items()))))
     assert fingerprint.machine_id({**fp, "cpu_microcode": "0xdead"}) != mid
     assert fp["cpu_count"] == os.cpu_count()
+
+
+# --- hybrid Intel: the PMU of the measurement core ------------------------------------------
+
+PERF_FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "perf")
+ALDER_LAKE = cpu("GenuineIntel", 6, 0x97)
+
+
+def fake_sysfs(root, **pmus):
+    """A sysfs root with /devices/<pmu>/cpus lists, like a hybrid part's (cpu_core="0-15", ...)."""
+    for name, cpus in pmus.items():
+        (root / "devices" / name).mkdir(parents=True)
+        (root / "devices" / name / "cpus").write_text(cpus + "\n")
+    return root
+
+
+def recorded_perf(name):
+    """A perf runner that answers every probe with a recorded `perf stat -x,` output."""
+    with open(os.path.join(PERF_FIXTURES, name)) as fh:
+        text = fh.read()
+
+    class Done:
+        returncode, stdout, stderr = 0, "", text
+
+    return lambda *args, **kwargs: Done()
+
+
+@pytest.fixture
+def perf_allowed(monkeypatch):
+    monkeypatch.setattr(ev, "read_paranoid", lambda: -1)
+    monkeypatch.setattr(ev, "perf_version", lambda perf: "perf version 6.1.76")
+
+
+def test_cpulists_parse_like_the_kernel_writes_them():
+    assert ev.parse_cpulist("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert ev.parse_cpulist("") == set()
+
+
+def test_core_pmu_is_the_one_whose_cpus_hold_the_core(tmp_path):
+    sysfs = fake_sysfs(tmp_path, cpu_core="0-15", cpu_atom="16-23")
+    assert ev.core_pmu(2, sysfs) == "cpu_core"
+    assert ev.core_pmu(17, sysfs) == "cpu_atom"
+    assert ev.core_pmu(None, sysfs) == "cpu_core"
+    assert ev.core_pmu(2, fake_sysfs(tmp_path / "plain")) is None  # one core PMU: events carry no prefix
+
+
+@pytest.mark.parametrize(("core", "pmu"), [(2, "cpu_core"), (20, "cpu_atom")])
+def test_hybrid_probe_finds_the_pmu_on_the_measurement_cores_pmu(tmp_path, perf_allowed, core, pmu):
+    sysfs = fake_sysfs(tmp_path, cpu_core="0-15", cpu_atom="16-23")
+    probe = ev.probe(ev.mapping_for(ALDER_LAKE), "perf", recorded_perf("intel-adl-hybrid-csv.txt"), core=core, sysfs=sysfs)
+    assert probe.has_pmu, probe
+    assert probe.pmu == pmu
+    assert {"cycles", "instructions", "branch_misses"} <= set(probe.supported)
+    assert probe.unsupported["cache_misses"] == "cache-misses: not reported by perf"
+    assert ev.Probe.from_json(probe.to_json()) == probe
+    choice = select("auto", lambda: probe)
+    assert choice.backend.value == "pmu" and f"counting the {pmu} PMU of the measurement core" in choice.reason
+
+
+def test_hybrid_counts_are_read_from_the_measurement_cores_pmu(tmp_path, perf_allowed):
+    from perfci_agent import perfstat
+    from perfci_agent.backends.pmu import PmuBackend
+
+    with open(os.path.join(PERF_FIXTURES, "intel-adl-hybrid-csv.txt")) as fh:
+        counts = perfstat.parse(fh.read())
+    sysfs = fake_sysfs(tmp_path, cpu_core="0-15", cpu_atom="16-23")
+    mapping = ev.mapping_for(ALDER_LAKE)
+    for core, cycles, instructions, running in [(3, 6766433, 4688595, 100.0), (16, 256500230, 37487490, 54.0)]:
+        probe = ev.probe(mapping, "perf", recorded_perf("intel-adl-hybrid-csv.txt"), core=core, sysfs=sysfs)
+        raw, pct = PmuBackend(probe, mapping)._counts_raw(counts)
+        assert (raw["pmu.cycles"], raw["pmu.instructions"]) == (cycles, instructions)
+        assert pct["pmu.cycles"] == running  # the atom PMU's multiplexing stays visible
+
+
+def test_without_knowing_the_core_pmu_a_hybrid_machine_still_looks_pmu_less(tmp_path, perf_allowed):
+    """What the probe saw before it read sysfs: two rows for `cycles`, so neither (never summed)."""
+    probe = ev.probe(ev.mapping_for(ALDER_LAKE), "perf", recorded_perf("intel-adl-hybrid-csv.txt"), core=2, sysfs=fake_sysfs(tmp_path))
+    assert probe.pmu is None and not probe.has_pmu

@@ -124,8 +124,8 @@ def test_redetection_updates_in_place_and_never_duplicates(sim_lab, session, sen
     response = lab.client.post("/api/v1/alerts/detect", json={"repository_id": lab.repo["id"], "branch": "main",
                                                               "machine_id": lab.agent_row["machine_id"]}, headers=ADMIN)
     assert response.status_code == 202 and response.json() == {"configs": 1}
-    [(branch_id, machine_id)] = sent_tasks.named(alert_service.REDETECT_TASK)
-    alert_service.redetect(session, branch_id, machine_id, get_settings())
+    (machine_id,) = sent_tasks.named(alert_service.DETECT_TASK)[-1]
+    assert alert_service.detect_pending(session, machine_id, get_settings()).found == 1  # the series, examined again
     session.commit()
     assert _counts(session) == counts == (1, 1)
     assert sorted(session.scalars(select(Alert.id))) == ids

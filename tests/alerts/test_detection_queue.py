@@ -16,6 +16,7 @@ from perfci_server.alerts import service as alert_service
 from perfci_server.alerts import tasks as alert_tasks
 from perfci_server.models import Job, Run, utcnow
 from perfci_server.settings import get_settings
+from server_support import ADMIN
 
 pytestmark = pytest.mark.services
 
@@ -107,3 +108,32 @@ def test_a_backlog_is_taken_in_batches(committed_client, sent_tasks, redis_marks
     assert alert_tasks.detect_pending(machine)["commits"] == 1 and _pending(machine) == 0
     assert sent_tasks.named(alert_service.DETECT_TASK) == [(machine,)] * 2
     session.close()
+
+
+def test_a_redetection_requested_while_the_broker_is_down_is_done_by_the_sweep(client, session, sent_tasks, monkeypatch):
+    """POST /alerts/detect answers 202; with the broker down its task is lost, but the request
+    marked the series' newest runs for detection in its own transaction, so once the broker is
+    back the straggler sweep sends detection and the series are examined again."""
+    from broker_outage import closed_port
+    from celery import Celery
+
+    lab = Lab(client, session, sent_tasks, configs=(SIM,))
+    agent = lab.agent("dut-01")
+    lab.push(8)
+    lab.measure(lambda i, _: sim_values(100.0 if i < 4 else 103.0), agent)
+    lab.detect()
+    assert alert_service.resend_stragglers(session, get_settings().model_copy(update={"detection_straggler_seconds": 1e-6})) == []
+
+    dead = Celery("perfci-broker-down", broker=f"redis://127.0.0.1:{closed_port()}/0")
+    monkeypatch.setattr(dispatch, "sender", lambda name, args: dead.send_task(name, args=args, retry=False))
+    response = lab.client.post("/api/v1/alerts/detect", headers=ADMIN,
+                               json={"repository_id": lab.repo["id"], "branch": "main", "machine_id": agent["machine_id"]})
+    assert response.status_code == 202, response.text
+    dead.close()
+
+    monkeypatch.setattr(dispatch, "sender", lambda name, args: sent_tasks.append((name, args)))  # the broker is back
+    sent_before = len(sent_tasks.named(alert_service.DETECT_TASK))
+    swept = alert_service.resend_stragglers(session, get_settings().model_copy(update={"detection_straggler_seconds": 1e-6}))
+    assert swept == [agent["machine_id"]]
+    assert sent_tasks.named(alert_service.DETECT_TASK)[sent_before:] == [(agent["machine_id"],)]
+    assert alert_service.detect_pending(session, agent["machine_id"], get_settings()).found == 1

@@ -151,9 +151,13 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def signed_push(client: ServerClient, repo: Path, full_name: str, shas: list[str], before: str = "0" * 40) -> dict[str, Any]:
+def signed_push(client: ServerClient, repo: Path, full_name: str, shas: list[str], before: str | None = None) -> dict[str, Any]:
     """A signed GitHub push delivery of ``shas`` (oldest first) onto main, built from the repository;
-    ``before`` is main's previous head (none: the branch is new)."""
+    ``before`` is main's previous head: by default, as a forge would say, the parent of the first
+    pushed commit (none for a root commit: the branch is new)."""
+    if before is None:
+        parent = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", f"{shas[0]}^"], capture_output=True, text=True)
+        before = parent.stdout.strip() if parent.returncode == 0 else "0" * 40
     commits = []
     for sha in shas:
         name, email, when, message = git(repo, "show", "-s", "--format=%an%x00%ae%x00%aI%x00%s", sha).split("\0")

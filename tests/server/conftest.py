@@ -26,7 +26,6 @@ from sqlalchemy.orm import Session
 from perfci_server import db, dispatch, migrate
 from perfci_server.app import create_app
 from perfci_server.deps import get_session
-from perfci_server.jobs import service as job_service
 from perfci_server.models import Base
 from perfci_server.settings import get_settings
 from server_support import TEST_DATABASE_URL, TEST_REDIS_URL, create_config, create_repository, enroll, push_github
@@ -150,12 +149,10 @@ def redis_url() -> str:
 
 @pytest.fixture
 def queued_jobs(client: TestClient, session: Session, sent_tasks: SentTasks) -> dict[str, Any]:
-    """A repository, a config and an enrolled agent; a 3-commit push scheduled into 3 queued jobs."""
+    """A repository, a config and an enrolled agent; a 3-commit push, which queues 3 jobs."""
     repo = create_repository(client)
     create_config(client)
     agent = enroll(client)
     push_github(client)
-    [(commit_ids,)] = sent_tasks.named("perfci.jobs.schedule_push")
-    job_service.schedule_commits(session, commit_ids, get_settings())
     session.commit()
     return {"repo": repo, "agent": agent}

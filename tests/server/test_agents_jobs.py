@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from perfci_server.jobs import service as job_service
 from perfci_server.models import Agent, Job, Run
 from perfci_server.settings import get_settings
 from server_support import ADMIN, GITHUB_COMMITS, MACHINE, MACHINE_ID, create_config, create_repository, enroll, push_github
@@ -86,8 +85,6 @@ def test_claim_respects_the_backend_a_config_requires(client, session, sent_task
     create_config(client, "pmu-only", backend="pmu")
     agent = enroll(client, backends=["tsc"])
     push_github(client)
-    [(commit_ids,)] = sent_tasks.named("perfci.jobs.schedule_push")
-    job_service.schedule_commits(session, commit_ids, get_settings())
     assert client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).status_code == 204
 
 

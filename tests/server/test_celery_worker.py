@@ -14,7 +14,7 @@ from celery import Celery
 from sqlalchemy import func, select
 
 from perfci_server import db
-from perfci_server.models import Job
+from perfci_server.models import Commit, Job
 from server_support import TEST_DATABASE_URL, create_config, create_repository, enroll, push_github
 
 pytestmark = pytest.mark.services
@@ -53,10 +53,11 @@ def test_worker_process_executes_schedule_push(committed_client, sent_tasks, wor
     process, log = worker
     client = committed_client
     create_repository(client)
+    push_github(client)  # before any machine or config: the push itself queues no job
     create_config(client)
     enroll(client)
-    push_github(client)
-    [(commit_ids,)] = sent_tasks.named("perfci.jobs.schedule_push")
+    with db.session_scope() as session:
+        commit_ids = list(session.scalars(select(Commit.id).order_by(Commit.id)))
 
     producer = Celery("perfci-test", broker=redis_url)
     producer.send_task("perfci.jobs.schedule_push", args=(commit_ids,), queue="perfci")

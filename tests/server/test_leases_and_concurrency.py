@@ -7,7 +7,7 @@ import threading
 from collections import Counter
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import joinedload
 
 from perfci_server import db
@@ -21,9 +21,9 @@ pytestmark = pytest.mark.services
 
 
 def _schedule(client, sent_tasks):
-    [(commit_ids,)] = sent_tasks.named("perfci.jobs.schedule_push")
+    """The jobs the push queued (in its own transaction)."""
     with db.session_scope() as session:
-        return job_service.schedule_commits(session, commit_ids, get_settings())
+        return session.scalar(select(func.count()).select_from(Job))
 
 
 def test_twenty_concurrent_claimers_never_get_the_same_job(committed_client, sent_tasks):

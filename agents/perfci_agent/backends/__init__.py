@@ -67,9 +67,9 @@ def select(requested: str, probe: Callable[[], Probe], valgrind: Callable[[], st
         if not p.has_pmu:
             others = ["sim"] if valgrind() else []
             raise BackendUnavailable(f"pmu backend unavailable: {p.why_no_pmu()}; still possible: {', '.join(others + ['tsc'])}")
-        return Choice(metrics.Backend.PMU, f"requested: pmu ({p.perf}; events: {', '.join(sorted(p.supported))})")
+        return Choice(metrics.Backend.PMU, f"requested: pmu ({p.perf}; events: {', '.join(sorted(p.supported))}){p.describe_pmu()}")
     if p.has_pmu:
-        return Choice(metrics.Backend.PMU, f"PMU available ({p.perf}): {len(p.supported)} events count here")
+        return Choice(metrics.Backend.PMU, f"PMU available ({p.perf}): {len(p.supported)} events count here{p.describe_pmu()}")
     v = valgrind()
     if v is not None:
         return Choice(metrics.Backend.SIM, f"{p.why_no_pmu()}; {v} found: simulated counts (sim)")

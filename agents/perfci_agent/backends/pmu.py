@@ -95,7 +95,7 @@ class PmuBackend:
         pct: dict[str, float] = {}
         for key in ev.KEYS:
             name = self.probe.supported.get(key)
-            c = perfstat.lookup(counts, name) if name else None
+            c = perfstat.lookup(counts, name, self.probe.pmu) if name else None
             raw[prefix + key] = c.value if c is not None else None
             if c is not None and c.value is not None and c.running_pct is not None:
                 pct[prefix + key] = c.running_pct

@@ -237,7 +237,7 @@ class LocalBisect:
             return True, ""
         cpu = read_cpuid()
         fp = fingerprint.collect(core_id, harness, cpu)
-        probe = events.cached_probe(events.mapping_for(cpu, bool(fp.get("smt"))), self.cache_dir, fingerprint.machine_id(fp))
+        probe = events.cached_probe(events.mapping_for(cpu, bool(fp.get("smt"))), self.cache_dir, fingerprint.machine_id(fp), core=core_id)
         return probe.has_pmu, "" if probe.has_pmu else probe.why_no_pmu()
 
     def _report(self, outcome: core.Outcome, steps: list[dict], profiles: list[Profile] | None = None) -> BisectReport:

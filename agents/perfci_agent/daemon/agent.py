@@ -154,7 +154,7 @@ class Agent:
         if cfg.core not in os.sched_getaffinity(0):
             raise Fatal(f"core {cfg.core} (first of cores) is not available to this process; allowed: {sorted(os.sched_getaffinity(0))}")
         self.machine = identity.this_machine(cfg.core)
-        self.backends, problems = host.usable_backends(cfg.backends, host.probe_backends(self.machine, cfg.cache_dir))
+        self.backends, problems = host.usable_backends(cfg.backends, host.probe_backends(self.machine, cfg.cache_dir, cfg.core))
         for problem in problems:
             log.warning("%s", problem)
         if not self.backends:

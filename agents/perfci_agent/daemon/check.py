@@ -95,7 +95,7 @@ def machine(cfg: AgentConfig) -> Iterator[Line]:
         except identity.IdentityError as exc:
             yield Line(FAIL, "fingerprint", str(exc))
     with tempfile.TemporaryDirectory() as scratch:  # a check must not create the agent's cache as another user
-        usable, problems = host.usable_backends(cfg.backends, host.probe_backends(this, Path(scratch)))
+        usable, problems = host.usable_backends(cfg.backends, host.probe_backends(this, Path(scratch), cfg.core))
     for p in problems:
         yield Line(FAIL, "backends", p)
     if usable:

@@ -27,10 +27,10 @@ from .identity import Machine
 PREFERENCE = ("pmu", "sim", "tsc")
 
 
-def probe_backends(machine: Machine, cache_dir: Path) -> dict[str, str | None]:
-    """Backend -> None when it works here, else why not."""
+def probe_backends(machine: Machine, cache_dir: Path, core: int | None = None) -> dict[str, str | None]:
+    """Backend -> None when it works here (on a hybrid CPU: on the PMU of ``core``), else why not."""
     cpu = read_cpuid()
-    probe = ev.cached_probe(ev.mapping_for(cpu, bool(machine.details.get("smt"))), cache_dir, machine.machine_id)
+    probe = ev.cached_probe(ev.mapping_for(cpu, bool(machine.details.get("smt"))), cache_dir, machine.machine_id, core=core)
     return {
         "pmu": None if probe.has_pmu else (probe.why_no_pmu() or "perf counts no instructions/cycles here"),
         "sim": None if valgrind_version() else "valgrind is not installed",

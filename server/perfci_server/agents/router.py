@@ -12,6 +12,7 @@ from ..models import utcnow
 from ..pagination import Page, paginate
 from . import repository as agent_sql
 from . import service
+from ..bounded import DbId
 from .schemas import (
     AgentRead,
     ApiTokenCreate,
@@ -55,12 +56,12 @@ def create_api_token(data: ApiTokenCreate, session: SessionDep, _: AdminDep) -> 
 
 @admin_router.get("/agents", responses=responses(Unauthorized))
 def list_agents(
-    session: SessionDep, _: ReaderDep, page: PageDep, machine_id: Annotated[int | None, Query()] = None
+    session: SessionDep, _: ReaderDep, page: PageDep, machine_id: Annotated[DbId | None, Query()] = None
 ) -> Page[AgentRead]:
     return paginate(session, agent_sql.agents_statement(machine_id), page, AgentRead.model_validate)
 
 
 @admin_router.post("/agents/{agent_id}/revoke", responses=responses(Unauthorized, NotFound))
-def revoke_agent(agent_id: int, session: SessionDep, _: AdminDep) -> AgentRead:
+def revoke_agent(agent_id: DbId, session: SessionDep, _: AdminDep) -> AgentRead:
     """Revoke an agent's token; its leased jobs are requeued when their leases expire."""
     return AgentRead.model_validate(service.revoke_agent(session, agent_id))

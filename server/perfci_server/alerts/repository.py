@@ -11,6 +11,7 @@ from sqlalchemy import Row, Select, and_, delete, exists, func, select, text, up
 from sqlalchemy.orm import Session, aliased
 
 from .. import db
+from ..bounded import BIGINT_MAX
 from ..models import (
     ACTIVE_STATES,
     Alert,
@@ -53,6 +54,22 @@ def lock_pending_runs(session: Session, machine_id: int, limit: int) -> Sequence
 
 def mark_detected(session: Session, run_ids: Sequence[int], now: datetime) -> None:
     session.execute(update(Run).where(Run.id.in_(run_ids)).values(detected_at=now))
+
+
+def mark_newest_runs_pending(session: Session, branch_id: int, machine_id: int) -> int:
+    """Mark the newest successful run of each config of a branch x machine not analysed, so that
+    detection (and, if its task is lost, the straggler sweep) examines those series again."""
+    newest = (
+        select(func.max(Run.id))
+        .join(Job, Job.id == Run.job_id)
+        .join(BranchCommit, BranchCommit.commit_id == Job.commit_id)
+        .where(BranchCommit.branch_id == branch_id, Job.machine_id == machine_id, Run.status == RunStatus.OK.value)
+        .group_by(Job.config_id)
+    )
+    run_ids = list(session.scalars(newest))
+    if run_ids:
+        session.execute(update(Run).where(Run.id.in_(run_ids)).values(detected_at=None))
+    return len(run_ids)
 
 
 def machines_with_pending_runs(session: Session, received_before: datetime) -> list[int]:
@@ -314,7 +331,7 @@ def machine_ids(session: Session, machine: str | None) -> list[int] | None:
     if machine is None:
         return None
     condition = Machine.name == machine
-    if machine.isdigit():
+    if machine.isdigit() and int(machine) <= BIGINT_MAX:  # a larger number can only be a name
         condition = condition | (Machine.id == int(machine))
     return list(session.scalars(select(Machine.id).where(condition)))
 

@@ -6,13 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from .. import dispatch
 from ..deps import AdminDep, PageDep, ReaderDep, SessionDep, SettingsDep
 from ..errors import NotFound, Unauthorized, responses
 from ..models import AlertDirection, AlertStatus
 from ..pagination import Page, paginate
 from . import repository as alert_sql
 from . import service
+from ..bounded import DbId
 from .schemas import AlertGroupRead, CheckResult, Redetect, RedetectAccepted, Triage
 
 router = APIRouter(prefix="/alerts", tags=["alerts"])
@@ -27,8 +27,8 @@ def list_alerts(
     page: PageDep,
     status: Annotated[AlertStatus | None, Query()] = None,
     direction: Annotated[AlertDirection | None, Query()] = None,
-    machine_id: Annotated[int | None, Query()] = None,
-    repository_id: Annotated[int | None, Query()] = None,
+    machine_id: Annotated[DbId | None, Query()] = None,
+    repository_id: Annotated[DbId | None, Query()] = None,
     branch: Annotated[str | None, Query(description="Branch name")] = None,
     config: Annotated[str | None, Query(description="Groups with an alert of this benchmark config")] = None,
     metric: Annotated[str | None, Query(description="Groups with an alert of this metric")] = None,
@@ -57,16 +57,16 @@ def redetect(data: Redetect, session: SessionDep, _: AdminDep) -> RedetectAccept
     """Run detection again over every series of a branch x machine (e.g. after a detector upgrade)."""
     branch_id = service.branch_id_of(session, data.repository_id, data.branch)
     configs = alert_sql.configs_of_machine_on_branch(session, branch_id, data.machine_id)
-    dispatch.send_after_commit(session, service.REDETECT_TASK, branch_id, data.machine_id)
+    service.request_redetection(session, branch_id, data.machine_id)
     return RedetectAccepted(configs=len(configs))
 
 
 @router.get("/{group_id}", responses=responses(Unauthorized, NotFound))
-def get_alert_group(group_id: int, session: SessionDep, _: ReaderDep) -> AlertGroupRead:
+def get_alert_group(group_id: DbId, session: SessionDep, _: ReaderDep) -> AlertGroupRead:
     return service.get_group(session, group_id)
 
 
 @router.post("/{group_id}/triage", responses=responses(Unauthorized, NotFound))
-def triage(group_id: int, data: Triage, session: SessionDep, _: AdminDep, settings: SettingsDep) -> AlertGroupRead:
+def triage(group_id: DbId, data: Triage, session: SessionDep, _: AdminDep, settings: SettingsDep) -> AlertGroupRead:
     """Set untriaged / acknowledged / invalid / fixed with a note and who; commit statuses follow."""
     return service.triage(session, group_id, data, settings)

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..bounded import DbId
 from ..models import AlertStatus
 
 
@@ -75,9 +76,9 @@ class Triage(BaseModel):
 class Redetect(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    repository_id: int
+    repository_id: DbId
     branch: str = Field(min_length=1, max_length=255)
-    machine_id: int
+    machine_id: DbId
 
 
 class RedetectAccepted(BaseModel):

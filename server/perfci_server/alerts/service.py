@@ -162,6 +162,15 @@ def _bisect_new_regressions(session: Session, outcome: Outcome) -> None:
             bisect_service.start_for_alert_group(session, group_id)
 
 
+def request_redetection(session: Session, branch_id: int, machine_id: int) -> None:
+    """Detection again over every config of a branch x machine (e.g. after a detector upgrade),
+    as durable as an upload: the request marks each config's newest run unanalysed in its own
+    transaction, and the detection task (resent by the straggler sweep if lost) re-examines
+    those series."""
+    alert_sql.mark_newest_runs_pending(session, branch_id, machine_id)
+    schedule_detection(session, machine_id)
+
+
 def redetect(session: Session, branch_id: int, machine_id: int, settings: Settings) -> Outcome:
     """Detection over every config measured on a branch x machine (after a detector change)."""
     outcome = Outcome()

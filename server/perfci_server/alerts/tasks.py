@@ -29,6 +29,7 @@ def detect_stragglers() -> list[int]:
 
 @celery_app.task(name=service.REDETECT_TASK, time_limit=600, soft_time_limit=590)
 def redetect(branch_id: int, machine_id: int) -> dict[str, Any]:
-    """Detect again over every config of a branch x machine (after a detector change)."""
+    """Detect again over every config of a branch x machine. The API now marks runs for detection
+    instead (alerts.service.request_redetection); this stays for messages an earlier version queued."""
     with session_scope() as session:
         return service.redetect(session, branch_id, machine_id, get_settings()).as_dict()

@@ -12,6 +12,7 @@ from ..models import BisectStatus
 from ..pagination import Page, paginate
 from . import repository as bisect_sql
 from . import service
+from ..bounded import DbId
 from .schemas import BisectCreate, BisectRead
 
 router = APIRouter(prefix="/bisects", tags=["bisects"])
@@ -29,7 +30,7 @@ def list_bisects(
     _: ReaderDep,
     page: PageDep,
     status: Annotated[BisectStatus | None, Query()] = None,
-    machine_id: Annotated[int | None, Query()] = None,
+    machine_id: Annotated[DbId | None, Query()] = None,
 ) -> Page[BisectRead]:
     """Bisects, newest first."""
     statement = bisect_sql.list_statement(status.value if status else None, machine_id)
@@ -37,5 +38,5 @@ def list_bisects(
 
 
 @router.get("/{bisect_id}", responses=responses(Unauthorized, NotFound))
-def get_bisect(bisect_id: int, session: SessionDep, _: ReaderDep) -> BisectRead:
+def get_bisect(bisect_id: DbId, session: SessionDep, _: ReaderDep) -> BisectRead:
     return service.read(session, service.get(session, bisect_id))

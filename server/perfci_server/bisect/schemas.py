@@ -5,6 +5,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from ..bounded import DbId
+
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
 
 
@@ -14,16 +16,16 @@ class BisectCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     repository: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
-    repository_id: int | None = None
+    repository_id: DbId | None = None
     branch: Annotated[str, StringConstraints(min_length=1, max_length=255)] = "main"
     good: Sha
     bad: Sha
     machine: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
-    machine_id: int | None = None
+    machine_id: DbId | None = None
     config: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     metric: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     backend: Annotated[str, StringConstraints(pattern=r"^(auto|pmu|sim|tsc)$")] = "auto"
-    alert_group_id: int | None = None
+    alert_group_id: DbId | None = None
 
     @model_validator(mode="after")
     def _one_of_each(self) -> BisectCreate:

@@ -9,6 +9,7 @@ from ..errors import Conflict, NotFound, Unauthorized, responses
 from ..pagination import Page, paginate
 from . import repository as config_sql
 from . import service
+from ..bounded import DbId
 from .schemas import ConfigCreate, ConfigRead, ConfigUpdate
 
 router = APIRouter(prefix="/configs", tags=["configs"])
@@ -27,5 +28,5 @@ def create_config(data: ConfigCreate, session: SessionDep, _: AdminDep) -> Confi
 
 
 @router.patch("/{config_id}", responses=responses(Unauthorized, NotFound))
-def update_config(config_id: int, data: ConfigUpdate, session: SessionDep, _: AdminDep) -> ConfigRead:
+def update_config(config_id: DbId, data: ConfigUpdate, session: SessionDep, _: AdminDep) -> ConfigRead:
     return ConfigRead.model_validate(service.update_config(session, config_id, data))

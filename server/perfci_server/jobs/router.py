@@ -12,6 +12,7 @@ from ..models import JobState, utcnow
 from ..pagination import Page, paginate
 from . import repository as job_sql
 from . import service
+from ..bounded import DbId, DbInt
 from .schemas import ClaimedJob, FailureReport, JobDetail, JobOutcome, JobRead, LeaseRenewal, LeaseRenewed, ReleaseRequest
 
 agent_router = APIRouter(prefix="/agent/jobs", tags=["agent"])
@@ -34,20 +35,20 @@ async def claim(session: SessionDep, token: AgentTokenDep, settings: SettingsDep
 
 
 @agent_router.post("/{job_id}/lease", responses=responses(*_AGENT_ERRORS, NotFound, Conflict))
-def renew_lease(job_id: int, renewal: LeaseRenewal, session: SessionDep, agent: AgentDep, settings: SettingsDep) -> LeaseRenewed:
+def renew_lease(job_id: DbId, renewal: LeaseRenewal, session: SessionDep, agent: AgentDep, settings: SettingsDep) -> LeaseRenewed:
     """Extend the lease of the agent's current attempt (and mark the job running)."""
     length = service.renew_lease(session, agent, job_id, renewal.attempt, settings)
     return LeaseRenewed(job_id=job_id, attempt=renewal.attempt, lease_expires_at=utcnow() + length)
 
 
 @agent_router.post("/{job_id}/attempts/{attempt}/failure", responses=responses(*_AGENT_ERRORS, NotFound, Conflict, Unprocessable))
-def report_failure(job_id: int, attempt: int, report: FailureReport, session: SessionDep, agent: AgentDep) -> JobOutcome:
+def report_failure(job_id: DbId, attempt: DbInt, report: FailureReport, session: SessionDep, agent: AgentDep) -> JobOutcome:
     """The attempt produced no result document; the job is retried while attempts remain."""
     return service.report_failure(session, agent, job_id, attempt, report.reason, report.log_tail)
 
 
 @agent_router.post("/{job_id}/attempts/{attempt}/release", responses=responses(*_AGENT_ERRORS, NotFound, Conflict, Unprocessable))
-def release(job_id: int, attempt: int, request: ReleaseRequest, session: SessionDep, agent: AgentDep) -> JobOutcome:
+def release(job_id: DbId, attempt: DbInt, request: ReleaseRequest, session: SessionDep, agent: AgentDep) -> JobOutcome:
     """Give an unfinished attempt back (the agent is stopping): the job is queued again at once."""
     return service.release_attempt(session, agent, job_id, attempt, request.reason)
 
@@ -58,8 +59,8 @@ def list_jobs(
     _: ReaderDep,
     page: PageDep,
     state: Annotated[JobState | None, Query()] = None,
-    machine_id: Annotated[int | None, Query()] = None,
-    config_id: Annotated[int | None, Query()] = None,
+    machine_id: Annotated[DbId | None, Query()] = None,
+    config_id: Annotated[DbId | None, Query()] = None,
 ) -> Page[JobRead]:
     """Jobs, newest first."""
     statement = job_sql.jobs_statement(state.value if state else None, machine_id, config_id)
@@ -67,5 +68,5 @@ def list_jobs(
 
 
 @router.get("/{job_id}", responses=responses(Unauthorized, NotFound))
-def get_job(job_id: int, session: SessionDep, _: ReaderDep) -> JobDetail:
+def get_job(job_id: DbId, session: SessionDep, _: ReaderDep) -> JobDetail:
     return service.job_detail(session, job_id)

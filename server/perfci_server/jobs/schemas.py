@@ -7,6 +7,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from perfci_core.result import MAX_TEXT, BenchConfig
 
+from ..bounded import DbInt
+
 
 class ClaimedJob(BaseModel):
     """Everything an agent needs to build, run and report one attempt."""
@@ -26,7 +28,7 @@ class ClaimedJob(BaseModel):
 class LeaseRenewal(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    attempt: int = Field(ge=1)
+    attempt: DbInt = Field(ge=1)
 
 
 class LeaseRenewed(BaseModel):

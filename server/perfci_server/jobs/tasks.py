@@ -12,7 +12,8 @@ from . import service
 
 @celery_app.task(name="perfci.jobs.schedule_push", time_limit=60, soft_time_limit=50)
 def schedule_push(commit_ids: list[int]) -> int:
-    """Queue jobs for the commits of one push (every commit x enabled machine x enabled config)."""
+    """Queue jobs for commits (every commit x enabled machine x enabled config). Pushes now queue
+    their jobs in their own transaction; this stays for messages an earlier version queued."""
     with session_scope() as session:
         return service.schedule_commits(session, commit_ids, get_settings())
 

@@ -8,6 +8,7 @@ from ..deps import AdminDep, PageDep, ReaderDep, SessionDep
 from ..errors import NotFound, Unauthorized, responses
 from ..pagination import Page, paginate
 from . import repository as machine_sql
+from ..bounded import DbId
 from .schemas import MachineRead, MachineUpdate
 
 router = APIRouter(prefix="/machines", tags=["machines"])
@@ -21,7 +22,7 @@ def list_machines(
 
 
 @router.get("/{machine_id}", responses=responses(Unauthorized, NotFound))
-def get_machine(machine_id: int, session: SessionDep, _: ReaderDep) -> MachineRead:
+def get_machine(machine_id: DbId, session: SessionDep, _: ReaderDep) -> MachineRead:
     machine = machine_sql.by_id(session, machine_id)
     if machine is None:
         raise NotFound(f"no machine {machine_id}")
@@ -29,7 +30,7 @@ def get_machine(machine_id: int, session: SessionDep, _: ReaderDep) -> MachineRe
 
 
 @router.patch("/{machine_id}", responses=responses(Unauthorized, NotFound))
-def update_machine(machine_id: int, data: MachineUpdate, session: SessionDep, _: AdminDep) -> MachineRead:
+def update_machine(machine_id: DbId, data: MachineUpdate, session: SessionDep, _: AdminDep) -> MachineRead:
     """Enable or disable a machine (disabled machines get no new jobs) or rename it."""
     machine = machine_sql.by_id(session, machine_id)
     if machine is None:

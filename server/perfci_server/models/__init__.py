@@ -7,7 +7,7 @@ from .bisect import Bisect, BisectStatus
 from .commit_status import CommitState, CommitStatus, Delivery
 from .job import ACTIVE_STATES, Job, JobState, Run, RunStatus
 from .machine import Agent, ApiToken, EnrollmentToken, Machine
-from .repository import Branch, BranchCommit, Commit, Forge, Repository, WebhookDelivery
+from .repository import Branch, BranchCommit, Commit, Forge, Push, Repository, WebhookDelivery
 from .result import MetricValue, Sample
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "JobState",
     "Machine",
     "MetricValue",
+    "Push",
     "Repository",
     "Run",
     "RunStatus",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import Enum
 
-from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .base import Base, BigId, CreatedAtMixin, IdMixin
@@ -46,7 +46,7 @@ class Commit(IdMixin, CreatedAtMixin, Base):
 
     repository_id: Mapped[int] = mapped_column(BigId, ForeignKey("repositories.id", ondelete="CASCADE"))
     sha: Mapped[str] = mapped_column(String(40))
-    # Webhooks carry no parents: within one push each commit's parent is the one before it.
+    # From git (the server's mirror); from the push payload's order while the mirror is unavailable.
     parents: Mapped[list[str]] = mapped_column(default=list)
     author_name: Mapped[str] = mapped_column(String(255), default="")
     author_email: Mapped[str] = mapped_column(String(255), default="")
@@ -81,3 +81,29 @@ class WebhookDelivery(IdMixin, CreatedAtMixin, Base):
     ref: Mapped[str | None] = mapped_column(String(255))
     # What became of it: "scheduled", "ignored: <why>", "ping".
     outcome: Mapped[str] = mapped_column(String(255))
+
+
+class Push(IdMixin, CreatedAtMixin, Base):
+    """A push to a branch and whether all its commits are recorded.
+
+    Complete: every first-parent commit of ``before..after`` came from the server's mirror with its
+    real parents. Incomplete: the mirror could not be fetched, only the commits the payload listed
+    are recorded (forges list at most 20), and beat retries until the mirror has them.
+    """
+
+    __tablename__ = "pushes"
+    __table_args__ = (
+        Index("ix_pushes_incomplete", "id", postgresql_where=text("NOT complete"), sqlite_where=text("NOT complete")),
+    )
+
+    repository_id: Mapped[int] = mapped_column(BigId, ForeignKey("repositories.id", ondelete="CASCADE"), index=True)
+    branch_id: Mapped[int] = mapped_column(BigId, ForeignKey("branches.id", ondelete="CASCADE"))
+    delivery_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("webhook_deliveries.id", ondelete="SET NULL"))
+    before: Mapped[str | None] = mapped_column(String(40))  # None: a new branch
+    after: Mapped[str] = mapped_column(String(40))
+    listed_commits: Mapped[int] = mapped_column(Integer, default=0)  # how many the payload listed
+    recorded_commits: Mapped[int] = mapped_column(Integer, default=0)  # how many are on the branch from it
+    complete: Mapped[bool] = mapped_column(Boolean, default=False)
+    fetch_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    completed_at: Mapped[datetime | None]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from .. import db
-from ..models import Branch, BranchCommit, Commit, Repository, utcnow
+from ..models import Branch, BranchCommit, Commit, Push, Repository, utcnow
 
 
 def by_name(session: Session, name: str) -> Repository | None:
@@ -67,6 +67,78 @@ def append_to_branch(session: Session, branch_id: int, commit_ids: Sequence[int]
         position += 1
     if new_rows:
         session.execute(BranchCommit.__table__.insert(), new_rows)
+
+
+def branch_heads(session: Session, repository_id: int) -> list[str]:
+    """The head commits of the repository's tracked branches (and tags)."""
+    statement = select(Branch.head_sha).where(Branch.repository_id == repository_id, Branch.head_sha.is_not(None))
+    return [sha for sha in session.scalars(statement) if sha]
+
+
+def set_parents(session: Session, parents_by_id: dict[int, list[str]]) -> None:
+    """Overwrite commits' parents (with git's, where a payload's order had stood in for them)."""
+    if parents_by_id:
+        statement = update(Commit.__table__).where(Commit.__table__.c.id == bindparam("commit_id")).values(parents=bindparam("new_parents"))
+        session.execute(statement, [{"commit_id": i, "new_parents": p} for i, p in parents_by_id.items()])
+
+
+def place_on_branch(session: Session, branch_id: int, commit_ids: Sequence[int]) -> list[int]:
+    """Put commits on the branch in the given order (oldest first); returns those newly placed.
+
+    A commit already on the branch keeps its place. New commits listed before one already there
+    are inserted just before it (the positions after it shift up): the older commits of a push
+    whose payload was truncated, found later. The others are appended.
+    """
+    on_branch = select(BranchCommit.commit_id, BranchCommit.position).where(
+        BranchCommit.branch_id == branch_id, BranchCommit.commit_id.in_(commit_ids))
+    positions = {commit_id: position for commit_id, position in session.execute(on_branch)}
+    placed: list[int] = []
+    waiting: list[int] = []
+    for commit_id in dict.fromkeys(commit_ids):
+        position = positions.get(commit_id)
+        if position is None:
+            waiting.append(commit_id)
+        elif waiting:
+            _insert_before(session, branch_id, position, waiting)
+            positions = {c: p + len(waiting) if p >= position else p for c, p in positions.items()}
+            placed += waiting
+            waiting = []
+    if waiting:
+        append_to_branch(session, branch_id, waiting)
+        placed += waiting
+    return placed
+
+
+def _insert_before(session: Session, branch_id: int, position: int, commit_ids: Sequence[int]) -> None:
+    shift = len(commit_ids)
+    later = (BranchCommit.branch_id == branch_id) & (BranchCommit.position >= position)
+    # Through negative positions, so that (branch, position) stays unique after every row's update.
+    session.execute(update(BranchCommit).where(later).values(position=-(BranchCommit.position + shift) - 1))
+    moved = (BranchCommit.branch_id == branch_id) & (BranchCommit.position < 0)
+    session.execute(update(BranchCommit).where(moved).values(position=-BranchCommit.position - 1))
+    rows = [{"branch_id": branch_id, "commit_id": c, "position": position + i} for i, c in enumerate(commit_ids)]
+    session.execute(BranchCommit.__table__.insert(), rows)
+
+
+def incomplete_pushes(session: Session, limit: int) -> list[tuple[int, int]]:
+    """(push id, repository id) of incomplete pushes, least tried first (one forge that stays
+    unreachable does not starve the others)."""
+    statement = (
+        select(Push.id, Push.repository_id).where(Push.complete.is_(False)).order_by(Push.fetch_attempts, Push.id).limit(limit)
+    )
+    return [(push_id, repository_id) for push_id, repository_id in session.execute(statement)]
+
+
+def lock_push(session: Session, push_id: int) -> Push | None:
+    """The push, locked; None when another retry holds it (that one does the work)."""
+    return session.scalar(select(Push).where(Push.id == push_id).with_for_update(skip_locked=True))
+
+
+def pushes_statement(repository_id: int, complete: bool | None) -> Select[tuple[Push, str]]:
+    statement = select(Push, Branch.name).join(Branch, Branch.id == Push.branch_id).where(Push.repository_id == repository_id)
+    if complete is not None:
+        statement = statement.where(Push.complete.is_(complete))
+    return statement.order_by(Push.id.desc())
 
 
 def commits_statement(repository_id: int, branch_id: int | None) -> Select[Any]:

@@ -8,7 +8,8 @@ from ..deps import AdminDep, PageDep, ReaderDep, SessionDep
 from ..errors import Conflict, NotFound, Unauthorized, responses
 from ..pagination import Page, paginate
 from . import repository as repo_sql
-from .schemas import BranchRead, CommitRead, RepositoryCreate, RepositoryCreated, RepositoryRead
+from ..bounded import DbId
+from .schemas import BranchRead, CommitRead, PushRead, RepositoryCreate, RepositoryCreated, RepositoryRead
 from .service import create_repository, get_repository
 
 router = APIRouter(prefix="/repositories", tags=["repositories"])
@@ -27,14 +28,14 @@ def list_repositories(session: SessionDep, _: ReaderDep, page: PageDep) -> Page[
 
 
 @router.get("/{repository_id}/branches", responses=responses(Unauthorized, NotFound))
-def list_branches(repository_id: int, session: SessionDep, _: ReaderDep, page: PageDep) -> Page[BranchRead]:
+def list_branches(repository_id: DbId, session: SessionDep, _: ReaderDep, page: PageDep) -> Page[BranchRead]:
     get_repository(session, repository_id)
     return paginate(session, repo_sql.branches_statement(repository_id), page, BranchRead.model_validate)
 
 
 @router.get("/{repository_id}/commits", responses=responses(Unauthorized, NotFound))
 def list_commits(
-    repository_id: int,
+    repository_id: DbId,
     session: SessionDep,
     _: ReaderDep,
     page: PageDep,
@@ -49,6 +50,26 @@ def list_commits(
             raise NotFound(f"no branch {branch!r} in repository {repository_id}")
         branch_id = found.id
     return paginate(session, repo_sql.commits_statement(repository_id, branch_id), page, _commit_read)
+
+
+@router.get("/{repository_id}/pushes", responses=responses(Unauthorized, NotFound))
+def list_pushes(
+    repository_id: DbId,
+    session: SessionDep,
+    _: ReaderDep,
+    page: PageDep,
+    complete: Annotated[bool | None, Query(description="false: only pushes still waiting for the mirror")] = None,
+) -> Page[PushRead]:
+    """Pushes to the repository, newest first, and whether all their commits are recorded yet."""
+    get_repository(session, repository_id)
+    return paginate(session, repo_sql.pushes_statement(repository_id, complete), page, _push_read)
+
+
+def _push_read(row) -> PushRead:
+    push, branch = row
+    return PushRead(id=push.id, branch=branch, before=push.before, after=push.after, listed_commits=push.listed_commits,
+                    recorded_commits=push.recorded_commits, complete=push.complete, fetch_attempts=push.fetch_attempts,
+                    last_error=push.last_error, created_at=push.created_at, completed_at=push.completed_at)
 
 
 def _commit_read(row) -> CommitRead:

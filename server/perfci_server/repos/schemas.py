@@ -48,3 +48,19 @@ class CommitRead(BaseModel):
     author_email: str
     committed_at: datetime | None
     message: str
+
+
+class PushRead(BaseModel):
+    """A push to a branch; ``complete`` false while only the payload's commits are recorded."""
+
+    id: int
+    branch: str
+    before: str | None = Field(description="The branch's previous head; null for a new branch")
+    after: str
+    listed_commits: int = Field(description="Commits the forge's payload listed (GitHub and GitLab list at most 20)")
+    recorded_commits: int = Field(description="Commits of the push recorded on the branch")
+    complete: bool = Field(description="Every first-parent commit of before..after is recorded, with git's parents")
+    fetch_attempts: int
+    last_error: str | None = Field(description="Why the repository could not be fetched (incomplete pushes)")
+    created_at: datetime
+    completed_at: datetime | None

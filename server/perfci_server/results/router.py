@@ -15,6 +15,7 @@ from ..bodies import limited_body
 from ..deps import AgentTokenDep, ReaderDep, SessionDep, authenticate_agent, committed
 from ..errors import Conflict, Forbidden, NotFound, PayloadTooLarge, Unauthorized, Unprocessable, responses
 from . import service
+from ..bounded import DbId, DbInt
 from .schemas import Comparison, Series, UploadAccepted
 
 agent_router = APIRouter(prefix="/agent/jobs", tags=["agent"])
@@ -34,7 +35,7 @@ _DOCUMENT_REF = "#/components/schemas/ResultDocument"
     },
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": _DOCUMENT_REF}}}}},
 )
-async def upload_result(job_id: int, attempt: int, body: UploadBody, session: SessionDep, token: AgentTokenDep) -> Response:
+async def upload_result(job_id: DbId, attempt: DbInt, body: UploadBody, session: SessionDep, token: AgentTokenDep) -> Response:
     """Upload the `perfci measure --json` document of one attempt (idempotent on job + attempt)."""
 
     def upload() -> UploadAccepted:
@@ -53,13 +54,13 @@ async def upload_result(job_id: int, attempt: int, body: UploadBody, session: Se
 def get_series(
     session: SessionDep,
     _: ReaderDep,
-    repository_id: int,
+    repository_id: DbId,
     branch: str,
-    machine_id: int,
+    machine_id: DbId,
     config: Annotated[str, Query(description="Benchmark config name")],
     metric: Annotated[str, Query(description="Metric name from the catalogue")],
     backend: Backend,
-    after_position: Annotated[int | None, Query(description="Page: commits after this branch position")] = None,
+    after_position: Annotated[DbInt | None, Query(description="Page: commits after this branch position")] = None,
     limit: Annotated[int, Query(ge=1, le=5000, description="Commits per page")] = 500,
 ) -> Series:
     """One metric of one machine x config along a branch, in commit order, with every sample."""
@@ -70,10 +71,10 @@ def get_series(
 def compare(
     session: SessionDep,
     _: ReaderDep,
-    repository_id: int,
+    repository_id: DbId,
     base: Annotated[str, Query(pattern=r"^[0-9a-f]{40}$")],
     head: Annotated[str, Query(pattern=r"^[0-9a-f]{40}$")],
-    machine_id: int,
+    machine_id: DbId,
     config: str,
 ) -> Comparison:
     """Compare two commits on one machine x config: per metric medians, % change and p-value."""

@@ -7,14 +7,14 @@ from fastapi.responses import JSONResponse
 
 from ..bodies import limited_body
 from ..deps import SessionDep
-from ..errors import BadRequest, NotFound, PayloadTooLarge, Unauthorized, Unprocessable, responses
+from ..errors import BadRequest, PayloadTooLarge, Unauthorized, Unprocessable, responses
 from . import service
 from .schemas import WebhookAccepted
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
 
 WebhookBody = Annotated[bytes, Depends(limited_body("webhook_max_bytes"))]
-_ERRORS = responses(BadRequest, Unauthorized, NotFound, PayloadTooLarge, Unprocessable)
+_ERRORS = responses(BadRequest, Unauthorized, PayloadTooLarge, Unprocessable)
 _BODY_DOC = {"requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}}
 
 

@@ -120,3 +120,6 @@ class WebhookAccepted(BaseModel):
     status: Literal["scheduled", "ignored", "duplicate", "pong"]
     detail: str = ""
     commits: int = 0
+    # A recorded push: false while the server's mirror of the repository could not be fetched (only
+    # the commits the payload listed are recorded; beat fetches the rest). None: not a push.
+    complete: bool | None = None

@@ -1,0 +1,138 @@
+"""The server's bare mirror of each repository: what a push really contains, with real parents.
+
+Forges list at most 20 commits in a push payload and no parents; git knows both. One bare
+repository per registered repository under ``<data_dir>/mirrors/<id>.git``, fetched (branches and
+tags) when a push arrives; a file lock keeps two fetches of one mirror apart.
+
+Credentials: https clone URLs on the forge's own host are fetched with the forge token from the
+settings (GitHub ``x-access-token``, GitLab ``oauth2``), passed to git in its environment, never
+on a command line; ssh URLs with ``mirror_ssh_key_file``. git never prompts.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import os
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ..models import Forge, Repository
+from ..settings import Settings
+
+_FIELDS = "%H%x1f%P%x1f%an%x1f%ae%x1f%cI%x1f%B%x1e"
+
+
+class MirrorUnavailable(Exception):
+    """The mirror could not be fetched (or lacks the pushed commit); the message says why."""
+
+
+@dataclass(frozen=True)
+class GitCommit:
+    sha: str
+    parents: list[str]
+    author_name: str
+    author_email: str
+    committed_at: datetime | None
+    message: str
+
+
+def mirror_path(settings: Settings, repository_id: int) -> Path:
+    return (settings.data_dir / "mirrors" / f"{repository_id}.git").resolve()
+
+
+def fetch(settings: Settings, repository: Repository, want: str, timeout: float) -> Path:
+    """Bring the mirror up to date (creating it on first use) so that it has commit ``want``."""
+    path = mirror_path(settings, repository.id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path.with_suffix(".lock"), timeout):
+        if not (path / "HEAD").exists():
+            _git(None, "init", "--quiet", "--bare", str(path), timeout=timeout)
+        if not has_commit(path, want):
+            env = _credentials(settings, repository)
+            _git(path, "fetch", "--quiet", "--no-tags", "--", repository.clone_url,
+                 "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", timeout=timeout, env=env)
+    if not has_commit(path, want):
+        raise MirrorUnavailable(f"{repository.clone_url} has no commit {want} on any branch or tag")
+    return path
+
+
+def has_commit(path: Path, sha: str) -> bool:
+    r = subprocess.run(["git", "-C", str(path), "cat-file", "-e", f"{sha}^{{commit}}"], capture_output=True, timeout=60)
+    return r.returncode == 0
+
+
+def first_parent_commits(path: Path, after: str, exclude: Sequence[str], limit: int) -> list[GitCommit]:
+    """The first-parent chain from ``after`` back to (not including) anything reachable from
+    ``exclude``, oldest first; at most the newest ``limit``. Excluded names the mirror lacks are
+    ignored (a branch head force-pushed away)."""
+    out = _git(path, "log", "--first-parent", "--reverse", f"--max-count={limit}", f"--format={_FIELDS}",
+               "--ignore-missing", after, "--not", *exclude, "--", timeout=120)
+    commits = []
+    for record in out.split("\x1e"):
+        record = record.lstrip("\n")
+        if not record:
+            continue
+        sha, parents, name, email, date, message = record.split("\x1f", 5)
+        commits.append(GitCommit(sha, parents.split(), name, email, datetime.fromisoformat(date) if date else None, message))
+    return commits
+
+
+def _git(path: Path | None, *args: str, timeout: float, env: dict[str, str] | None = None) -> str:
+    command = ["git", *(["-C", str(path)] if path else []), *args]
+    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", **(env or {})}
+    try:
+        r = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=full_env)
+    except subprocess.TimeoutExpired:
+        raise MirrorUnavailable(f"git {args[0]} took longer than {timeout:g} s") from None
+    except OSError as exc:
+        raise MirrorUnavailable(f"git cannot run: {exc}") from None
+    if r.returncode != 0:
+        raise MirrorUnavailable(f"git {args[0]} failed: {r.stderr.strip()[-500:] or r.returncode}")
+    return r.stdout
+
+
+@contextmanager
+def _locked(lock_file: Path, timeout: float) -> Iterator[None]:
+    deadline = time.monotonic() + timeout
+    with open(lock_file, "a") as fh:
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise MirrorUnavailable("another fetch of this mirror is still running") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _credentials(settings: Settings, repository: Repository) -> dict[str, str]:
+    """git environment that authenticates the fetch, when the settings hold a credential for it."""
+    env: dict[str, str] = {}
+    url = repository.clone_url
+    if settings.mirror_ssh_key_file and (url.startswith("ssh://") or ("@" in url and "://" not in url)):
+        env["GIT_SSH_COMMAND"] = f"ssh -i {settings.mirror_ssh_key_file} -o IdentitiesOnly=yes -o BatchMode=yes"
+    elif url.startswith("https://"):
+        user, token, api = (
+            ("x-access-token", settings.github_token, settings.github_api_url)
+            if repository.forge == Forge.GITHUB.value
+            else ("oauth2", settings.gitlab_token, settings.gitlab_api_url)
+        )
+        forge_host = (urlsplit(api).hostname or "").removeprefix("api.")
+        if token is not None and urlsplit(url).hostname == forge_host:  # never send a token to another host
+            basic = base64.b64encode(f"{user}:{token.get_secret_value()}".encode()).decode()
+            env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
+                        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"})
+    else:
+        env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
+    return env
