@@ -24,5 +24,5 @@ def test_the_demo_passes(tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     assert "demo passed" in done.stderr
     plots = sorted(p.name for p in (tmp_path / "demo" / "plots").glob("*.png"))
-    assert plots == ["ipp.png", "l1d_misses_pp.png"]
+    assert plots == ["ipp.png", "l1d_misses_pp.png", "sf_blocks_pp.png"]
     assert all((tmp_path / "demo" / "plots" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
