@@ -117,7 +117,7 @@ def backend_variable() -> db.QueryVariable:
     # pmu first (real counters), then tsc, then sim (simulated: never mixed with pmu).
     return query_variable("backend", "Backend", """
         SELECT backend FROM (
-            SELECT DISTINCT backend FROM metric_values WHERE machine_id = $machine AND config_id = $config
+            SELECT DISTINCT backend FROM metric_values WHERE machine_id = ${machine:sqlstring} AND config_id = ${config:sqlstring}
         ) measured
         ORDER BY backend = 'pmu' DESC, backend = 'tsc' DESC, backend
     """, description="Measurement backend: pmu counters, tsc timing, or sim (valgrind, simulated)")
