@@ -31,7 +31,7 @@ def build() -> db.Dashboard:
     board = board.with_variable(status_variable()).with_variable(p.machine_variable(multi=True))
     counts = f"""
         SELECT {", ".join(f"count(*) FILTER (WHERE status = '{s}') AS {s}" for s in STATUSES)}
-        FROM alert_groups
+        FROM dash_alert_groups
         WHERE machine_id IN (${{machine:sqlstring}})
     """
     board = board.with_panel(p.sparkline_stat("Alert groups by status", "All time, on the selected machines",
@@ -40,7 +40,7 @@ def build() -> db.Dashboard:
         SELECT $__timeGroupAlias(created_at, '7d'),
                count(*) FILTER (WHERE direction = 'regression') AS regressions,
                count(*) FILTER (WHERE direction = 'improvement') AS improvements
-        FROM alert_groups
+        FROM dash_alert_groups
         WHERE $__timeFilter(created_at) AND {FILTER}
         GROUP BY 1
         ORDER BY 1

@@ -66,8 +66,8 @@ def build() -> db.Dashboard:
             SELECT p.plot_time AS time, p.median AS value,
                    m.name || ' / ' || cfg.name || ' (' || p.backend || ')' AS series
             FROM dash_recent_points p
-            JOIN machines m ON m.id = p.machine_id
-            JOIN bench_configs cfg ON cfg.id = p.config_id
+            JOIN dash_machines m ON m.machine_id = p.machine_id
+            JOIN dash_configs cfg ON cfg.config_id = p.config_id
             WHERE p.branch_id = ${{branch:sqlstring}} AND p.metric = '{metric}' AND $__timeFilter(p.plot_time)
             ORDER BY 1
         """

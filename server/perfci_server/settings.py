@@ -30,6 +30,11 @@ class Settings(BaseSettings):
     # Unset → Celery tasks run in-process (eager); the embedded default needs no broker.
     broker_url: str | None = None
 
+    # The read-only PostgreSQL role Grafana connects as (migration 0007: SELECT on the dash_* views
+    # only). `perfci admin migrate` gives it LOGIN with this password when one is set.
+    grafana_db_user: str = Field("perfci_grafana", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    grafana_db_password: SecretStr | None = None
+
     admin_token: SecretStr = SecretStr(DEVELOPMENT_ADMIN_TOKEN)
     # Reads (series, compare, lists) are open unless this is set; mutations always need a token.
     read_requires_token: bool = False
