@@ -19,9 +19,9 @@ herd that only a (re)start produces; the claim percentiles are the steady state 
 The speed of these VMs drifts from run to run (the same code measured 154-231 uploads/s in one
 hour), so figures worth quoting are the median of several runs: --repeat 5.
 
-Needs the PostgreSQL and Redis of `.ci/services`; uses (and recreates) the database
-`<test database>_bench`. The server sends its Celery tasks to the Redis broker as in production
-(`--redis-url`, default PERFCI_TEST_REDIS_URL) and no worker consumes them, so the figures are
+Needs the PostgreSQL and Redis of `.ci/services`; uses (and recreates) its own database
+`perfci_bench_ingest` and Redis database 13 (benchmarks/owned.py: it refuses any it did not create).
+The server sends its Celery tasks to the Redis broker as in production (`--redis-url`) and no worker consumes them, so the figures are
 ingest alone: the regression detection each upload triggers runs on the workers, not in the API.
 The benchmark schedules the pushed commits' jobs itself (what the worker's task would do), checks
 that every upload left its run awaiting detection and that one detection task waits per machine
@@ -53,6 +53,9 @@ from typing import Any
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/owned.py
+
+import owned  # noqa: E402
 from perfci_agent.metrics import CATALOGUE
 from perfci_server import migrate
 from perfci_server.alerts.service import DETECT_TASK
@@ -61,8 +64,8 @@ from perfci_server.security import github_signature
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN_TOKEN = "benchmark-admin-token-not-a-secret-0123456789"
 SECRET = "benchmark-webhook-secret"
-DEFAULT_DB = os.environ.get("PERFCI_TEST_DATABASE_URL", "postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test")
-DEFAULT_REDIS = os.environ.get("PERFCI_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+DEFAULT_DB = owned.default_database_url("ingest")
+DEFAULT_REDIS = owned.default_redis_url()
 
 
 class Api:
@@ -89,16 +92,9 @@ def _free_port() -> int:
 
 
 def _recreate_database(url: str) -> str:
-    name = f"{make_url(url).database}_bench"  # next to the caller's own test database, not a shared name
-    bench_url = make_url(url).set(database=name)
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    rendered = bench_url.render_as_string(hide_password=False)
-    migrate.upgrade(rendered)
-    return rendered
+    owned.recreate_database(url)  # refuses a database no benchmark created
+    migrate.upgrade(url)
+    return url
 
 
 def _machine(index: int) -> tuple[dict[str, Any], str]:
@@ -188,7 +184,7 @@ def _queued_tasks(redis_url: str, purge: bool = False) -> dict[str, int]:
     from perfci_server.celery_app import celery_app
 
     queue = celery_app.conf.task_default_queue
-    client = redis.Redis.from_url(redis_url)
+    client = owned.claim_redis(redis_url)  # refuses a Redis database in other use
     counts: dict[str, int] = {}
     for message in client.lrange(queue, 0, -1):
         name = json.loads(message)["headers"]["task"]
@@ -363,8 +359,8 @@ def main() -> None:
     parser.add_argument("--machines", type=int, default=10)
     parser.add_argument("--commits", type=int, default=200, help="jobs = commits x machines")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
-    parser.add_argument("--database-url", default=DEFAULT_DB, help="any database on the server; <its name>_bench is created next to it")
-    parser.add_argument("--redis-url", default=DEFAULT_REDIS, help="the broker the server sends its tasks to (its queue is emptied)")
+    parser.add_argument("--database-url", default=DEFAULT_DB, help="the benchmark's own database (dropped and recreated; refused unless a benchmark created it)")
+    parser.add_argument("--redis-url", default=DEFAULT_REDIS, help="the broker the server sends its tasks to (its queue is emptied; refused if in other use)")
     parser.add_argument(
         "--think-ms", type=float, default=0.0,
         help="pause between claim and upload (a real agent measures for minutes); 0 = saturate the server",
