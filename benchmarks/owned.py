@@ -5,7 +5,7 @@ A database a benchmark creates carries the comment ``perfci benchmark database``
 (the test suite's, production's, anyone's) is refused with a message, never dropped. A Redis
 database a benchmark uses holds the key ``perfci:benchmark``; a non-empty one without it is
 refused, never emptied. Defaults: ``perfci_bench_<name>`` on the PostgreSQL of `.ci/services`,
-Redis database 13 (override with --database-url / --redis-url or PERFCI_BENCH_DATABASE_URL /
+Redis database 12 (override with --database-url / --redis-url or PERFCI_BENCH_DATABASE_URL /
 PERFCI_BENCH_REDIS_URL).
 """
 
@@ -31,7 +31,7 @@ def default_database_url(name: str) -> str:
 
 
 def default_redis_url() -> str:
-    return os.environ.get("PERFCI_BENCH_REDIS_URL") or "redis://127.0.0.1:6379/13"
+    return os.environ.get("PERFCI_BENCH_REDIS_URL") or "redis://127.0.0.1:6379/12"
 
 
 def _libpq(url: URL) -> str:
