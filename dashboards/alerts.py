@@ -10,7 +10,7 @@ from . import panels as p
 
 UID = "perfci-alerts"
 STATUSES = ("untriaged", "acknowledged", "invalid", "fixed")
-FILTER = "status IN ($status) AND machine_id IN ($machine)"
+FILTER = "status IN (${status:sqlstring}) AND machine_id IN (${machine:sqlstring})"
 
 
 def status_variable() -> db.CustomVariable:
@@ -31,17 +31,17 @@ def build() -> db.Dashboard:
     board = board.with_variable(status_variable()).with_variable(p.machine_variable(multi=True))
     counts = f"""
         SELECT {", ".join(f"count(*) FILTER (WHERE status = '{s}') AS {s}" for s in STATUSES)}
-        FROM alert_groups
-        WHERE machine_id IN ($machine)
+        FROM dash_alert_groups
+        WHERE machine_id IN (${{machine:sqlstring}})
     """
     board = board.with_panel(p.sparkline_stat("Alert groups by status", "All time, on the selected machines",
                                               counts, "none", time_series=False).height(5).span(10))
-    per_week = """
+    per_week = f"""
         SELECT $__timeGroupAlias(created_at, '7d'),
                count(*) FILTER (WHERE direction = 'regression') AS regressions,
                count(*) FILTER (WHERE direction = 'improvement') AS improvements
-        FROM alert_groups
-        WHERE $__timeFilter(created_at) AND status IN ($status) AND machine_id IN ($machine)
+        FROM dash_alert_groups
+        WHERE $__timeFilter(created_at) AND {FILTER}
         GROUP BY 1
         ORDER BY 1
     """

@@ -13,7 +13,8 @@ from .overview import changes_query, changes_table
 
 UID = "perfci-lean"
 
-SERIES = "branch_id = $branch AND machine_id = $machine AND config_id = $config AND backend = '$backend'"
+SERIES = ("branch_id = ${branch:sqlstring} AND machine_id = ${machine:sqlstring} AND config_id = ${config:sqlstring} "
+          "AND backend = ${backend:sqlstring}")
 _TITLES = {"pps": "PPS", "cur": "CUR", "eipc": "eIPC", "ipp": "IPP"}
 
 
@@ -22,7 +23,7 @@ def alert_annotation() -> db.AnnotationQuery:
         SELECT first_bad_time AS time, 'alert ' || id || ' (' || status || '): ' || summary AS text,
                direction || ',' || status AS tags
         FROM dash_alert_groups
-        WHERE branch_id = $branch AND machine_id = $machine AND $__timeFilter(first_bad_time)
+        WHERE branch_id = ${branch:sqlstring} AND machine_id = ${machine:sqlstring} AND $__timeFilter(first_bad_time)
     """
     return p.sql_annotation("Alert groups on this machine", query)
 
@@ -69,5 +70,6 @@ def build() -> db.Dashboard:
         "Latest commit against the baseline, every metric",
         "Median of the latest commit against the median of the ten previous measured commits. "
         "'moved' is the direction of the move, not a verdict.",
-        changes_query(lean_metrics, "AND c.machine_id = $machine AND c.config_id = $config AND c.backend = '$backend'"),
+        changes_query(lean_metrics, "AND c.machine_id = ${machine:sqlstring} AND c.config_id = ${config:sqlstring} "
+                      "AND c.backend = ${backend:sqlstring}"),
     ).height(12).span(24))

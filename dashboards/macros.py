@@ -4,7 +4,12 @@ interpolate the dashboard variables, then expand the time macros the panels use.
 Variables (Grafana's frontend, SQL datasources):
 - ``$name`` / ``${name}``: a single-value variable becomes its raw value; a multi-value or
   include-all variable becomes its values, each quoted as a SQL string, joined by commas
-  (so ``col IN ($machine)`` works for both); "All" selects every option.
+  (so ``col IN ($machine)`` works for both); "All" selects every option. The raw single value
+  is why the dashboards never use this form: a value typed into the URL would be SQL.
+- ``${name:sqlstring}``: every value quoted as a SQL string (``'`` doubled, wrapped in ``'``),
+  joined by commas, single- or multi-value alike (Grafana's documented "sqlstring" format).
+- ``${name:csv}`` / ``${name:raw}``: the values joined by commas, unquoted (documented; unsafe
+  for values from a URL, modelled so a test can show what they would do).
 - A variable that the dashboard does not define is an error here (Grafana leaves it as is and
   PostgreSQL fails later; failing early names it).
 
@@ -54,12 +59,22 @@ class Value:
     values: tuple[str, ...]
     multi: bool  # multi-value or include-all: rendered as a quoted list
 
-    def render(self) -> str:
-        if self.multi:
-            return ",".join("'" + v.replace("'", "''") + "'" for v in self.values)
+    def render(self, format_id: str | None = None) -> str:
+        if format_id == "sqlstring" or (format_id is None and self.multi):
+            return ",".join(sql_string(v) for v in self.values)
+        if format_id in ("csv", "raw"):
+            return ",".join(self.values)
+        if format_id is not None:
+            raise ExpansionError(f"variable format {format_id!r} is not modelled")
         if len(self.values) != 1:
             raise ExpansionError(f"single-value variable with {len(self.values)} values")
         return self.values[0]
+
+
+def sql_string(value: str) -> str:
+    """Grafana's sqlstring quoting of one value: ' doubled, then wrapped in '. Backslashes stay
+    as they are, which is exact with PostgreSQL's standard_conforming_strings (on by default)."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 def relative_time(expression: str, now: datetime) -> datetime:
@@ -90,7 +105,7 @@ def interpolate(sql: str, variables: Mapping[str, Value]) -> str:
             return match.group(0)  # a macro or a Grafana built-in: not a dashboard variable
         if name not in variables:
             raise ExpansionError(f"unknown variable ${name}")
-        return variables[name].render()
+        return variables[name].render(match.group(2))
 
     return _VARIABLE.sub(replace, sql)
 

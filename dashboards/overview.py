@@ -25,7 +25,7 @@ def changes_query(metrics: tuple[str, ...], where: str = "") -> str:
                c.commit_url, c.branch_id, c.machine_id, c.config_id
         FROM dash_series_changes c
         JOIN {p.directions_values()} ON d.metric = c.metric
-        WHERE c.branch_id = $branch AND c.metric IN ({p.quoted(metrics)}) {where}
+        WHERE c.branch_id = ${{branch:sqlstring}} AND c.metric IN ({p.quoted(metrics)}) {where}
         ORDER BY c.machine, c.config, c.backend, array_position(ARRAY[{p.quoted(metrics)}], c.metric::text)
     """
 
@@ -66,9 +66,9 @@ def build() -> db.Dashboard:
             SELECT p.plot_time AS time, p.median AS value,
                    m.name || ' / ' || cfg.name || ' (' || p.backend || ')' AS series
             FROM dash_recent_points p
-            JOIN machines m ON m.id = p.machine_id
-            JOIN bench_configs cfg ON cfg.id = p.config_id
-            WHERE p.branch_id = $branch AND p.metric = '{metric}' AND $__timeFilter(p.plot_time)
+            JOIN dash_machines m ON m.machine_id = p.machine_id
+            JOIN dash_configs cfg ON cfg.config_id = p.config_id
+            WHERE p.branch_id = ${{branch:sqlstring}} AND p.metric = '{metric}' AND $__timeFilter(p.plot_time)
             ORDER BY 1
         """
         panel = p.sparkline_stat(f"{metric.upper() if metric != 'eipc' else 'eIPC'} (latest)",

@@ -96,31 +96,30 @@ def query_variable(name: str, label: str, query: str, *, multi: bool = False, in
 def branch_variable() -> db.QueryVariable:
     # main/master first: Grafana selects the first option by default.
     return query_variable("branch", "Branch", """
-        SELECT b.id AS __value, r.name || ' ' || b.name AS __text
-        FROM branches b JOIN repositories r ON r.id = b.repository_id
-        ORDER BY b.name IN ('main', 'master') DESC, r.name, b.name
+        SELECT branch_id AS __value, repository || ' ' || branch AS __text
+        FROM dash_branches
+        ORDER BY branch IN ('main', 'master') DESC, repository, branch
     """, description="Repository and branch: series follow the commit order on this branch")
 
 
 def machine_variable(multi: bool = False) -> db.QueryVariable:
     variable = query_variable("machine", "Machine", """
-        SELECT id AS __value, name AS __text FROM machines ORDER BY enabled DESC, name
+        SELECT machine_id AS __value, name AS __text FROM dash_machines ORDER BY enabled DESC, name
     """, multi=multi, include_all=multi, description="Machine (one hardware fingerprint)")
     return variable.current(VariableOption(selected=True, text="All", value="$__all")) if multi else variable
 
 
 def config_variable() -> db.QueryVariable:
     return query_variable("config", "Config", """
-        SELECT id AS __value, name AS __text FROM bench_configs ORDER BY enabled DESC, name
+        SELECT config_id AS __value, name AS __text FROM dash_configs ORDER BY enabled DESC, name
     """, description="Benchmark configuration")
 
 
 def backend_variable() -> db.QueryVariable:
     # pmu first (real counters), then tsc, then sim (simulated: never mixed with pmu).
     return query_variable("backend", "Backend", """
-        SELECT backend FROM (
-            SELECT DISTINCT backend FROM metric_values WHERE machine_id = $machine AND config_id = $config
-        ) measured
+        SELECT backend FROM dash_series_backends
+        WHERE machine_id = ${machine:sqlstring} AND config_id = ${config:sqlstring}
         ORDER BY backend = 'pmu' DESC, backend = 'tsc' DESC, backend
     """, description="Measurement backend: pmu counters, tsc timing, or sim (valgrind, simulated)")
 

@@ -257,7 +257,11 @@ def seed(connection: Connection, shape: Shape = Shape(), now: datetime | None = 
     seeded = Seeded(repository_id, branch_id, machine_ids, backends, config_ids, commit_ids, shas, len(values))
     _seed_alerts(connection, ids, seeded, configs, series_medians, times)
     ids.sync_sequences()
-    connection.execute(text("ANALYZE metric_values; ANALYZE branch_commits; ANALYZE commits"))
+    # Every table the panels join: statistics left from an earlier (rolled-back) seeding can make
+    # the planner nest-loop over runs and jobs for minutes.
+    for table in ("metric_values", "samples", "runs", "jobs", "branch_commits", "commits", "branches", "machines",
+                  "bench_configs", "alert_groups", "alerts"):
+        connection.execute(text(f"ANALYZE {table}"))
     return seeded
 
 

@@ -14,8 +14,11 @@ from . import panels as p
 
 UID = p.TREND_UID
 
-SERIES = ("branch_id = $branch AND machine_id = $machine AND config_id = $config "
-          "AND metric = '$metric' AND backend = '$backend'")
+# Every variable through Grafana's ${var:sqlstring} (each value quoted, ' doubled): a value typed
+# into the URL stays one SQL literal; the ids compare as bigint, so a non-number is an error that
+# names only the value itself.
+SERIES = ("branch_id = ${branch:sqlstring} AND machine_id = ${machine:sqlstring} AND config_id = ${config:sqlstring} "
+          "AND metric = ${metric:sqlstring} AND backend = ${backend:sqlstring}")
 
 
 def alert_annotation() -> db.AnnotationQuery:

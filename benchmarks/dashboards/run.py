@@ -4,8 +4,8 @@ slowest. Target: <= 200 ms per panel on the 2-core VMs.
 
     .venv/bin/python benchmarks/dashboards/run.py [--commits 910] [--repeat 5] [--check]
 
-Needs the PostgreSQL of `.ci/services`; uses the database `perfci_bench_dash` (created if missing, its schema reset)
-next to PERFCI_TEST_DATABASE_URL. Shape: 4 pmu machines + 1 sim machine x 4 configs x --commits
+Needs the PostgreSQL of `.ci/services`; uses its own database `perfci_bench_dash`, recreated each
+run (benchmarks/owned.py: it refuses a database no benchmark created). Shape: 4 pmu machines + 1 sim machine x 4 configs x --commits
 commits x 5 repetitions (910 commits: 1,001,000 metric values). Each dashboard is timed with its
 default time range and with a range covering all history. --check exits 1 above the target.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -27,6 +26,9 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # dashboards/ lives in the checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/owned.py
+
+import owned  # noqa: E402
 
 from dashboards import JSON_DIR  # noqa: E402
 from dashboards.macros import TimeRange, expand, panel_queries, resolve_variables  # noqa: E402
@@ -34,7 +36,7 @@ from dashboards.sample_data import Shape, seed  # noqa: E402
 from perfci_server import migrate  # noqa: E402
 
 TARGET_MS = 200.0
-DEFAULT_DB = os.environ.get("PERFCI_TEST_DATABASE_URL", "postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test")
+DEFAULT_DB = owned.default_database_url("dash")
 CHOICES = {  # what a user looks at: a pmu machine's series (ids resolved from names below)
     "metric-trend.json": {"machine": "dut-01", "config": "self-64B", "metric": "cpp", "backend": "pmu"},
     "lean-decomposition.json": {"machine": "dut-02", "config": "self-1518B", "backend": "pmu"},
@@ -42,16 +44,10 @@ CHOICES = {  # what a user looks at: a pmu machine's series (ids resolved from n
 
 
 def fresh_schema(url: str) -> str:
-    """The benchmark database (created once, kept), its schema emptied and migrated to head."""
-    bench = make_url(url).set(database="perfci_bench_dash")
-    with psycopg.connect(make_url(url).set(drivername="postgresql").render_as_string(hide_password=False), autocommit=True) as admin:
-        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = 'perfci_bench_dash'").fetchone():
-            admin.execute("CREATE DATABASE perfci_bench_dash")
-    with psycopg.connect(bench.set(drivername="postgresql").render_as_string(hide_password=False), autocommit=True) as conn:
-        conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
-    rendered = bench.render_as_string(hide_password=False)
-    migrate.upgrade(rendered)
-    return rendered
+    """The benchmark's database, recreated and migrated to head (refused unless a benchmark made it)."""
+    owned.recreate_database(url)
+    migrate.upgrade(url)
+    return url
 
 
 def main() -> int:
@@ -59,9 +55,11 @@ def main() -> int:
     parser.add_argument("--commits", type=int, default=910)
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per query (median reported)")
     parser.add_argument("--check", action="store_true", help=f"exit 1 when a panel query is slower than {TARGET_MS:.0f} ms")
+    parser.add_argument("--database-url", default=DEFAULT_DB,
+                        help="the benchmark's own database (dropped and recreated; refused unless a benchmark created it)")
     args = parser.parse_args()
 
-    url = fresh_schema(DEFAULT_DB)
+    url = fresh_schema(args.database_url)
     engine = create_engine(url)
     started = time.perf_counter()
     now = datetime.now(UTC)

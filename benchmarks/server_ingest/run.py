@@ -19,13 +19,19 @@ herd that only a (re)start produces; the claim percentiles are the steady state 
 The speed of these VMs drifts from run to run (the same code measured 154-231 uploads/s in one
 hour), so figures worth quoting are the median of several runs: --repeat 5.
 
-Needs the PostgreSQL and Redis of `.ci/services`; uses (and recreates) the database
-`<test database>_bench`. The server sends its Celery tasks to the Redis broker as in production
-(`--redis-url`, default PERFCI_TEST_REDIS_URL) and no worker consumes them, so the figures are
+Needs the PostgreSQL and Redis of `.ci/services`; uses (and recreates) its own database
+`perfci_bench_ingest` and Redis database 12 (benchmarks/owned.py: it refuses any it did not create).
+The server sends its Celery tasks to the Redis broker as in production (`--redis-url`) and no worker consumes them, so the figures are
 ingest alone: the regression detection each upload triggers runs on the workers, not in the API.
 The benchmark schedules the pushed commits' jobs itself (what the worker's task would do), checks
 that every upload left its run awaiting detection and that one detection task waits per machine
 (uploads coalesce: alerts.service.schedule_detection), and empties the queue afterwards.
+`--worker N` instead runs a real Celery worker (`perfci worker --concurrency N`) on the same
+machine during the run, as Compose does, and reports side by side: its CPU per upload, the runs
+waiting for detection over time (sampled every second until none waits), upload -> detected
+(runs.received_at -> detected_at) and upload -> alert visible (the first bad commit's upload ->
+its alert group's creation) p50/p99. From the middle commit on, ipp/sim is 5 % higher, so each
+machine gets one regression to find.
 `--profile` samples the server with py-spy (`pip install py-spy`) during the measured window, only
 threads holding the GIL (where the Python CPU goes), and
 writes folded stacks (one line per stack, sample count last).
@@ -53,6 +59,9 @@ from typing import Any
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/owned.py
+
+import owned  # noqa: E402
 from perfci_core.metrics import CATALOGUE
 from perfci_server import migrate
 from perfci_server.alerts.service import DETECT_TASK
@@ -61,8 +70,8 @@ from perfci_server.security import github_signature
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN_TOKEN = "benchmark-admin-token-not-a-secret-0123456789"
 SECRET = "benchmark-webhook-secret"
-DEFAULT_DB = os.environ.get("PERFCI_TEST_DATABASE_URL", "postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test")
-DEFAULT_REDIS = os.environ.get("PERFCI_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+DEFAULT_DB = owned.default_database_url("ingest")
+DEFAULT_REDIS = owned.default_redis_url()
 
 
 class Api:
@@ -89,16 +98,9 @@ def _free_port() -> int:
 
 
 def _recreate_database(url: str) -> str:
-    name = f"{make_url(url).database}_bench"  # next to the caller's own test database, not a shared name
-    bench_url = make_url(url).set(database=name)
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    rendered = bench_url.render_as_string(hide_password=False)
-    migrate.upgrade(rendered)
-    return rendered
+    owned.recreate_database(url)  # refuses a database no benchmark created
+    migrate.upgrade(url)
+    return url
 
 
 def _machine(index: int) -> tuple[dict[str, Any], str]:
@@ -106,13 +108,18 @@ def _machine(index: int) -> tuple[dict[str, Any], str]:
     return machine, hashlib.sha256(json.dumps(machine, sort_keys=True).encode()).hexdigest()
 
 
-def _document_template(machine: dict[str, Any], machine_id: str) -> str:
+STEP_METRIC = ("ipp", "sim")  # from the middle commit on, +5 %: a regression detection must report
+
+
+def _document_template(machine: dict[str, Any], machine_id: str, step: float = 1.0) -> str:
     pairs = [(m.name, b.value) for m in CATALOGUE.values() for b in sorted(m.backends, key=lambda b: b.value)]
     samples = [
         {
             "rep": rep,
             "raw": {"pmu.cycles": 1.5e10 + rep, "pmu.instructions": 3.1e10 + rep, "tsc.packets": 2e6, "tsc.tsc_hz": 2.1e9},
-            "metrics": [{"metric": name, "backend": backend, "value": 1.0 + rep / 10 + i / 1000} for i, (name, backend) in enumerate(pairs)],
+            "metrics": [{"metric": name, "backend": backend,
+                         "value": (1.0 + rep / 10 + i / 1000) * (step if (name, backend) == STEP_METRIC else 1.0)}
+                        for i, (name, backend) in enumerate(pairs)],
         }
         for rep in range(5)
     ]
@@ -146,8 +153,11 @@ def _setup(port: int, url: str, machines: int, agents: int, commits: int) -> lis
             json.dumps({"enrollment_token": issued["token"], "name": f"agent-{i}", "machine_id": machine_id, "machine": machine, "backends": ["pmu", "tsc", "sim"]}).encode(),
         )
         assert status == 201, agent
-        enrolled.append({**agent, "template": _document_template(machine, machine_id)})
+        enrolled.append({**agent, "template": _document_template(machine, machine_id),
+                         "stepped": _document_template(machine, machine_id, step=1.05)})
     shas = [hashlib.sha1(f"commit-{i}".encode()).hexdigest() for i in range(commits)]
+    for agent in enrolled:
+        agent["after_step"] = set(shas[commits // 2:])
     push = {
         "ref": "refs/heads/main",
         "before": "0" * 40,
@@ -188,7 +198,7 @@ def _queued_tasks(redis_url: str, purge: bool = False) -> dict[str, int]:
     from perfci_server.celery_app import celery_app
 
     queue = celery_app.conf.task_default_queue
-    client = redis.Redis.from_url(redis_url)
+    client = owned.claim_redis(redis_url)  # refuses a Redis database in other use
     counts: dict[str, int] = {}
     for message in client.lrange(queue, 0, -1):
         name = json.loads(message)["headers"]["task"]
@@ -197,6 +207,56 @@ def _queued_tasks(redis_url: str, purge: bool = False) -> dict[str, int]:
         client.delete(queue, *client.keys("perfci.queued:*"))
     client.close()
     return counts
+
+
+class DetectionWatch:
+    """With a Celery worker consuming detection: the runs waiting for it, sampled every second
+    from the start of the measured window until none waits (or ``drain_s`` passed)."""
+
+    def __init__(self, url: str, worker_pid: int) -> None:
+        self.engine = create_engine(url)
+        self.worker_pid = worker_pid
+        self.samples: list[tuple[float, int]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        t0 = time.perf_counter()
+        with self.engine.connect() as conn:
+            while not self.stop.is_set():
+                waiting = conn.execute(text("SELECT count(*) FROM runs WHERE status = 'ok' AND detected_at IS NULL")).scalar_one()
+                conn.commit()
+                self.samples.append((time.perf_counter() - t0, waiting))
+                self.stop.wait(1.0)
+
+    def start(self) -> None:
+        self.cpu_before = {pid: _proc_cpu(pid) for pid in _process_tree(self.worker_pid)}
+        self.thread.start()
+
+    def drain(self, drain_s: float) -> float:
+        """Wait until no run waits; returns the worker's CPU seconds since start."""
+        deadline = time.monotonic() + drain_s
+        while time.monotonic() < deadline and (not self.samples or self.samples[-1][1] > 0):
+            time.sleep(0.5)
+        cpu = sum(_proc_cpu(pid) - self.cpu_before.get(pid, 0.0) for pid in _process_tree(self.worker_pid))
+        self.stop.set()
+        self.thread.join()
+        return cpu
+
+    def latencies(self) -> tuple[list[float], list[float]]:
+        """(upload -> detected of every run, upload of the first bad commit -> its alert group) in seconds."""
+        with self.engine.connect() as conn:
+            detected = [r[0] for r in conn.execute(text(
+                "SELECT extract(epoch FROM detected_at - received_at) FROM runs "
+                "WHERE status = 'ok' AND detected_at IS NOT NULL AND received_at IS NOT NULL"))]
+            alerted = [r[0] for r in conn.execute(text("""
+                SELECT extract(epoch FROM g.created_at - min(r.received_at))
+                FROM alert_groups g
+                JOIN jobs j ON j.commit_id = g.first_bad_commit_id AND j.machine_id = g.machine_id
+                JOIN runs r ON r.job_id = j.id AND r.status = 'ok'
+                GROUP BY g.id, g.created_at"""))]
+        self.engine.dispose()
+        return [float(v) for v in detected], [float(v) for v in alerted]
 
 
 def _runs_awaiting_detection(url: str) -> tuple[int, int]:
@@ -216,7 +276,8 @@ def _claim_and_upload(api: Api, agent: dict[str, Any], think: float, claims: lis
     if status == 204:
         return False
     assert status == 200, job
-    body = agent["template"].replace("@COMMIT@", job["commit"]).encode()
+    template = agent["stepped"] if job["commit"] in agent.get("after_step", ()) else agent["template"]
+    body = template.replace("@COMMIT@", job["commit"]).encode()
     if think:
         time.sleep(think)  # the build and measurement a real agent does between claim and upload
     t0 = time.perf_counter()
@@ -363,14 +424,17 @@ def main() -> None:
     parser.add_argument("--machines", type=int, default=10)
     parser.add_argument("--commits", type=int, default=200, help="jobs = commits x machines")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
-    parser.add_argument("--database-url", default=DEFAULT_DB, help="any database on the server; <its name>_bench is created next to it")
-    parser.add_argument("--redis-url", default=DEFAULT_REDIS, help="the broker the server sends its tasks to (its queue is emptied)")
+    parser.add_argument("--database-url", default=DEFAULT_DB, help="the benchmark's own database (dropped and recreated; refused unless a benchmark created it)")
+    parser.add_argument("--redis-url", default=DEFAULT_REDIS, help="the broker the server sends its tasks to (its queue is emptied; refused if in other use)")
     parser.add_argument(
         "--think-ms", type=float, default=0.0,
         help="pause between claim and upload (a real agent measures for minutes); 0 = saturate the server",
     )
     parser.add_argument("--profile", metavar="FILE", help="sample the server with py-spy in the measured window (folded stacks)")
     parser.add_argument("--repeat", type=int, default=1, help="independent runs (fresh database and server each); prints their median")
+    parser.add_argument("--worker", type=int, default=0, metavar="CONCURRENCY",
+                        help="run a real Celery worker (perfci worker) on detection during the run; 0 = none (ingest alone)")
+    parser.add_argument("--drain-s", type=float, default=600.0, help="with --worker: how long to wait for the last runs' detection")
     args = parser.parse_args()
 
     runs = []
@@ -381,8 +445,13 @@ def main() -> None:
     if args.repeat > 1:
         print(f"--- median (min-max) of {args.repeat} runs")
         for key, label, unit in (("uploads_per_s", "uploads/s", ""), ("claim_p50_ms", "claim p50", " ms"), ("claim_p99_ms", "claim p99", " ms"),
-                                 ("server_ms", "server cpu/upload", " ms"), ("postgres_ms", "postgres cpu/upload", " ms")):
-            values = [r[key] for r in runs]
+                                 ("server_ms", "server cpu/upload", " ms"), ("postgres_ms", "postgres cpu/upload", " ms"),
+                                 ("worker_ms", "worker cpu/upload", " ms"), ("detected_p50_s", "upload->detected p50", " s"),
+                                 ("detected_p99_s", "upload->detected p99", " s"), ("alert_p50_s", "upload->alert p50", " s"),
+                                 ("alert_p99_s", "upload->alert p99", " s"), ("runs_waiting_peak", "runs waiting peak", "")):
+            values = [r[key] for r in runs if key in r]
+            if not values:
+                continue
             print(f"{label:20s} {statistics.median(values):8.1f}{unit}   ({min(values):.1f}-{max(values):.1f})")
 
 
@@ -399,10 +468,18 @@ def _run_once(args: argparse.Namespace) -> dict[str, float]:
         start_new_session=True,
     )
     profiler = None
+    worker: subprocess.Popen[bytes] | None = None
+    watch: DetectionWatch | None = None
     try:
         _wait_until_up(port, server)
         agents = _setup(port, url, args.machines, args.agents, args.commits)
         _queued_tasks(args.redis_url, purge=True)  # the push's schedule task, done by _setup
+        if args.worker:  # started before the agents connect: it takes the warm-up's detection too
+            worker = subprocess.Popen([str(Path(sys.executable).with_name("perfci")), "worker", "--concurrency", str(args.worker),
+                                       "--loglevel", "warning"], cwd=ROOT, env=env, start_new_session=True,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(5.0)  # connected to the broker before the load starts
+            watch = DetectionWatch(url, worker.pid)
         first_claims: list[float] = []
         claims: list[float] = []
         uploads: list[float] = []
@@ -416,7 +493,10 @@ def _run_once(args: argparse.Namespace) -> dict[str, float]:
         for t in threads:
             t.start()
         warmed.wait(timeout=300)
-        _queued_tasks(args.redis_url, purge=True)  # the warm-up uploads' detection tasks
+        if worker is None:
+            _queued_tasks(args.redis_url, purge=True)  # the warm-up uploads' detection tasks
+        if watch is not None:
+            watch.start()
         meter = CpuMeter(server.pid, make_url(url).database or "")
         if args.profile:
             profiler = _start_profiler(server.pid, args.profile)
@@ -428,7 +508,13 @@ def _run_once(args: argparse.Namespace) -> dict[str, float]:
             t.join()
         elapsed = time.perf_counter() - t0
         cpu = meter.stop()
+        if watch is not None:
+            worker_cpu = watch.drain(args.drain_s)
+            drained = time.perf_counter() - t0
     finally:
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=60)
         if profiler is not None:
             profiler.send_signal(signal.SIGINT)
             profiler.wait(timeout=60)
@@ -446,16 +532,36 @@ def _run_once(args: argparse.Namespace) -> dict[str, float]:
     print(f"upload latency p50   {_percentile(uploads, 50) * ms:8.1f} ms   p99 {_percentile(uploads, 99) * ms:8.1f} ms   mean {statistics.fmean(uploads) * ms:.1f} ms")
     detections = tasks.get(DETECT_TASK, 0)
     ok_runs, awaiting = _runs_awaiting_detection(url)
-    print(f"detection            {detections} task(s) queued for {len(uploads)} uploads on {args.machines} machines (one waits per machine); "
-          f"{awaiting} of {ok_runs} runs await it" + ("" if detections == args.machines and awaiting == ok_runs else "   MISMATCH"))
     per_upload = ms / max(1, len(uploads))
+    result: dict[str, float] = {}
+    if watch is None:
+        print(f"detection            {detections} task(s) queued for {len(uploads)} uploads on {args.machines} machines (one waits per machine); "
+              f"{awaiting} of {ok_runs} runs await it" + ("" if detections == args.machines and awaiting == ok_runs else "   MISMATCH"))
+    else:
+        detected, alerted = watch.latencies()
+        peak = max(w for _, w in watch.samples)
+        trace = ", ".join(f"{t:.0f}s:{w}" for t, w in watch.samples[:: max(1, len(watch.samples) // 12)])
+        print(f"detection worker     concurrency {args.worker}: {worker_cpu:.2f} s CPU = {worker_cpu * per_upload:.1f} ms/upload; "
+              f"all runs detected {drained:.1f} s after the window opened (uploads ended at {elapsed:.1f} s); "
+              f"{awaiting} of {ok_runs} runs still waiting")
+        print(f"runs waiting         peak {peak}; over time {trace}")
+        print(f"upload -> detected   p50 {_percentile(detected, 50):.2f} s   p99 {_percentile(detected, 99):.2f} s   (n={len(detected)})")
+        if alerted:
+            print(f"upload -> alert      p50 {_percentile(alerted, 50):.2f} s   p99 {_percentile(alerted, 99):.2f} s   "
+                  f"(n={len(alerted)} groups; from the first bad commit's upload)")
+        else:
+            print("upload -> alert      no alert group was created")
+        result = {"worker_ms": worker_cpu * per_upload, "detected_p50_s": _percentile(detected, 50),
+                  "detected_p99_s": _percentile(detected, 99), "runs_waiting_peak": float(peak)}
+        if alerted:
+            result |= {"alert_p50_s": _percentile(alerted, 50), "alert_p99_s": _percentile(alerted, 99)}
     print(
         f"cpu in window        client {cpu['client']:.2f} s ({cpu['client'] * per_upload:.1f} ms/upload)   "
         f"server {cpu['server']:.2f} s ({cpu['server'] * per_upload:.1f} ms/upload, {cpu['server_system'] / max(cpu['server'], 1e-9) * 100:.0f}% in the kernel)   "
         f"postgres >= {cpu['postgres']:.2f} s ({cpu['postgres'] * per_upload:.1f} ms/upload)   "
         f"machine busy {cpu['machine_busy_share'] * 100:.0f}% of {os.cpu_count()} cores"
     )
-    return {
+    return result | {
         "uploads_per_s": len(uploads) / elapsed, "claim_p50_ms": _percentile(claims, 50) * ms, "claim_p99_ms": _percentile(claims, 99) * ms,
         "server_ms": cpu["server"] * per_upload, "postgres_ms": cpu["postgres"] * per_upload,
     }

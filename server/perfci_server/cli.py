@@ -72,9 +72,13 @@ def beat(loglevel: Annotated[str, typer.Option(help="Celery log level")] = "info
 
 def _migrate_to_head() -> None:
     from . import db, migrate
+    from .settings import get_settings
 
-    db.get_engine()  # creates the embedded SQLite directory when needed
+    engine = db.get_engine()  # creates the embedded SQLite directory when needed
     migrate.upgrade()
+    settings = get_settings()
+    if settings.grafana_db_password is not None and not settings.is_sqlite:
+        migrate.set_dashboard_login(engine, settings.grafana_db_user, settings.grafana_db_password.get_secret_value())
 
 
 @admin.command("migrate", help="Upgrade the database schema to the latest revision.")

@@ -145,7 +145,7 @@ def require_reader(
     settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_admin_bearer)],
 ) -> None:
-    if settings.read_requires_token:
+    if settings.reads_require_token:
         require_admin(session, settings, credentials)
 
 

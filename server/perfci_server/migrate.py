@@ -6,6 +6,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import Engine, text
 
 # alembic.ini lives at the repository root, next to migrations/: the server runs from a checkout
 # (installed editable), which is how the Dockerfile and the Ansible role install it.
@@ -28,6 +29,21 @@ def alembic_config(url: str | None = None) -> Config:
 
 def upgrade(url: str | None = None, revision: str = "head") -> None:
     command.upgrade(alembic_config(url), revision)
+
+
+def set_dashboard_login(engine: Engine, role: str, password: str) -> None:
+    """Give the dashboard role (migration 0007) LOGIN with this password. Name and password travel
+    as parameters; PostgreSQL stores the password hashed (password_encryption)."""
+    with engine.begin() as connection:
+        connection.execute(text("SELECT set_config('perfci.dashboard_role', :role, true), "
+                                "set_config('perfci.dashboard_password', :password, true)"),
+                           {"role": role, "password": password})
+        connection.execute(text("""
+            DO $$ BEGIN
+                EXECUTE format('ALTER ROLE %I LOGIN PASSWORD %L', current_setting('perfci.dashboard_role'),
+                               current_setting('perfci.dashboard_password'));
+            END $$
+        """))
 
 
 def downgrade(url: str | None = None, revision: str = "base") -> None:

@@ -30,9 +30,16 @@ class Settings(BaseSettings):
     # Unset → Celery tasks run in-process (eager); the embedded default needs no broker.
     broker_url: str | None = None
 
+    # The read-only PostgreSQL role Grafana connects as (migration 0008: SELECT on the dash_* views
+    # only). `perfci admin migrate` gives it LOGIN with this password when one is set.
+    grafana_db_user: str = Field("perfci_grafana", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    grafana_db_password: SecretStr | None = None
+
     admin_token: SecretStr = SecretStr(DEVELOPMENT_ADMIN_TOKEN)
-    # Reads (series, compare, lists) are open unless this is set; mutations always need a token.
-    read_requires_token: bool = False
+    # Reads (series, compare, lists: fingerprints, clone URLs, agent names) need an admin/API token
+    # except with PERFCI_ENV=development (and the demo, which runs development). Set explicitly to
+    # override either way; mutations always need a token.
+    read_requires_token: bool | None = None
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
@@ -95,6 +102,12 @@ class Settings(BaseSettings):
                     f"when PERFCI_ENV={self.env} (the development default is public)"
                 )
         return self
+
+    @property
+    def reads_require_token(self) -> bool:
+        if self.read_requires_token is not None:
+            return self.read_requires_token
+        return self.env != "development"
 
     @property
     def effective_database_url(self) -> str:

@@ -159,3 +159,36 @@ def test_unreachable_forge_is_transient(forge):
                                    state=CommitState.SUCCESS, context="perfci/x", description="ok", target_url=None)
     with pytest.raises(forge_client.ForgeUnavailable):
         forge_client.send(post, timeout=2)
+
+
+def test_a_batch_of_verdicts_takes_as_many_statements_as_one_commit(lab, sent_tasks):
+    """record_verdicts is set-based: its statements do not grow with the commits of the batch."""
+    from sqlalchemy import event
+
+    from perfci_server.settings import get_settings
+
+    rows = _statuses(lab.session)
+    [machine_id] = {r.machine_id for r in rows.values()}
+    bad = next(r.commit_id for r in rows.values() if r.state == CommitState.FAILURE.value)
+    engine = lab.session.get_bind()
+
+    def statements(commit_ids: list[int]) -> int:
+        lab.session.expire_all()
+        seen = []
+        listener = lambda *args: seen.append(args[2])  # noqa: E731 - the statement text
+        event.listen(engine, "before_cursor_execute", listener)
+        try:
+            forge_service.record_verdicts(lab.session, machine_id, commit_ids, get_settings())
+        finally:
+            event.remove(engine, "before_cursor_execute", listener)
+        return len(seen)
+
+    posted = len(sent_tasks.named(forge_service.POST_TASK))
+    one, batch = statements([bad]), statements(sorted(rows))
+    assert batch == one, f"{batch} statements for {len(rows)} commits, {one} for one"
+    assert len(sent_tasks.named(forge_service.POST_TASK)) == posted  # same verdicts: nothing posted again
+    lab.session.execute(CommitStatus.__table__.delete())  # and when every row is new
+    every_new = statements(sorted(rows))
+    assert {r.commit_id for r in _statuses(lab.session).values()} == set(rows)
+    lab.session.execute(CommitStatus.__table__.delete())
+    assert every_new == statements([bad])

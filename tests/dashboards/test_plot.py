@@ -4,6 +4,7 @@ the real server (uvicorn on loopback) over the seeded PostgreSQL."""
 from __future__ import annotations
 
 import json
+import random
 import socket
 import struct
 import threading
@@ -12,10 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from matplotlib.transforms import Bbox
 from typer.testing import CliRunner
 
 from dashboards.sample_data import STEPS
-from perfci_agent.commands.plot import PlotError, alert_marks, keep_since, parse_since, point_stats, render_trend
+from perfci_agent.commands.plot import PlotError, alert_marks, draw_trend, keep_since, parse_since, point_stats, render_trend
 from perfci_cli.app import app as cli_app
 
 ADMIN = "perfci-development-admin-token"
@@ -55,6 +57,44 @@ def test_render_is_a_png_of_the_requested_size(tmp_path):
     render_trend(series, marks, out, title="ipp", width_px=900, height_px=420)
     assert png_size(out) == (900, 420)
     assert out.stat().st_size > 10_000  # a drawn chart, not an empty canvas
+
+
+def _dense_series(n: int = 500) -> dict:
+    """A noisy series with steps, dense enough that a label anywhere near the data covers points."""
+    rng = random.Random(3)
+    points = []
+    for i in range(n):
+        level = 60.0 * (1.03 if i >= 200 else 1.0) * (0.98 if i >= 420 else 1.0)
+        points.append({"position": i, "commit": f"{i:040x}",
+                       "samples": [{"value": level * (1 + rng.gauss(0, 0.01))} for _ in range(5)]})
+    return {"metric": "ipp", "branch": "main", "points": points}
+
+
+def test_alert_labels_cover_no_data_point():
+    """Geometry from matplotlib's renderer: every label box (its background included) against every
+    plotted median, min and max, and against the other labels."""
+    series = _dense_series()
+    marks = [{"position": p, "direction": d, "status": "untriaged", "change_pct": c, "group": g}
+             for g, (p, d, c) in enumerate([(200, "regression", 3.0), (203, "regression", 2.9), (210, "improvement", -1.2),
+                                            (420, "improvement", -2.0), (497, "regression", 1.5), (2, "regression", 4.0)])]
+    figure = draw_trend(series, marks, title="ipp", width_px=900, height_px=420)
+    figure.canvas.draw()  # label background boxes are laid out at draw time
+    renderer = figure.canvas.get_renderer()
+    [axes] = figure.axes
+    labels = [t for t in axes.texts]
+    assert len(labels) == len(marks)
+    boxes = [Bbox.union([t.get_window_extent(renderer), t.get_bbox_patch().get_window_extent(renderer)]) for t in labels]
+    marker_px = 4.5 * figure.dpi / 72  # the largest marker drawn on a data point (the alert triangle's half height)
+    points = [(r[0], v) for r in point_stats(series) for v in r[2:]]
+    drawn = axes.transData.transform(points)
+    for box, label in zip(boxes, labels):
+        grown = box.expanded(1, 1).padded(marker_px)
+        covered = [points[i] for i, (x, y) in enumerate(drawn) if grown.contains(x, y)]
+        assert not covered, f"label {label.get_text()!r} covers {covered[:3]}"
+        assert axes.bbox.contains(box.x0, box.y0) and axes.bbox.contains(box.x1, box.y1), label.get_text()
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b), "two labels overlap"
 
 
 def test_point_stats_and_since():

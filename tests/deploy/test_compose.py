@@ -92,3 +92,15 @@ def test_grafana_mounts_point_at_files_that_exist() -> None:
     for key in SERVICES["grafana"]["environment"]:
         if key.startswith("PERFCI_GRAFANA_"):
             assert key in datasource, f"grafana gets {key} but the provisioning never reads it"
+
+
+def test_grafana_reads_with_the_read_only_role_the_migration_creates() -> None:
+    grafana = SERVICES["grafana"]["environment"]
+    migrate = SERVICES["migrate"]["environment"]
+    owner = SERVICES["postgres"]["environment"]["POSTGRES_USER"]
+    assert grafana["PERFCI_GRAFANA_DB_USER"] == migrate["PERFCI_GRAFANA_DB_USER"] != owner
+    assert grafana["PERFCI_GRAFANA_DB_PASSWORD"] == migrate["PERFCI_GRAFANA_DB_PASSWORD"]
+    assert "POSTGRES_PASSWORD" not in grafana["PERFCI_GRAFANA_DB_PASSWORD"]
+    assert Settings(grafana_db_user=migrate["PERFCI_GRAFANA_DB_USER"]).grafana_db_user == "perfci_grafana"
+    for name in ("api", "worker", "beat"):  # only the migration sets the role's password
+        assert "PERFCI_GRAFANA_DB_PASSWORD" not in SERVICES[name]["environment"], name

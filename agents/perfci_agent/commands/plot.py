@@ -80,16 +80,31 @@ def alert_marks(groups: list[dict[str, Any]], config: str, metric: str, backend:
 def render_trend(series: dict[str, Any], marks: list[dict[str, Any]], output: Path, *, title: str,
                  width_px: int = 1200, height_px: int = 500, dpi: int = 100) -> None:
     """Draw median + min-max band + alert markers to a PNG of exactly width_px x height_px."""
+    figure = draw_trend(series, marks, title=title, width_px=width_px, height_px=height_px, dpi=dpi)
+    figure.savefig(output, format="png", dpi=dpi)
+
+
+_LABEL_GAP_PX = 3
+
+
+def draw_trend(series: dict[str, Any], marks: list[dict[str, Any]], *, title: str, width_px: int = 1200,
+               height_px: int = 500, dpi: int = 100):
+    """The trend as a matplotlib Figure. Alert labels sit in a band above the data: rows at the top
+    of the axes, each label in the highest row where it overlaps no other (measured with the
+    renderer), and the y range raised so that every data point stays below the lowest row."""
     import matplotlib
 
     matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.transforms import blended_transform_factory
 
     rows = point_stats(series)
     if not rows:
         raise PlotError("no measurements to plot")
     positions = [r[0] for r in rows]
     figure = Figure(figsize=(width_px / dpi, height_px / dpi), dpi=dpi)
+    FigureCanvasAgg(figure)  # the renderer that measures the labels is the one that draws them
     axes = figure.add_subplot()
     axes.fill_between(positions, [r[2] for r in rows], [r[4] for r in rows], color="tab:blue", alpha=0.2,
                       linewidth=0, label="min–max of repetitions")
@@ -99,22 +114,56 @@ def render_trend(series: dict[str, Any], marks: list[dict[str, Any]], output: Pa
     for mark in marks:
         colour = "tab:red" if mark["direction"] == "regression" else "tab:green"
         axes.axvline(mark["position"], color=colour, linestyle="--", linewidth=1, alpha=0.8)
-        y = by_position[mark["position"]][3] if mark["position"] in by_position else axes.get_ylim()[1]
-        axes.plot([mark["position"]], [y], marker="v" if mark["direction"] == "regression" else "^", color=colour,
-                  markersize=9, linestyle="none")
-        change = f" {mark['change_pct']:+.2f}%" if mark.get("change_pct") is not None else ""
-        axes.annotate(f"#{mark['group']} {mark['status']}{change}", (mark["position"], y), textcoords="offset points",
-                      xytext=(6, -14), fontsize=8, color=colour)  # below the marker: never clipped at the top
+        if mark["position"] in by_position:
+            axes.plot([mark["position"]], [by_position[mark["position"]][3]], linestyle="none", color=colour,
+                      marker="v" if mark["direction"] == "regression" else "^", markersize=9)
     ticks = positions[:: max(1, len(positions) // 8)]
     axes.set_xticks(ticks, [f"{p}\n{by_position[p][1][:7]}" for p in ticks], fontsize=8)
     definition = metrics.get(series["metric"])
     axes.set_xlabel(f"commit position on {series['branch']} (commit order)")
     axes.set_ylabel(f"{series['metric']} [{definition.unit}] ({definition.direction.value} is better)")
-    axes.set_title(title, fontsize=11)
+    axes.set_title(title, fontsize=11, loc="left")
     axes.grid(True, alpha=0.3)
-    axes.legend(loc="best", fontsize=8)
-    figure.tight_layout()
-    figure.savefig(output, format="png", dpi=dpi)
+    # Above the axes, right: inside it would cover data or the alert labels.
+    axes.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=2, fontsize=8, frameon=False, borderaxespad=0.2)
+    figure.tight_layout()  # before the labels: they live inside the axes, the layout stays
+    _place_alert_labels(figure, axes, marks, low=min(r[2] for r in rows), high=max(r[4] for r in rows),
+                        transform=blended_transform_factory(axes.transData, axes.transAxes))
+    return figure
+
+
+def _place_alert_labels(figure, axes, marks: list[dict[str, Any]], *, low: float, high: float, transform) -> None:
+    renderer = figure.canvas.get_renderer()
+    axes_box = axes.get_window_extent(renderer)
+    taken: list[list[tuple[float, float]]] = []  # per row, the x extents (pixels) of its labels
+    row_height = 0.0
+    for mark in sorted(marks, key=lambda m: m["position"]):
+        colour = "tab:red" if mark["direction"] == "regression" else "tab:green"
+        change = f" {mark['change_pct']:+.2f}%" if mark.get("change_pct") is not None else ""
+        label = axes.text(mark["position"], 1.0, f"#{mark['group']} {mark['status']}{change}", transform=transform,
+                          fontsize=8, color=colour, va="top", ha="left", clip_on=False,
+                          bbox={"boxstyle": "square,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+        extent = label.get_window_extent(renderer)
+        if extent.x1 > axes_box.x1:  # near the right edge: the label ends at its line instead
+            label.set_ha("right")
+            extent = label.get_window_extent(renderer)
+        row_height = max(row_height, extent.height + 2 * _LABEL_GAP_PX)  # room for the backgrounds
+        span = (extent.x0 - _LABEL_GAP_PX, extent.x1 + _LABEL_GAP_PX)
+        row = next((i for i, used in enumerate(taken) if all(span[1] <= a or span[0] >= b for a, b in used)), len(taken))
+        if row == len(taken):
+            taken.append([])
+        taken[row].append(span)
+        label.set_y(1.0 - (_LABEL_GAP_PX + row * row_height) / axes_box.height)
+    spread = (high - low) or abs(high) or 1.0
+    bottom = low - 0.05 * spread
+    if not taken:
+        axes.set_ylim(bottom, high + 0.05 * spread)
+        return
+    band = (_LABEL_GAP_PX + len(taken) * row_height + 2 * _LABEL_GAP_PX) / axes_box.height
+    if band >= 0.9:
+        band = 0.9  # more rows than the plot holds: the data keeps the lower tenth
+    # high maps to the axes fraction (1 - band): ylim top = bottom + (high - bottom) / (1 - band).
+    axes.set_ylim(bottom, bottom + (high - bottom) / (1 - band))
 
 
 # --- fetching (HTTP) --------------------------------------------------------------------------

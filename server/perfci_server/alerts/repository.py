@@ -359,6 +359,30 @@ def implicating_groups(session: Session, commit_ids: Sequence[int], machine_ids:
     return list(session.scalars(statement))
 
 
+def implicating_groups_by_commit(session: Session, commit_ids: Sequence[int], machine_id: int) -> dict[int, list[AlertGroup]]:
+    """Per commit, the machine's untriaged regression groups whose range (last good, first bad]
+    contains it (implicating_groups for many commits in one query), by group id."""
+    if not commit_ids:
+        return {}
+    at_commit = aliased(BranchCommit)
+    first_bad = aliased(BranchCommit)
+    last_good = aliased(BranchCommit)
+    statement = (
+        select(at_commit.commit_id, AlertGroup)
+        .join(at_commit, and_(at_commit.branch_id == AlertGroup.branch_id, at_commit.commit_id.in_(list(commit_ids))))
+        .join(first_bad, and_(first_bad.branch_id == AlertGroup.branch_id, first_bad.commit_id == AlertGroup.first_bad_commit_id))
+        .outerjoin(last_good, and_(last_good.branch_id == AlertGroup.branch_id, last_good.commit_id == AlertGroup.last_good_commit_id))
+        .where(at_commit.position <= first_bad.position, at_commit.position > func.coalesce(last_good.position, -1),
+               AlertGroup.machine_id == machine_id, AlertGroup.status == "untriaged", AlertGroup.direction == "regression")
+        .order_by(at_commit.commit_id, AlertGroup.id)
+    )
+    found: dict[int, list[AlertGroup]] = {}
+    for commit_id, group in session.execute(statement):
+        if group.id not in {g.id for g in found.setdefault(commit_id, [])}:  # a commit on two branches of a group: once
+            found[commit_id].append(group)
+    return found
+
+
 def active_jobs(session: Session, commit_ids: Sequence[int], machine_ids: Sequence[int] | None) -> int:
     statement = select(func.count()).select_from(Job).where(
         Job.commit_id.in_(list(commit_ids)), Job.state.in_((JobState.QUEUED.value, *ACTIVE_STATES))

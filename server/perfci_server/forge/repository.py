@@ -29,14 +29,28 @@ def machine_name(session: Session, machine_id: int) -> str:
     return machine.name if machine else str(machine_id)
 
 
-def lock_status(session: Session, repository_id: int, commit_id: int, machine_id: int, defaults: dict[str, Any]) -> tuple[CommitStatus, bool]:
-    """The (commit, machine) row, created from ``defaults`` if missing, locked; and whether it is new."""
-    row = {"repository_id": repository_id, "commit_id": commit_id, "machine_id": machine_id, "version": 1,
-           "attempts": 0, "last_error": "", "created_at": utcnow(), "updated_at": utcnow(), **defaults}
-    inserted = db.insert_ignoring_conflicts(session, CommitStatus.__table__, [row], ["commit_id", "machine_id"],
-                                            returning=CommitStatus.__table__.c.id).first()
-    statement = select(CommitStatus).where(CommitStatus.commit_id == commit_id, CommitStatus.machine_id == machine_id)
-    return session.scalars(statement.with_for_update().execution_options(populate_existing=True)).one(), inserted is not None
+def insert_missing_statuses(session: Session, machine_id: int, rows: list[dict[str, Any]]) -> set[int]:
+    """Create the (commit, machine) rows that do not exist yet; returns the commit ids created."""
+    if not rows:
+        return set()
+    now = utcnow()
+    full = [{"machine_id": machine_id, "version": 1, "attempts": 0, "last_error": "", "created_at": now,
+             "updated_at": now, **row} for row in rows]
+    inserted = db.insert_ignoring_conflicts(session, CommitStatus.__table__, full, ["commit_id", "machine_id"],
+                                            returning=CommitStatus.__table__.c.commit_id)
+    return {row[0] for row in inserted}
+
+
+def lock_statuses(session: Session, machine_id: int, commit_ids: Sequence[int]) -> Sequence[CommitStatus]:
+    """The machine's status rows of these commits, locked in commit order."""
+    statement = (
+        select(CommitStatus)
+        .where(CommitStatus.machine_id == machine_id, CommitStatus.commit_id.in_(list(commit_ids)))
+        .order_by(CommitStatus.commit_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    return session.scalars(statement).all()
 
 
 def status_for_delivery(session: Session, status_id: int) -> Row[Any] | None:

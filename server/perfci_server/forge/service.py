@@ -33,21 +33,41 @@ RESEND_BATCH = 500
 def record_verdicts(session: Session, machine_id: int, commit_ids: Iterable[int], settings: Settings) -> list[int]:
     """Write the verdict of each commit on the machine; queue a post for each one that changed.
 
-    Returns the ids of the statuses that will be posted.
+    Set-based: one query for the implicating groups of every commit, one insert of the missing
+    status rows, one locking read of them all (commit order, so concurrent batches cannot
+    deadlock), and updates only for the verdicts that changed. Returns the ids of the statuses
+    that will be posted.
     """
     ids = sorted(set(commit_ids))
     if not ids:
         return []
     context = f"{settings.status_context}/{status_sql.machine_name(session, machine_id)}"
+    commits = status_sql.commits_with_repository(session, ids)
+    groups_of = alert_sql.implicating_groups_by_commit(session, [c.id for c in commits], machine_id)
+    base = settings.public_url.rstrip("/") + "/api/v1/alerts" if settings.public_url else None
+    named: dict[tuple[int, ...], str] = {}  # a batch's commits mostly share the same few groups
+    wanted: dict[int, dict[str, str | None]] = {}
+    delivery_of: dict[int, Delivery] = {}
+    for commit in commits:
+        groups = groups_of.get(commit.id, [])
+        if groups:
+            key = tuple(g.id for g in groups)
+            if key not in named:
+                named[key] = _name_regression(session, groups)
+            state, description, target_url = CommitState.FAILURE, named[key], f"{base}/{groups[0].id}" if base else None
+        else:
+            state, description, target_url = CommitState.SUCCESS, "no untriaged performance regression", None
+        wanted[commit.id] = {"state": state.value, "context": context, "description": description, "target_url": target_url}
+        delivery_of[commit.id] = Delivery.PENDING if _token(settings, Forge(commit.forge)) else Delivery.DISABLED
+    new = status_sql.insert_missing_statuses(session, machine_id, [
+        {"repository_id": c.repository_id, "commit_id": c.id, **wanted[c.id], "delivery": delivery_of[c.id].value}
+        for c in commits])
     to_post = []
-    for commit in status_sql.commits_with_repository(session, ids):
-        state, description, target_url = _verdict(session, commit.id, machine_id, settings)
-        delivery = Delivery.PENDING if _token(settings, Forge(commit.forge)) else Delivery.DISABLED
-        fields = {"state": state.value, "context": context, "description": description, "target_url": target_url}
-        status, new = status_sql.lock_status(session, commit.repository_id, commit.id, machine_id, {**fields, "delivery": delivery.value})
-        if not new and all(getattr(status, k) == v for k, v in fields.items()):
-            continue  # same verdict: nothing to post again
-        if not new:
+    for status in status_sql.lock_statuses(session, machine_id, list(wanted)):
+        fields, delivery = wanted[status.commit_id], delivery_of[status.commit_id]
+        if status.commit_id not in new:
+            if all(getattr(status, k) == v for k, v in fields.items()):
+                continue  # same verdict: nothing to post again
             for key, value in fields.items():
                 setattr(status, key, value)
             status.version += 1
@@ -58,14 +78,6 @@ def record_verdicts(session: Session, machine_id: int, commit_ids: Iterable[int]
     for status_id in to_post:
         dispatch.send_after_commit(session, POST_TASK, status_id)
     return to_post
-
-
-def _verdict(session: Session, commit_id: int, machine_id: int, settings: Settings) -> tuple[CommitState, str, str | None]:
-    groups = alert_sql.implicating_groups(session, [commit_id], [machine_id])
-    base = settings.public_url.rstrip("/") + "/api/v1/alerts" if settings.public_url else None
-    if not groups:
-        return CommitState.SUCCESS, "no untriaged performance regression", None
-    return CommitState.FAILURE, _name_regression(session, groups), f"{base}/{groups[0].id}" if base else None
 
 
 def _name_regression(session: Session, groups: list[AlertGroup]) -> str:

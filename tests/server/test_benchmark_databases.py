@@ -1,0 +1,62 @@
+"""The benchmarks drop and recreate only databases a benchmark created (benchmarks/owned.py), and
+empty only a Redis database no one else uses."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+from sqlalchemy.engine import make_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import owned  # noqa: E402
+
+from server_support import TEST_DATABASE_URL, TEST_REDIS_URL  # noqa: E402
+
+pytestmark = pytest.mark.services
+
+
+def _libpq(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def test_the_defaults_are_the_benchmarks_own():
+    for name in ("ingest", "dash"):
+        assert make_url(owned.default_database_url(name)).database == f"perfci_bench_{name}"
+    assert owned.default_redis_url() != TEST_REDIS_URL
+
+
+def test_a_database_a_benchmark_did_not_create_is_refused_and_kept():
+    with pytest.raises(owned.NotOurs, match="refusing to drop"):
+        owned.recreate_database(TEST_DATABASE_URL)
+    with psycopg.connect(_libpq(TEST_DATABASE_URL)) as conn:  # still there, untouched
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_benchmark_database_is_recreated_empty():
+    url = make_url(TEST_DATABASE_URL).set(database=f"{make_url(TEST_DATABASE_URL).database}_owned_check")
+    rendered = url.render_as_string(hide_password=False)
+    try:
+        owned.recreate_database(rendered)
+        with psycopg.connect(_libpq(rendered), autocommit=True) as conn:
+            conn.execute("CREATE TABLE leftover (x int)")
+        owned.recreate_database(rendered)  # ours: dropped and created again
+        with psycopg.connect(_libpq(rendered)) as conn:
+            assert conn.execute("SELECT to_regclass('leftover')").fetchone() == (None,)
+    finally:
+        with psycopg.connect(_libpq(TEST_DATABASE_URL), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)')
+
+
+def test_a_redis_database_in_other_use_is_refused():
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    client.set("someone-elses-key", "1")
+    try:
+        with pytest.raises(owned.NotOurs, match="refusing Redis"):
+            owned.claim_redis(TEST_REDIS_URL)
+        assert client.get("someone-elses-key") == b"1" and not client.exists(owned.REDIS_MARK)
+    finally:
+        client.delete("someone-elses-key")
