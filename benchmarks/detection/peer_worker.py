@@ -1,5 +1,5 @@
 """Runs a peer detector inside its own virtual environment (Otava pins numpy; jumpavg is kept
-apart the same way). Reads one JSON job from stdin, writes one JSON answer to stdout.
+apart the same way). Both see one median per commit. Reads one JSON job from stdin, writes one JSON answer to stdout.
 
 Job: {"tool": "otava" | "jumpavg", "series": [[[rep, ...], ...], ...],
       "delay": [{"series": i, "step": k, "start": s, "checks": [c, ...]}, ...]}
@@ -23,7 +23,8 @@ def otava_changes(points):
 def jumpavg_changes(points):
     from jumpavg import classify
 
-    groups = classify([list(p) for p in points])
+    # one median per commit, the form of jumpavg's README example (CSIT classifies one value per build)
+    groups = classify([statistics.median(p) for p in points])
     out, pos = [], 0
     for g in groups:
         if pos:

@@ -1,23 +1,32 @@
-"""Verdict-quality benchmark: perfci's detector against CSIT jumpavg, Apache Otava and a
-Perfherder-style sliding t-test on one labelled corpus.
+"""Verdict-quality benchmark: perfci's detector against Perfherder (a port of Treeherder's own
+detect_changes), CSIT jumpavg and Apache Otava on labelled corpora, over many generator seeds.
 
-    .venv/bin/python benchmarks/detection/run.py [--quick] [--extra FILE.json ...] [--seed N]
+    .venv/bin/python benchmarks/detection/run.py [--seeds 10] [--seed 20240601] [--quick]
+        [--extra FILE.json ...] [--no-peers]
 
-Corpus: synthetic series (200-2000 commits; per-run noise 0.3-3.7 % that is normal, heavy-tailed,
-bimodal, with +20 % outlier runs or slow drift; 1-7 repetitions per commit; labelled steps of
-0.5-10 % in both directions; plus deterministic ``sim`` series) and any labelled series given
-with ``--extra`` (the hook for series measured from the real dataplane):
+Each seed draws its own corpus; every figure is printed as the mean over the seeds with its range
+(min-max), in two tables: the noisy families and the deterministic one, which are never mixed.
 
-    {"series": [{"name": "...", "metric": "ipp", "backend": "sim",
-                 "points": [{"commit": "...", "values": [..]}, ...],
-                 "steps": [index of the first commit of each new level, ...]}]}
+Noisy families (`tsc`/`pmu` series, 200-1000 commits, 1-7 repetitions per commit, labelled steps
+of 0.5-10 % in both directions): ``normal``, ``heavy`` (Student t3 tails, rare +19 % runs),
+``bimodal``, ``outliers`` (+20 %/-10 % runs), ``drift`` (slow drift and a random walk), and
+``real``: repetitions resampled from runs of one build of perfci-fwd recorded on a real host
+(data/tsc-noise.json, see data/README.md). A commit of the ``real`` family draws its repetitions
+from one recorded job, so repetitions share that job's host state as they do in practice.
+Deterministic family: ``sim`` (exact counts). ``--extra`` adds labelled series measured from the
+real dataplane (data/dataplane-sim-ipp.json; the format is in dataplane_corpus.py); they join
+the table of their backend (sim: deterministic) in every seed.
 
-Scoring, per detector: a detection is correct when it is at a labelled step's first commit
-(``exact``) — the table also reports ``+/-1``. Each labelled step is matched at most once; every
-unmatched detection is a false alert. Delay: commits after the step that had to be measured
-before the detector reported it (within +/-1), checked at growing prefixes of the series.
+Scoring, per detector and table: a detection is correct when it is at a labelled step's first
+commit (``exact``) or within one commit (``±1``); each step is matched at most once; every
+unmatched detection is a false alert (FA/1k: per 1000 commits of the table). Delay: commits after
+the step that had to be measured before the detector reported it (within ±1), checked at growing
+prefixes of the series. Recall by step size (±1, noisy families) closes the report.
 
-Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
+Detectors: perfci's `detect`; Perfherder (perfherder.py: Treeherder's windows 12/24 back, 12
+values forward, linear weights, |t| > 7, 2 % minimum change; every repetition is one value, as
+retriggered jobs are); jumpavg fed one median per commit (its README's form); Otava on per-commit
+medians. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
 (default ``~/.cache/perfci-bench``), each talking JSON over a subprocess; one that cannot be
 installed is reported and skipped.
 """
@@ -38,14 +47,19 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "server"), str(ROOT / "agents")]
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(ROOT / "core"), str(ROOT / "server"), str(ROOT / "agents"), str(HERE)]
 
 from perfci_core.analysis import detect  # noqa: E402
+from perfherder import detect_changes as perfherder_detect  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
 DELAY_CHECKS = [2, 3, 5, 8, 13, 21, 34]
 DELAY_CONTEXT = 200  # commits before the step given to a detector when measuring delay
 PEERS = {"jumpavg": "jumpavg", "otava": "apache-otava"}
+NOISY_FAMILIES = ["normal", "heavy", "bimodal", "outliers", "drift", "real"]
+DETERMINISTIC_FAMILIES = ["sim"]
+REAL_NOISE = HERE / "data" / "tsc-noise.json"
+SIZE_BINS = [(0.0, 0.01), (0.01, 0.02), (0.02, 0.03), (0.03, 0.05), (0.05, 1.0)]
 
 
 @dataclass
@@ -57,10 +71,19 @@ class Series:
     steps: list[int]
     family: str = "extra"
     commits: list[str] = field(default_factory=list)
+    sizes: dict[int, float] = field(default_factory=dict)  # step position -> relative size
 
     def __post_init__(self):
         if not self.commits:
             self.commits = [f"{self.name}-{i}" for i in range(len(self.points))]
+
+    @property
+    def noisy(self) -> bool:
+        return self.backend != "sim"
+
+    def head(self, start: int, stop: int) -> Series:
+        return Series(self.name, self.metric, self.backend, self.points[start:stop], [], self.family,
+                      self.commits[start:stop])
 
 
 # ----------------------------------------------------------------------------- corpus
@@ -78,15 +101,23 @@ def _steps(rng: np.random.Generator, n: int) -> dict[int, float]:
     return dict(sorted(out.items()))
 
 
-def synth_series(rng: np.random.Generator, idx: int, family: str, n: int) -> Series:
+def load_real_noise(path: Path = REAL_NOISE) -> list[np.ndarray]:
+    """The recorded jobs, each as values relative to the recording's overall median."""
+    jobs = [np.asarray(j["cpp"], dtype=float) for j in json.loads(path.read_text())["jobs"]]
+    median = float(np.median(np.concatenate(jobs)))
+    return [j / median for j in jobs]
+
+
+def synth_series(rng: np.random.Generator, idx: int, family: str, n: int,
+                 real_noise: list[np.ndarray] | None = None) -> Series:
     steps = _steps(rng, n)
-    metric = ["cpp", "pps", "ipp", "eipc"][idx % 4]
+    metric = "cpp" if family == "real" else ["cpp", "pps", "ipp", "eipc"][idx % 4]
     level = np.full(n, 100.0 if metric != "pps" else 1.0e7)
     for k, r in steps.items():
         level[k:] *= 1 + r
     if family == "sim":
         pts = [[float(v)] for v in np.round(level * 1e6) / 1e6]
-        return Series(f"s{idx:03d}-sim", "ipp", "sim", pts, list(steps), family)
+        return Series(f"s{idx:03d}-sim", "ipp", "sim", pts, list(steps), family, sizes=steps)
     cv = float(rng.choice([0.003, 0.01, 0.02, 0.037]))
     reps_kind = rng.integers(0, 4)
     reps = {0: np.full(n, 1), 1: np.full(n, 3), 2: np.full(n, 5), 3: rng.integers(1, 8, n)}[int(reps_kind)]
@@ -96,73 +127,53 @@ def synth_series(rng: np.random.Generator, idx: int, family: str, n: int) -> Ser
                          + np.cumsum(rng.normal(0, cv / 100, n)))
     pts = []
     for lv, r in zip(level, reps):
-        e = cv * rng.standard_normal(int(r))
+        r = int(r)
+        if family == "real":
+            job = real_noise[int(rng.integers(len(real_noise)))]
+            pts.append([float(v) for v in lv * rng.choice(job, r)])
+            continue
+        e = cv * rng.standard_normal(r)
         if family == "heavy":
-            e = cv * rng.standard_t(3, int(r)) / math.sqrt(3.0) + 0.19 * (rng.random(int(r)) < 0.02)
+            e = cv * rng.standard_t(3, r) / math.sqrt(3.0) + 0.19 * (rng.random(r) < 0.02)
         elif family == "bimodal":
-            e = e + 2.5 * cv * (rng.random(int(r)) < 0.25)
+            e = e + 2.5 * cv * (rng.random(r) < 0.25)
         elif family == "outliers":
-            e = e + 0.20 * (rng.random(int(r)) < 0.03) * rng.choice([-0.5, 1.0], int(r))
+            e = e + 0.20 * (rng.random(r) < 0.03) * rng.choice([-0.5, 1.0], r)
         pts.append([float(v) for v in lv * (1 + e)])
     return Series(f"s{idx:03d}-{family}", metric, "tsc" if metric in ("cpp", "pps") else "pmu",
-                  pts, list(steps), family)
+                  pts, list(steps), family, sizes=steps)
 
 
-def build_corpus(quick: bool, seed: int, extra: list[Path]) -> list[Series]:
+def load_extra(paths: list[Path]) -> list[Series]:
+    out = []
+    for path in paths:
+        for s in json.loads(path.read_text())["series"]:
+            out.append(Series(s["name"], s["metric"], s["backend"], [p["values"] for p in s["points"]],
+                              list(s["steps"]), "extra", [p["commit"] for p in s["points"]]))
+    return out
+
+
+def build_corpus(seed: int, per_family: int, lengths: tuple[int, int], extra: list[Series],
+                 real_noise: list[np.ndarray]) -> list[Series]:
     rng = np.random.default_rng(seed)
-    families = ["normal", "heavy", "bimodal", "outliers", "drift", "sim"]
-    per_family = 4 if quick else 6
-    lengths = (200, 800) if quick else (200, 2000)
-    corpus = []
-    for f in families:
+    corpus: list[Series] = []
+    for f in NOISY_FAMILIES + DETERMINISTIC_FAMILIES:
         for _ in range(per_family):
             n = int(rng.integers(lengths[0], lengths[1] + 1))
-            corpus.append(synth_series(rng, len(corpus), f, n))
-    for path in extra:
-        for s in json.loads(path.read_text())["series"]:
-            corpus.append(Series(s["name"], s["metric"], s["backend"], [p["values"] for p in s["points"]],
-                                 list(s["steps"]), "extra", [p["commit"] for p in s["points"]]))
-    return corpus
+            corpus.append(synth_series(rng, len(corpus), f, n, real_noise))
+    return corpus + extra
 
 
 # ----------------------------------------------------------------------------- detectors
 
-def perfci_changes(s: Series, points: list[list[float]] | None = None) -> list[int]:
-    pts = s.points if points is None else points
-    r = detect(list(zip(s.commits, pts)), s.metric, s.backend)
-    return [c.index for c in r.changes]
+def perfci_changes(s: Series) -> list[int]:
+    position = {c: i for i, c in enumerate(s.commits)}
+    r = detect(list(zip(s.commits, s.points)), s.metric, s.backend)
+    return sorted(position[c.suspect] for c in r.changes)
 
 
-def perfherder_changes(s: Series, points: list[list[float]] | None = None,
-                       back: int = 12, fore: int = 12, t_threshold: float = 7.0, min_change: float = 0.02) -> list[int]:
-    """Sliding Welch t-test over per-commit values (Perfherder's analyze: 12 back, 12 forward,
-    |t| > 7 and a change of at least 2 %), the best t of each run of candidates."""
-    pts = s.points if points is None else points
-    y = np.array([float(np.median(p)) for p in pts])
-    n = y.size
-    t = np.zeros(n)
-    for i in range(back, n - 1):
-        b, f = y[max(0, i - back):i], y[i:i + fore]
-        if f.size < 2:
-            continue
-        vb, vf = b.var(ddof=1), f.var(ddof=1)
-        den = math.sqrt(vb / b.size + vf / f.size)
-        mb = b.mean()
-        rel = (f.mean() - mb) / abs(mb) if mb else 0.0
-        if abs(rel) < min_change:
-            continue
-        t[i] = math.inf if den == 0 else abs(f.mean() - mb) / den
-    out, i = [], 0
-    while i < n:
-        if t[i] > t_threshold:
-            j = i
-            while j + 1 < n and t[j + 1] > t_threshold:
-                j += 1
-            out.append(i + int(np.argmax(t[i:j + 1])))
-            i = j + 1
-        else:
-            i += 1
-    return out
+def perfherder_changes(s: Series) -> list[int]:
+    return perfherder_detect(s.points)
 
 
 def _delay(fn, s: Series, step: int) -> int | None:
@@ -170,17 +181,14 @@ def _delay(fn, s: Series, step: int) -> int | None:
     for c in DELAY_CHECKS:
         if step + c >= len(s.points):
             return None
-        cps = fn(s, s.points[start:step + c + 1]) if fn is perfherder_changes else fn(
-            Series(s.name, s.metric, s.backend, s.points[start:step + c + 1], [], s.family,
-                   s.commits[start:step + c + 1]))
-        if any(abs(start + k - step) <= 1 for k in cps):
+        if any(abs(start + k - step) <= 1 for k in fn(s.head(start, step + c + 1))):
             return c
     return None
 
 
-def local_run(fn, corpus: list[Series]) -> tuple[list[list[int]], list[int | None]]:
+def local_run(fn, corpus: list[Series]) -> tuple[list[list[int]], list[list[int | None]]]:
     changes = [fn(s) for s in corpus]
-    delays = [_delay(fn, s, k) for s in corpus for k in s.steps]
+    delays = [[_delay(fn, s, k) for k in s.steps] for s in corpus]
     return changes, delays
 
 
@@ -205,7 +213,7 @@ def peer_python(tool: str, cache: Path) -> tuple[Path | None, str]:
         return None, f"could not create the {tool} environment: {e}"
 
 
-def peer_run(tool: str, py: Path, corpus: list[Series]) -> tuple[list[list[int]], list[int | None]]:
+def peer_run(tool: str, py: Path, corpus: list[Series]) -> tuple[list[list[int]], list[list[int | None]]]:
     delay_jobs = []
     for i, s in enumerate(corpus):
         for k in s.steps:
@@ -217,24 +225,22 @@ def peer_run(tool: str, py: Path, corpus: list[Series]) -> tuple[list[list[int]]
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip()[-500:])
     ans = json.loads(r.stdout)
-    return ans["changes"], ans["delay"]
+    flat = iter(ans["delay"])
+    return ans["changes"], [[next(flat) for _ in s.steps] for s in corpus]
 
 
 # ----------------------------------------------------------------------------- scoring
 
-def score(corpus: list[Series], changes: list[list[int]], tol: int) -> tuple[int, int, int]:
-    tp = fp = fn = 0
-    for s, found in zip(corpus, changes):
-        unmatched = list(s.steps)
-        for k in found:
-            hit = next((t for t in unmatched if abs(t - k) <= tol), None)
-            if hit is None:
-                fp += 1
-            else:
-                tp += 1
-                unmatched.remove(hit)
-        fn += len(unmatched)
-    return tp, fp, fn
+def match(steps: list[int], found: list[int], tol: int) -> tuple[set[int], int]:
+    """(the steps matched, the number of false alerts)."""
+    unmatched, fp = list(steps), 0
+    for k in found:
+        hit = next((t for t in unmatched if abs(t - k) <= tol), None)
+        if hit is None:
+            fp += 1
+        else:
+            unmatched.remove(hit)
+    return set(steps) - set(unmatched), fp
 
 
 def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
@@ -243,78 +249,154 @@ def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
     return p, r, (2 * p * r / (p + r) if p + r else 0.0)
 
 
+def figures(corpus: list[Series], changes: list[list[int]], delays: list[list[int | None]]) -> dict[str, float]:
+    """One seed's figures of one detector on one table's series."""
+    commits = sum(len(s.points) for s in corpus)
+    out: dict[str, float] = {}
+    for tol, tag in ((0, ""), (1, "±1")):
+        tp = fp = fn = 0
+        for s, found in zip(corpus, changes):
+            hit, false = match(s.steps, found, tol)
+            tp, fp, fn = tp + len(hit), fp + false, fn + len(s.steps) - len(hit)
+        p, r, f1 = prf(tp, fp, fn)
+        out |= {f"prec{tag}": p, f"recall{tag}": r, f"F1{tag}": f1, f"FA/1k{tag}": 1000 * fp / commits}
+    found = [d for ds in delays for d in ds if d is not None]
+    out["delay"] = float(np.median(found)) if found else math.nan
+    return out
+
+
+def recall_by_size(corpus: list[Series], changes: list[list[int]]) -> list[tuple[int, int]]:
+    """(steps found within ±1, steps) per SIZE_BINS."""
+    counts = [[0, 0] for _ in SIZE_BINS]
+    for s, found in zip(corpus, changes):
+        hit, _ = match(s.steps, found, 1)
+        for k in s.steps:
+            b = next(i for i, (lo, hi) in enumerate(SIZE_BINS) if lo <= abs(s.sizes.get(k, 0.05)) < hi)
+            counts[b][0] += k in hit
+            counts[b][1] += 1
+    return [tuple(c) for c in counts]
+
+
+def cell(values: list[float], fmt: str) -> str:
+    v = [x for x in values if not math.isnan(x)]
+    if not v:
+        return "-"
+    if len(v) == 1:
+        return format(v[0], fmt)
+    return f"{format(float(np.mean(v)), fmt)} ({format(min(v), fmt)}-{format(max(v), fmt)})"
+
+
+COLUMNS = (("F1", ".3f"), ("prec", ".3f"), ("recall", ".3f"), ("FA/1k", ".2f"),
+           ("F1±1", ".3f"), ("recall±1", ".3f"), ("FA/1k±1", ".2f"), ("delay", ".1f"))
+
+
+def print_table(title: str, rows: dict[str, list[dict[str, float]]], secs: dict[str, float]) -> None:
+    print(f"\n{title}")
+    cells = {name: [cell([f[c] for f in per_seed], fmt) for c, fmt in COLUMNS] for name, per_seed in rows.items()}
+    widths = [max(len(c), *(len(v[i]) for v in cells.values())) for i, (c, _) in enumerate(COLUMNS)]
+    head = f"{'detector':<12} " + " ".join(f"{c:>{w}}" for (c, _), w in zip(COLUMNS, widths)) + f" {'sec':>6}"
+    print(head)
+    print("-" * len(head))
+    for name, row in cells.items():
+        print(f"{name:<12} " + " ".join(f"{v:>{w}}" for v, w in zip(row, widths)) + f" {secs[name]:6.0f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="a smaller corpus (about two minutes)")
-    ap.add_argument("--seed", type=int, default=20240601)
+    ap.add_argument("--seeds", type=int, help="generator seeds (default 10; 3 with --quick)")
+    ap.add_argument("--seed", type=int, default=20240601, help="the first seed; the others follow it")
+    ap.add_argument("--quick", action="store_true", help="3 seeds of a smaller corpus")
     ap.add_argument("--extra", type=Path, action="append", default=[], help="labelled series (JSON)")
+    ap.add_argument("--real-noise", type=Path, default=REAL_NOISE, help="recorded runs for the `real` family")
     ap.add_argument("--cache-dir", type=Path,
                     default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "perfci-bench")
     ap.add_argument("--no-peers", action="store_true", help="skip jumpavg and Otava")
     args = ap.parse_args(argv)
+    n_seeds = args.seeds or (3 if args.quick else 10)
+    if n_seeds < 1:
+        ap.error("--seeds must be at least 1")
+    per_family, lengths = (2, (200, 600)) if args.quick else (4, (200, 1000))
+    seeds = [args.seed + i for i in range(n_seeds)]
+    extra = load_extra(args.extra)
+    real_noise = load_real_noise(args.real_noise)
 
-    corpus = build_corpus(args.quick, args.seed, args.extra)
-    commits = sum(len(s.points) for s in corpus)
-    steps = sum(len(s.steps) for s in corpus)
-    print(f"corpus: {len(corpus)} series, {commits} commits, {steps} labelled steps "
-          f"(families: {', '.join(sorted({s.family for s in corpus}))})")
-
-    results: dict[str, tuple[list[list[int]], list[int | None], float]] = {}
-    notes = []
-    for name, fn in (("perfci", perfci_changes), ("perfherder t-test", perfherder_changes)):
-        t0 = time.time()
-        ch, dl = local_run(fn, corpus)
-        results[name] = (ch, dl, time.time() - t0)
+    peers: dict[str, Path] = {}
+    notes: list[str] = []
     if not args.no_peers:
         args.cache_dir.mkdir(parents=True, exist_ok=True)
-        for tool in ("jumpavg", "otava"):
+        for tool in PEERS:
             py, why = peer_python(tool, args.cache_dir)
             if py is None:
                 notes.append(f"{tool}: NOT RUN - {why}")
-                continue
-            t0 = time.time()
-            try:
-                ch, dl = peer_run(tool, py, corpus)
-            except (RuntimeError, subprocess.SubprocessError, ValueError) as e:
-                notes.append(f"{tool}: NOT RUN - {e}")
-                continue
-            label = "jumpavg (CSIT)" if tool == "jumpavg" else "Apache Otava"
-            results[label] = (ch, dl, time.time() - t0)
+            else:
+                peers[tool] = py
 
-    head = (f"{'detector':<18} {'prec':>6} {'recall':>6} {'F1':>6} {'FA/1k':>6} | {'prec±1':>6} "
-            f"{'rec±1':>6} {'F1±1':>6} {'FA/1k±1':>7} | {'delay med':>9} {'p90':>4} {'found':>7} | {'sec':>5}")
-    print(head)
-    print("-" * len(head))
-    for name, (ch, dl, secs) in results.items():
-        tp, fp, fn = score(corpus, ch, 0)
-        p, r, f1 = prf(tp, fp, fn)
-        tp1, fp1, fn1 = score(corpus, ch, 1)
-        p1, r1, f11 = prf(tp1, fp1, fn1)
-        found = [d for d in dl if d is not None]
-        med = f"{np.median(found):.0f}" if found else "-"
-        p90 = f"{np.percentile(found, 90):.0f}" if found else "-"
-        print(f"{name:<18} {p:6.3f} {r:6.3f} {f1:6.3f} {1000 * fp / commits:6.2f} | {p1:6.3f} {r1:6.3f} "
-              f"{f11:6.3f} {1000 * fp1 / commits:7.2f} | {med:>9} {p90:>4} {len(found):>3}/{len(dl):<3} | {secs:5.1f}")
+    labels = {"jumpavg": "jumpavg", "otava": "Otava"}
+    tables = {"noisy": lambda s: s.noisy, "deterministic": lambda s: not s.noisy}
+    rows: dict[str, dict[str, list[dict[str, float]]]] = {t: {} for t in tables}
+    by_family: dict[str, dict[str, list[float]]] = {}
+    by_size: dict[str, list[list[int]]] = {}
+    secs: dict[str, float] = {}
+    started = time.monotonic()
+    for seed in seeds:
+        corpus = build_corpus(seed, per_family, lengths, extra, real_noise)
+        runs: dict[str, tuple[list[list[int]], list[list[int | None]]]] = {}
+        for name, fn in (("perfci", perfci_changes), ("Perfherder", perfherder_changes)):
+            t0 = time.monotonic()
+            runs[name] = local_run(fn, corpus)
+            secs[name] = secs.get(name, 0.0) + time.monotonic() - t0
+        for tool, py in peers.items():
+            t0 = time.monotonic()
+            try:
+                runs[labels[tool]] = peer_run(tool, py, corpus)
+            except (RuntimeError, subprocess.SubprocessError, ValueError) as e:
+                notes.append(f"{tool}: NOT RUN at seed {seed} - {e}")
+                continue
+            secs[labels[tool]] = secs.get(labels[tool], 0.0) + time.monotonic() - t0
+        for name, (changes, delays) in runs.items():
+            for table, keep in tables.items():
+                idx = [i for i, s in enumerate(corpus) if keep(s)]
+                fig = figures([corpus[i] for i in idx], [changes[i] for i in idx], [delays[i] for i in idx])
+                rows[table].setdefault(name, []).append(fig)
+            for fam in sorted({s.family for s in corpus}):
+                idx = [i for i, s in enumerate(corpus) if s.family == fam]
+                f1 = figures([corpus[i] for i in idx], [changes[i] for i in idx], [delays[i] for i in idx])["F1"]
+                by_family.setdefault(name, {}).setdefault(fam, []).append(f1)
+            noisy = [i for i, s in enumerate(corpus) if s.noisy and s.sizes]
+            counts = recall_by_size([corpus[i] for i in noisy], [changes[i] for i in noisy])
+            acc = by_size.setdefault(name, [[0, 0] for _ in SIZE_BINS])
+            for a, (hit, total) in zip(acc, counts):
+                a[0] += hit
+                a[1] += total
+        print(f"seed {seed}: {len(corpus)} series, {sum(len(s.points) for s in corpus)} commits, "
+              f"{sum(len(s.steps) for s in corpus)} steps ({time.monotonic() - started:.0f} s)", flush=True)
+
+    corpus = build_corpus(seeds[0], per_family, lengths, extra, real_noise)
+    for table, keep in tables.items():
+        part = [s for s in corpus if keep(s)]
+        fams = ", ".join(sorted({s.family for s in part}))
+        print_table(f"{table.upper()} families ({fams}; per seed about {sum(len(s.points) for s in part)} commits, "
+                    f"{sum(len(s.steps) for s in part)} steps): mean (min-max) over {len(seeds)} seeds "
+                    f"{seeds[0]}-{seeds[-1]}", rows[table], secs)
+    print("F1, prec, recall, FA/1k: detection at the labelled first commit; ±1: within one commit. FA/1k: false "
+          "alerts per 1000 commits. delay: median commits measured after the step before it was reported "
+          f"(checked at {DELAY_CHECKS}), over the steps found. sec: all seeds, both tables.")
+
+    fams = NOISY_FAMILIES + DETERMINISTIC_FAMILIES + (["extra"] if extra else [])
+    print(f"\nF1 (exact) by family, mean over {len(seeds)} seeds:")
+    print(f"{'detector':<12} " + " ".join(f"{f:>9}" for f in fams))
+    for name, per in by_family.items():
+        print(f"{name:<12} " + " ".join(f"{np.mean(per[f]):9.3f}" if f in per else f"{'-':>9}" for f in fams))
+
+    bins = [f"{100 * lo:.0f}-{100 * hi:.0f} %" if hi < 1 else f">={100 * lo:.0f} %" for lo, hi in SIZE_BINS]
+    print(f"\nrecall within ±1 by step size, noisy families, all {len(seeds)} seeds pooled (found/steps):")
+    print(f"{'detector':<12} " + " ".join(f"{b:>13}" for b in bins))
+    for name, acc in by_size.items():
+        print(f"{name:<12} " + " ".join(f"{h / t if t else math.nan:6.3f} {h:>3}/{t:<3}" for h, t in acc))
     for n in notes:
         print(n)
-    print("exact: detection at the labelled first commit; ±1: within one commit. FA/1k: false alerts per "
-          "1000 commits. delay: commits measured after the step before it was reported (checked at "
-          f"{DELAY_CHECKS}), over the steps found.")
-    per_family(corpus, results)
+    print(f"took {time.monotonic() - started:.0f} s")
     return 0
-
-
-def per_family(corpus: list[Series], results) -> None:
-    fams = sorted({s.family for s in corpus})
-    print("\nF1 (exact) by noise family:")
-    print(f"{'detector':<18} " + " ".join(f"{f:>9}" for f in fams))
-    for name, (ch, _, _) in results.items():
-        cells = []
-        for f in fams:
-            idx = [i for i, s in enumerate(corpus) if s.family == f]
-            sub = [corpus[i] for i in idx]
-            cells.append(prf(*score(sub, [ch[i] for i in idx], 0))[2])
-        print(f"{name:<18} " + " ".join(f"{c:9.3f}" for c in cells))
 
 
 if __name__ == "__main__":

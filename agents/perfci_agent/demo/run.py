@@ -9,6 +9,7 @@ run`, `perfci bisect`, `perfci plot`); the demo only drives them and checks the 
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import secrets
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,8 @@ def _perfci() -> list[str]:
 def _process(name: str, args: list[str], log: Path, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     """A child process with its output in `log`, stopped with SIGTERM (then SIGKILL) on exit."""
     with open(log, "wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                preexec_fn=_die_with_parent)
         try:
             yield proc
         finally:
@@ -78,8 +80,24 @@ def _process(name: str, args: list[str], log: Path, env: dict[str, str]) -> Iter
                 try:
                     proc.wait(timeout=120)
                 except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.kill()
                     proc.wait()
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # whatever it started and left in its group
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the demo dies, even by SIGKILL (Linux PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM and SIGHUP end the demo like Ctrl-C: the `finally` of each child stops it."""
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
 
 
 def _wait_healthy(client: ServerClient, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
@@ -293,6 +311,7 @@ def summary(out: Outcome, workdir: Path, console: Console) -> None:
 def main(workdir: Path, source: Path, backend: str, broker: str = "auto") -> int:
     console = Console(stderr=True)
     started = time.monotonic()
+    _stop_on_signals()
     try:
         out = run(workdir, source, backend, console, broker)
     except (DemoFailed, ApiError, ServerUnreachable) as exc:
