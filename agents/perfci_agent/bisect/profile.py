@@ -21,6 +21,7 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from perfci_core.metrics import hazard_sites
 from perfci_core.result import BenchConfig
@@ -151,14 +152,24 @@ def callgrind_per_packet(binary: Path, config: BenchConfig, core: int, workdir: 
     return {name: count / packets for name, count in costs.items()}
 
 
-def callgrind_profile(parent: Path, culprit: Path, config: BenchConfig, core: int, workdirs: tuple[Path, Path]) -> Profile:
+PerPacket = Callable[[Path, BenchConfig, int, Path], dict[str, float]]
+
+
+def compare_builds(tool: str, unit: str, what: str, per_packet: PerPacket, parent: Path, culprit: Path,
+                   config: BenchConfig, core: int, workdirs: tuple[Path, Path]) -> Profile:
+    """One profiler run on the parent and on the culprit, and what moved; unavailable (with the
+    reason) when either run fails."""
     try:
-        before = callgrind_per_packet(parent, config, core, workdirs[0])
-        after = callgrind_per_packet(culprit, config, core, workdirs[1])
-    except RunFailed as exc:
-        return Profile("callgrind", "instructions/packet", False, str(exc))
-    return Profile("callgrind", "instructions/packet", True, f"self instructions per packet under {FWD_FUNCTION}",
-                   diff(before, after))
+        before = per_packet(parent, config, core, workdirs[0])
+        after = per_packet(culprit, config, core, workdirs[1])
+    except MeasureError as exc:
+        return Profile(tool, unit, False, str(exc))
+    return Profile(tool, unit, True, what, diff(before, after))
+
+
+def callgrind_profile(parent: Path, culprit: Path, config: BenchConfig, core: int, workdirs: tuple[Path, Path]) -> Profile:
+    return compare_builds("callgrind", "instructions/packet", f"self instructions per packet under {FWD_FUNCTION}",
+                          callgrind_per_packet, parent, culprit, config, core, workdirs)
 
 
 # --- memhazard ------------------------------------------------------------------------------------
@@ -175,13 +186,8 @@ def hazards_per_packet(binary: Path, config: BenchConfig, core: int, workdir: Pa
 
 
 def hazard_profile(parent: Path, culprit: Path, config: BenchConfig, core: int, workdirs: tuple[Path, Path]) -> Profile:
-    try:
-        before = hazards_per_packet(parent, config, core, workdirs[0])
-        after = hazards_per_packet(culprit, config, core, workdirs[1])
-    except MeasureError as exc:
-        return Profile("memhazard", "events/packet", False, str(exc))
-    return Profile("memhazard", "events/packet", True, f"simulated memory hazards per packet under {FWD_FUNCTION}, by line",
-                   diff(before, after))
+    return compare_builds("memhazard", "events/packet", f"simulated memory hazards per packet under {FWD_FUNCTION}, by line",
+                          hazards_per_packet, parent, culprit, config, core, workdirs)
 
 
 # --- perf record ---------------------------------------------------------------------------------
