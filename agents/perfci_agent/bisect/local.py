@@ -17,6 +17,7 @@ from typing import Callable
 
 from perfci_core import metrics as catalogue
 from perfci_core.analysis import bisect as core
+from perfci_core.analysis.bisect import DIRECTIONS
 from perfci_core.result import ResultDocument
 
 from .. import events, fingerprint
@@ -140,8 +141,8 @@ class LocalBisect:
         self.config, self.backend, self.core = config, backend, core
         self.cache_dir = Path(cache_dir) if cache_dir else self.root / ".perfci"
         self.cache = ResultCache(self.cache_dir)
-        if direction not in core.DIRECTIONS:
-            raise UsageError(f"unknown direction {direction!r}; use {', '.join(core.DIRECTIONS)}")
+        if direction not in DIRECTIONS:
+            raise UsageError(f"unknown direction {direction!r}; use {', '.join(DIRECTIONS)}")
         self.direction = direction
         self.overrides = policy_overrides or {}
         self.say = progress or (lambda *a, **k: None)

@@ -454,7 +454,7 @@ class Bisection:
             side = "hi" if self._towards(r_lo, target) >= self._towards(r_hi, target) else "lo"
             why = "at the repetition cap: the larger move decides"
             s.notes.append(f"commit {mid}: {why}")
-        s.steps.append(_step("search", s.lo, s.hi, mid, r_lo, r_hi, why))
+        s.steps.append(_step("search", s.lo, s.hi, mid, r_lo, r_hi, why, s.stage))
         self._check_opposing(s.lo, mid, r_lo, "search")
         self._check_opposing(mid, s.hi, r_hi, "search")
         if side == "hi":
@@ -571,14 +571,17 @@ def _a(word: str) -> str:
     return ("an " if word[:1] in "aeiou" else "a ") + word
 
 
-def _step(phase: str, lo: int, hi: int, mid: int | None, r_lo: Comparison, r_hi: Comparison | None, why: str) -> dict:
+def _step(phase: str, lo: int, hi: int, mid: int | None, r_lo: Comparison, r_hi: Comparison | None, why: str,
+          stage: str = "hunt") -> dict:
+    """One decision for the report (``stage``: "hunt", or "opposing" while a move the other way is isolated)."""
     def brief(c: Comparison | None) -> dict | None:
         if c is None:
             return None
         return {"verdict": c.verdict.value, "kind": c.kind.value, "rel_change": _num(c.rel_change), "p_value": _num(c.p_value),
                 "n": [c.n_before, c.n_after]}
 
-    return {"phase": phase, "lo": lo, "hi": hi, "mid": mid, "lo_mid": brief(r_lo), "mid_hi": brief(r_hi), "why": why}
+    return {"phase": phase, "lo": lo, "hi": hi, "mid": mid, "lo_mid": brief(r_lo), "mid_hi": brief(r_hi), "why": why,
+            "stage": stage}
 
 
 def _num(x: float) -> float | None:
