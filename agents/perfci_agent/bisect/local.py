@@ -27,6 +27,7 @@ from ..measure import config_named, default_core, measure
 from ..workspace import Workspace, repo_root
 from .cache import ResultCache
 from .commits import CommitInfo, commit_range
+from .exit import exit_status
 from .profile import Profile, callgrind_profile, hazard_profile, perf_profile
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,6 @@ class BisectReport:
 
     @property
     def exit_code(self) -> int:
-        from ..commands.bisect import exit_status
-
         return exit_status(self.to_dict())
 
     @property

@@ -28,23 +28,14 @@ from rich.table import Table
 
 from perfci_core.analysis.bisect import DIRECTIONS
 
+from ..bisect.exit import EXIT_USAGE, exit_status
+
 POLL_SECONDS = 2.0
 TERMINAL = ("culprit", "ambiguous", "unconfirmed", "no_change", "inconclusive", "failed")
-EXIT_FOUND, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_FOUND_OPPOSING_ISOLATED, EXIT_FOUND_OPPOSING_OPEN = 0, 1, 2, 3, 4
 DIRECTION_HELP = ("what to hunt: regression | improvement | any (any: the kind good -> bad show; "
                   "a given kind is hunted inside the range even when the endpoints show the other)")
 EXIT_HELP = ("Exit status: 0 culprit found; 1 no culprit (no change, inconclusive, ambiguous, unconfirmed); 2 bad input; "
              "3 culprit found and a move the other way isolated too; 4 culprit found, a move the other way seen but not isolated.")
-
-
-def exit_status(result: dict[str, Any]) -> int:
-    """The exit status of a bisect result document (local report or the server's bisect)."""
-    if result.get("status") != "culprit":
-        return EXIT_NOT_FOUND
-    moves = [m for m in result.get("opposing") or [] if not m.get("dismissed")]
-    if not moves:
-        return EXIT_FOUND
-    return EXIT_FOUND_OPPOSING_ISOLATED if all(m.get("isolated") for m in moves) else EXIT_FOUND_OPPOSING_OPEN
 
 
 class BisectUsage(Exception):
