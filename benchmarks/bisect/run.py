@@ -1,6 +1,7 @@
 """Bisection benchmark: builds and repetitions against range length, and how often the culprit is right.
 
     .venv/bin/python benchmarks/bisect/run.py [--trials 200] [--lengths 8,32,128,512] [--seed N] [--json FILE]
+                                              [--opposed-only]
 
 Each trial draws a range of N commits with one step (the culprit) at a uniformly random commit
 1..N-1 and runs the real search (:mod:`perfci_core.analysis.bisect`, its default policies:
@@ -173,6 +174,7 @@ def main() -> int:
     parser.add_argument("--lengths", default="8,32,128,512")
     parser.add_argument("--seed", type=int, default=20261121)
     parser.add_argument("--json", type=Path, help="also write every row here")
+    parser.add_argument("--opposed-only", action="store_true", help="only the opposed-ranges table")
     args = parser.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
     warnings.filterwarnings("ignore", message="ks_2samp: Exact calculation unsuccessful")
@@ -180,7 +182,7 @@ def main() -> int:
     rows = []
     print(f"| model | N | ceil(log2 N) | builds mean / max | repetitions mean / max | correct ({args.trials} trials) | target |")
     print("|---|---:|---:|---:|---:|---:|---|")
-    for model in MODELS:
+    for model in [] if args.opposed_only else MODELS:
         for n in lengths:
             r = case(model, n, args.trials, args.seed)
             rows.append(r)
