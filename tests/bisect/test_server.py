@@ -33,7 +33,7 @@ from perfci_server.models import Alert, AlertGroup, Bisect, BranchCommit, Commit
 from server_support import (ADMIN, GITHUB_COMMITS, TEST_DATABASE_URL, body_of, create_config, create_repository, enroll,
                             github_headers, push_github, push_payload)
 
-from bisect_repo import BROKEN_INDEX, REGRESSION_INDEX, git
+from bisect_repo import BROKEN_INDEX, IMPROVEMENT_INDEX, REGRESSION_INDEX, git
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_CONFIG = {"name": "self-64B-short", "packets": 100_000, "warmup": 2_000, "backend": "sim", "repetitions": 1}
@@ -168,7 +168,10 @@ def test_server_bisect_finds_the_same_culprit_through_the_agent_endpoints(api, w
     assert state["kind"] == "regression" and state["change"]["change_pct"] > 0
     assert shas[-1] not in measured and state["reused"] >= 1  # the stored result was used, not re-measured
     assert shas[BROKEN_INDEX] in measured  # tried, failed to build, skipped
-    assert state["builds"] == len(measured) <= state["expected_builds"]
+    [move] = state["opposing"]  # the improvement at 3, seen by the first step, isolated on its own
+    assert move["kind"] == "improvement" and move["isolated"] and move["culprit"]["sha"] == shas[IMPROVEMENT_INDEX], move
+    hunted = {0, len(shas) - 1} | {s["mid"] for s in state["steps"] if s["phase"] == "search" and s["stage"] == "hunt"}
+    assert state["builds"] == len(measured) and len(hunted) <= state["expected_builds"], state["steps"]
     log.seek(0)
     assert "perfci.bisect.advance" in log.read()  # the worker advanced it after each upload
 
@@ -180,7 +183,7 @@ def test_server_bisect_finds_the_same_culprit_through_the_agent_endpoints(api, w
              "--repo", str(repo), "--good", shas[0], "--bad", "HEAD", "--metric", "ipp", "--config", SIM_CONFIG["name"],
              "--backend", "sim", "--server", url, "--token", ADMIN["Authorization"].split()[1], "--json"],
             capture_output=True, text=True, timeout=300)
-    assert cli.returncode == 0, cli.stderr[-3000:]
+    assert cli.returncode == 3, cli.stderr[-3000:]  # the culprit, and the improvement isolated too
     followed = json.loads(cli.stdout)
     assert followed["culprit"]["sha"] == shas[REGRESSION_INDEX] and followed["builds"] == 0 and followed["id"] != bisect_id
 
