@@ -180,7 +180,8 @@ alerts.command("fixed")(_triage("fixed"))
 alerts.command("reopen")(_triage("untriaged"))
 
 
-@alerts.command("bisect")
+@alerts.command("bisect", epilog="Exit status: 0 culprit named; 1 none; 2 bad input; 3 culprit named and a move "
+                                 "the other way isolated too; 4 culprit named, a move the other way seen but not isolated.")
 def bisect_cmd(
     group_id: int = typer.Argument(..., help="Alert group id"),
     local: bool = typer.Option(False, "--local", help="measure here instead of on the alert's machine"),
@@ -191,10 +192,7 @@ def bisect_cmd(
     server: Optional[str] = SERVER_OPTION,
     token: Optional[str] = TOKEN_OPTION,
 ) -> None:
-    """Bisect an alert group's range on its first regressed metric, hunting the alert's direction.
-
-    Exit status: 0 culprit named; 1 none; 2 bad input; 3 culprit named and a move the other way
-    isolated too; 4 culprit named, a move the other way seen but not isolated."""
+    """Bisect an alert group's range on its first regressed metric, hunting the alert's direction."""
     from rich.console import Console
 
     from perfci_core.analysis.bisect import DIRECTIONS
