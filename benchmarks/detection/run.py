@@ -167,9 +167,8 @@ def build_corpus(seed: int, per_family: int, lengths: tuple[int, int], extra: li
 # ----------------------------------------------------------------------------- detectors
 
 def perfci_changes(s: Series) -> list[int]:
-    position = {c: i for i, c in enumerate(s.commits)}
     r = detect(list(zip(s.commits, s.points)), s.metric, s.backend)
-    return sorted(position[c.suspect] for c in r.changes)
+    return sorted(c.index for c in r.changes)  # input positions (dropped points counted)
 
 
 def perfherder_changes(s: Series) -> list[int]:

@@ -56,6 +56,20 @@ class Metric:
     exact_floor: float = 0.0
     # False: measured, stored, plotted and named in explanations, but never alerted on by itself.
     alerts: bool = True
+    # Physical bounds. Every metric is a ratio of counts, so a negative or non-finite value is
+    # never a measurement; ``positive`` ones cannot be zero either in a run that forwarded
+    # packets: a packet costs instructions and cycles, and the core that forwarded it ran.
+    positive: bool = False
+
+    def impossible(self, value: float) -> str | None:
+        """Why ``value`` cannot be a measurement of this metric, or None when it can."""
+        if not math.isfinite(value):
+            return "not a finite number"
+        if value < 0:
+            return f"{self.unit} cannot be negative"
+        if value == 0 and self.positive:
+            return f"{self.unit} must be > 0 in a run that forwarded packets"
+        return None
 
     def is_regression(self, before: float, after: float) -> bool:
         """True when moving from ``before`` to ``after`` is a change for the worse."""
@@ -71,12 +85,13 @@ _P, _S, _T = Backend.PMU, Backend.SIM, Backend.TSC
 CATALOGUE: dict[str, Metric] = {
     m.name: m
     for m in (
-        Metric("ipc", "instructions/cycle", _H, "instructions per cycle, idle polls included", frozenset({_P})),
-        Metric("eipc", "instructions/cycle", _H, "effective IPC: useful instructions per useful cycle", frozenset({_P})),
-        Metric("ipp", "instructions/packet", _L, "useful instructions per packet", frozenset({_P, _S})),
-        Metric("cpp", "cycles/packet", _L, "useful cycles per packet", frozenset({_P, _T})),
-        Metric("pps", "packets/s", _H, "packets forwarded per second in the window", frozenset({_P, _T})),
-        Metric("cur", "ratio", _H, "effective CPU use rate: useful cycles / all cycles", frozenset({_P, _T})),
+        Metric("ipc", "instructions/cycle", _H, "instructions per cycle, idle polls included", frozenset({_P}), positive=True),
+        Metric("eipc", "instructions/cycle", _H, "effective IPC: useful instructions per useful cycle", frozenset({_P}),
+               positive=True),
+        Metric("ipp", "instructions/packet", _L, "useful instructions per packet", frozenset({_P, _S}), positive=True),
+        Metric("cpp", "cycles/packet", _L, "useful cycles per packet", frozenset({_P, _T}), positive=True),
+        Metric("pps", "packets/s", _H, "packets forwarded per second in the window", frozenset({_P, _T}), positive=True),
+        Metric("cur", "ratio", _H, "effective CPU use rate: useful cycles / all cycles", frozenset({_P, _T}), positive=True),
         Metric("cache_miss_rate", "ratio", _L, "cache misses / cache references", frozenset({_P})),
         Metric("cache_misses_pp", "misses/packet", _L, "cache misses per packet", frozenset({_P})),
         Metric("l1d_misses_pp", "misses/packet", _L, "L1 data-cache (load) misses per packet", frozenset({_P, _S})),
@@ -93,6 +108,15 @@ CATALOGUE: dict[str, Metric] = {
         Metric("branch_misses_pp", "misses/packet", _L, "branch mispredictions per packet", frozenset({_P})),
     )
 }
+
+
+def impossible_count(value: float) -> str | None:
+    """Why a raw count (events, cycles, packets, a clock rate) cannot be one, or None when it can."""
+    if not math.isfinite(value):
+        return "not a finite number"
+    if value < 0:
+        return "a count cannot be negative"
+    return None
 
 
 def get(name: str) -> Metric:

@@ -4,11 +4,19 @@ This is the contract between agent and server (the server validates uploads with
 so it is versioned by ``schema``. Every repetition is kept as a sample with its raw counts and the
 metrics derived from them; a metric value names the backend that produced it, because simulated,
 PMU and TSC values of the same metric are different series and are never mixed.
+
+Physically impossible values (the catalogue's bounds: a zero or negative cycles/instructions per
+packet, IPC <= 0, a negative count, NaN or infinity) are not measurements. Validating a document
+takes them out and says so in its ``notes``: an impossible metric value is dropped from its
+sample (so nothing downstream — the server's series, detection, compare, bisect — ever uses it),
+an impossible raw count becomes absent (None). The rest of the run is kept: one bad derivation
+must not cost the other repetitions and metrics. The same rule runs where the agent builds the
+document from its own derivations and where the server parses an upload (the note names the
+value, so an upload that carried it is flagged, not silently cleaned).
 """
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -20,18 +28,13 @@ SCHEMA = "perfci.result/1"
 MAX_SAMPLES = 100
 MAX_RAW_KEYS = 200
 MAX_TEXT = 64 * 1024
+MAX_NOTES = 200
 SIM_PACKETS = 100_000  # packet counts a `sim` run is capped at (BenchConfig.as_run_by)
 SIM_WARMUP = 2_000
 
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 Status = Literal["ok", "build_failed", "run_failed"]
-
-
-def _finite_non_negative(value: float, what: str) -> float:
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{what} must be a finite, non-negative number, got {value!r}")
-    return value
 
 
 class BenchConfig(BaseModel):
@@ -69,11 +72,6 @@ class MetricValue(BaseModel):
         metrics.get(v)
         return v
 
-    @field_validator("value")
-    @classmethod
-    def _finite(cls, v: float) -> float:
-        return _finite_non_negative(v, "metric value")
-
     @model_validator(mode="after")
     def _backend_can_measure(self) -> MetricValue:
         m = metrics.get(self.metric)
@@ -96,14 +94,6 @@ class Sample(BaseModel):
     # perf's running percentage per multiplexed event (< 100 means the count was scaled)
     running_pct: dict[Name, float] = Field(default_factory=dict, max_length=MAX_RAW_KEYS)
     metrics: list[MetricValue] = Field(default_factory=list, max_length=len(metrics.CATALOGUE) * 3)
-
-    @field_validator("raw")
-    @classmethod
-    def _raw_finite(cls, v: dict[str, float | None]) -> dict[str, float | None]:
-        for k, x in v.items():
-            if x is not None:
-                _finite_non_negative(x, f"raw count {k}")
-        return v
 
     @model_validator(mode="after")
     def _unique_metrics(self) -> Sample:
@@ -138,6 +128,15 @@ class ResultDocument(BaseModel):
     samples: list[Sample] = Field(default_factory=list, max_length=MAX_SAMPLES)
     started_at: datetime
     finished_at: datetime
+    # What a reader of the result must know about it: values flagged as impossible (below).
+    notes: list[Annotated[str, StringConstraints(max_length=2000)]] = Field(default_factory=list, max_length=MAX_NOTES)
+
+    @model_validator(mode="after")
+    def _flag_impossible(self) -> ResultDocument:
+        for note in flag_impossible(self.samples):
+            if note not in self.notes and len(self.notes) < MAX_NOTES:
+                self.notes.append(note)
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> ResultDocument:
@@ -149,3 +148,32 @@ class ResultDocument(BaseModel):
         if len(reps) != len(set(reps)):
             raise ValueError("sample repetitions must be unique")
         return self
+
+
+def flag_impossible(samples: list[Sample]) -> list[str]:
+    """Take physically impossible values out of ``samples`` (in place); one note per metric or raw
+    key naming the repetitions and values, and why (the catalogue's bounds)."""
+    dropped: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
+    absent: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for sample in samples:
+        kept = []
+        for m in sample.metrics:
+            why = metrics.get(m.metric).impossible(m.value)
+            if why is None:
+                kept.append(m)
+            else:
+                dropped.setdefault((m.metric, m.backend.value, why), []).append((sample.rep, m.value))
+        sample.metrics = kept
+        for key, x in sample.raw.items():
+            why = metrics.impossible_count(x) if x is not None else None
+            if why is not None:
+                absent.setdefault((key, why), []).append((sample.rep, x))
+                sample.raw[key] = None
+    notes = [f"impossible {metric} ({backend}) {_where(seen)}: {why}; not used" for (metric, backend, why), seen in dropped.items()]
+    notes += [f"impossible raw count {key} {_where(seen)}: {why}; taken as absent" for (key, why), seen in absent.items()]
+    return notes
+
+
+def _where(seen: list[tuple[int, float]]) -> str:
+    shown = ", ".join(f"rep {rep} = {value!r}" for rep, value in seen[:5])
+    return shown + (f" and {len(seen) - 5} more" if len(seen) > 5 else "")

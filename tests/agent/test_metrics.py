@@ -121,3 +121,40 @@ def test_catalogue_directions():
     assert metrics.get("ipp").is_regression(80.0, 81.0)
     assert metrics.get("eipc").is_regression(2.0, 1.9)
     assert not metrics.get("pps").is_regression(1.0, 2.0)
+
+
+def test_impossible_derivations_are_flagged_in_the_result_and_not_used():
+    """A run whose busy-cycle count came back 0 derives 0 cycles per packet and a CUR of 0: not a
+    measurement. The document the agent builds names them in its notes and keeps the rest."""
+    from datetime import UTC, datetime
+
+    from perfci_agent.backends import metric_values
+    from perfci_core.result import BenchConfig, ResultDocument, Sample
+
+    good = {"tsc.packets": 1000.0, "tsc.busy_cycles": 8000.0, "tsc.window_cycles": 10000.0, "tsc.tsc_hz": 2e9}
+    broken = {**good, "tsc.busy_cycles": 0.0}
+    samples = [Sample(rep=i, raw=raw, metrics=metric_values(metrics.derive_tsc(raw), metrics.Backend.TSC))
+               for i, raw in enumerate((good, broken, good))]
+    assert {m.metric: m.value for m in samples[1].metrics}["cpp"] == 0.0  # the formula alone accepts it
+    now = datetime.now(UTC)
+    doc = ResultDocument(status="ok", commit="c" * 40, config=BenchConfig(), backend="tsc", machine={}, machine_id="d" * 64,
+                         started_at=now, finished_at=now, samples=samples)
+    assert sorted(m.metric for m in doc.samples[1].metrics) == ["pps"]  # cpp and cur taken out
+    assert [len(s.metrics) for s in doc.samples] == [3, 1, 3]
+    assert any(n.startswith("impossible cpp (tsc) rep 1 = 0.0: cycles/packet must be > 0") for n in doc.notes), doc.notes
+    assert any(n.startswith("impossible cur (tsc) rep 1 = 0.0") for n in doc.notes), doc.notes
+
+
+@pytest.mark.parametrize("name, value, why", [
+    ("ipc", 0.0, "must be > 0"), ("eipc", -0.5, "cannot be negative"), ("ipp", float("inf"), "not a finite"),
+    ("cpp", float("nan"), "not a finite"), ("pps", 0.0, "must be > 0"),
+])
+def test_the_catalogue_knows_each_metrics_physical_bounds(name, value, why):
+    assert why in metrics.get(name).impossible(value)
+    assert metrics.get(name).impossible(1.0) is None
+
+
+def test_zero_events_per_packet_are_possible_negative_counts_are_not():
+    assert metrics.get("l1d_misses_pp").impossible(0.0) is None  # a path with no miss
+    assert metrics.get("sf_blocks_pp").impossible(-0.01) is not None
+    assert metrics.impossible_count(0.0) is None and "negative" in metrics.impossible_count(-1.0)

@@ -236,28 +236,52 @@ def test_bad_input_is_refused_or_skipped_and_detection_still_answers(client, ses
     [outcome] = lab.detect()
     assert outcome.found == 0 and lab.alerts() == []
     assert client.get("/api/v1/alerts/check", params={"commit": only}).json()["exit_code"] == 0
-    # NaN and an unknown metric never reach the database: the upload says why (422).
+    # An unknown metric never reaches the database: the upload says why (422).
     lab.push(1)
     claim = client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).json()
     from alerts_support import document
     bad = document(claim["commit"], TSC, {"cpp": [7.6, 7.7, 7.5, 7.6, 7.65]}, agent["fingerprint"], agent["machine"])
-    bad["samples"][2]["metrics"][0]["value"] = math.nan
     import json as _json
-    response = client.put(f"/api/v1/agent/jobs/{claim['job_id']}/attempts/{claim['attempt']}/result",
-                          content=_json.dumps(bad), headers={**agent["headers"], "Content-Type": "application/json"})
-    assert response.status_code == 422 and "finite" in response.text
     bad["samples"][2]["metrics"][0] = {"metric": "frobs_pp", "backend": "tsc", "value": 1.0}
     response = client.put(f"/api/v1/agent/jobs/{claim['job_id']}/attempts/{claim['attempt']}/result",
                           content=_json.dumps(bad), headers={**agent["headers"], "Content-Type": "application/json"})
     assert response.status_code == 422 and "frobs_pp" in response.text
     # Missing repetitions (a rep without cpp) and a NaN stored before validation existed: skipped.
+    # A NaN in the upload is flagged in the run's notes and not stored (the rest of the run is).
     good = document(claim["commit"], TSC, {"cpp": [7.6, 7.7, 7.5, 7.6, 7.65], "pps": [2.6e8] * 5}, agent["fingerprint"], agent["machine"])
     good["samples"][1]["metrics"] = [m for m in good["samples"][1]["metrics"] if m["metric"] != "cpp"]
+    good["samples"][2]["metrics"][0]["value"] = math.nan
     response = client.put(f"/api/v1/agent/jobs/{claim['job_id']}/attempts/{claim['attempt']}/result",
                           content=_json.dumps(good), headers={**agent["headers"], "Content-Type": "application/json"})
     assert response.status_code == 201, response.text
+    assert any("impossible cpp (tsc) rep 2 = nan" in n for n in response.json()["notes"]), response.json()
     from sqlalchemy import text
     session.execute(text("UPDATE metric_values SET value = 'NaN' WHERE metric = 'pps' AND rep = 0 AND run_id = :r"), {"r": response.json()["run_id"]})
     session.commit()
     [outcome] = lab.detect()
     assert outcome.found == 0 and lab.alerts() == []
+
+
+def test_physically_impossible_values_never_become_an_alert(client, session, sent_tasks):
+    """The last commits' uploads carry 0 cycles per packet (a broken busy-cycle count): taken at
+    face value that is a -100 % CPP "improvement" over six commits. They are flagged in each run's
+    notes and not stored, so detection sees only the real level and raises nothing."""
+    lab = Lab(client, session, sent_tasks, configs=(TSC,))
+    agent = lab.agent("dut-01")
+    lab.push(24)
+    rng = np.random.default_rng(4)
+
+    def values(i, _):
+        v = tsc_values(rng, 7.6, 0.005)
+        if i >= 18:
+            v["cpp"] = [0.0] * 5
+        return v
+
+    runs = lab.measure(values, agent)
+    lab.detect()
+    assert lab.alerts() == []
+    from perfci_server.models import MetricValue, Run
+    flagged = [session.get(Run, r).notes for r in runs[18:]]
+    assert all(notes and "impossible cpp (tsc)" in notes[0] for notes in flagged), flagged
+    assert session.scalar(select(func.count()).select_from(MetricValue).where(MetricValue.metric == "cpp",
+                                                                                   MetricValue.run_id.in_(runs[18:]))) == 0

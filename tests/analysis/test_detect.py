@@ -93,6 +93,23 @@ def test_bad_input_is_dropped_with_notes():
     assert any(n.startswith("c0020: no usable") for n in r.notes)
     assert any(n.startswith("c0030: dropped 1") for n in r.notes)
     assert [c.suspect for c in r.changes] == ["c0100"]
+    assert [c.index for c in r.changes] == [100]  # the input position, though c0020 was dropped
+
+
+def test_change_index_is_the_input_position_after_dropped_commits():
+    ipp = [100.0] * 10 + [101.0] * 10
+    pts = [(f"s{i}", [v]) for i, v in enumerate(ipp)]
+    for gone in (2, 5, 7):  # three commits before the step have no usable repetition
+        pts[gone] = (f"s{gone}", [math.nan])
+    r = detect(pts, "ipp", "sim")
+    assert r.n_points == 17
+    assert [(c.index, c.suspect) for c in r.changes] == [(10, "s10")]
+    assert pts[r.changes[0].index][0] == r.changes[0].suspect  # index-based callers score the right commit
+
+    inc = IncrementalDetector("ipp", "sim", Settings(tail_window=8))
+    for commit, values in pts:
+        res = inc.append(commit, values)
+    assert [(c.index, c.suspect) for c in res.changes] == [(10, "s10")]
 
 
 def test_too_short_series_give_no_verdict():

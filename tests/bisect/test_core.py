@@ -139,3 +139,112 @@ def test_bad_policy_and_range():
         Policy.for_backend("tsc", "cpp", initial_reps=0)
     with pytest.raises(ValueError):
         Bisection(1, SIM)
+
+
+# --- moves against the hunted kind ---------------------------------------------------------------
+
+# c1..c6: a +1.6 % regression at c3 (index 2), a bigger -6.4 % improvement at c5 (index 4); overall
+# the range looks better, so following the endpoints alone walks past the regression.
+OPPOSED = levels(6, {2: 1.016, 4: 0.936})
+HUNTED_AND_OPPOSING = {"any": (4, "improvement", 2), "improvement": (4, "improvement", 2), "regression": (2, "regression", 4)}
+
+
+@pytest.mark.parametrize("direction", ["any", "regression", "improvement"])
+@pytest.mark.parametrize("backend, metric, noise", [("sim", "ipp", 0.0), ("tsc", "cpp", 0.003)])
+def test_both_culprits_of_an_opposed_range_are_isolated(direction, backend, metric, noise):
+    culprit, kind, opposing = HUNTED_AND_OPPOSING[direction]
+    for seed in range(5 if noise else 1):
+        outcome = run(Bisection(6, Policy.for_backend(backend, metric, direction=direction)),
+                      Recorder(OPPOSED, noise=noise, seed=seed))
+        assert outcome.found and outcome.culprit == culprit and outcome.kind.value == kind, (seed, outcome)
+        assert outcome.direction == direction
+        [move] = outcome.opposing_moves
+        assert move["kind"] != kind and move["status"] == "culprit" and move["culprit"] == opposing, move
+        assert move["parent"] == opposing - 1 and move["good"] < opposing <= move["bad"]
+        assert outcome.opposing_isolated
+        assert any(f"isolated at commit {opposing}" in n for n in outcome.notes), outcome.notes
+        if backend == "sim":
+            assert move["change"]["change_pct"] == pytest.approx(1.6 if kind == "improvement" else -6.4)
+
+
+def test_hunting_a_regression_inside_an_overall_improvement_scans_the_range():
+    b = Bisection(6, Policy.for_backend("sim", "ipp", direction="regression"))
+    outcome = run(b, Recorder(OPPOSED))
+    assert outcome.overall.kind is Kind.IMPROVEMENT  # the endpoints alone would have fixed the wrong kind
+    assert any("scanning the range for a regression" in n for n in outcome.notes)
+    assert [s["phase"] for s in b.state.steps][:2] == ["endpoints", "scan"]
+
+
+def test_no_hunted_kind_in_the_range_is_no_change_but_the_other_move_is_reported():
+    values = levels(12, {7: 0.95})
+    rec = Recorder(values)
+    outcome = run(Bisection(12, Policy.for_backend("sim", "ipp", direction="regression")), rec)
+    assert outcome.status == "no_change" and outcome.culprit is None and "no regression" in outcome.message
+    [move] = outcome.opposing_moves
+    assert (move["kind"], move["culprit"], move["isolated"]) == ("improvement", 7, True)
+    assert len(rec.built) <= math.ceil(math.log2(12)) + 2  # the scan narrowed it; the search only confirmed
+
+
+def test_moves_that_cancel_at_the_endpoints_are_both_found_when_a_kind_is_hunted():
+    values = levels(10, {3: 1.03, 7: 1 / 1.03})
+    assert run(Bisection(10, SIM), Recorder(values)).status == "no_change"  # "any": nothing to follow
+    outcome = run(Bisection(10, Policy.for_backend("sim", "ipp", direction="regression")), Recorder(values))
+    assert outcome.found and outcome.culprit == 3
+    assert [(m["kind"], m["culprit"]) for m in outcome.opposing_moves] == [("improvement", 7)]
+
+
+def test_an_opposing_move_that_cannot_be_isolated_is_named_by_its_range():
+    values = levels(8, {2: 1.016, 6: 0.936})
+    outcome = run(Bisection(8, SIM), Recorder(values, unbuildable={1}))
+    assert outcome.found and outcome.culprit == 6 and outcome.kind is Kind.IMPROVEMENT
+    [move] = outcome.opposing_moves
+    assert move["kind"] == "regression" and move["status"] == "ambiguous" and not move["isolated"]
+    assert not outcome.opposing_isolated
+    assert any(f"between commits {move['good']} and {move['bad']}: not isolated" in n for n in outcome.notes)
+
+    kept = run(Bisection(8, Policy.for_backend("sim", "ipp", isolate_opposing=False)), Recorder(values))
+    [move] = kept.opposing_moves
+    assert "status" not in move and not move["isolated"] and not kept.opposing_isolated
+    assert any("not isolated" in n for n in kept.notes)
+
+
+def test_a_chance_opposing_verdict_not_seen_again_is_dismissed():
+    """5 vs 5 repetitions reach p = 0.008 when all of one side happen to lie above the other; the
+    isolation's fresh repetitions do not see it again, and it does not count as a move."""
+    b = Bisection(6, Policy.for_backend("tsc", "cpp", direction="regression"))
+    b.state.hunted, b.state.kind = "regression", "regression"
+    flat = [100.0, 100.1, 99.9, 100.05, 99.95]
+    for i in range(6):
+        b.record(i, flat if i < 5 else [x + 0.4 for x in flat])  # 4 -> 5 looks like +0.4 %, an opposing "move"
+    b.state.phase, b.state.lo, b.state.hi = "confirm", 0, 1
+    b.state.opposing = [{"good": 4, "bad": 5, "kind": "improvement", "change_pct": -0.4, "p_value": 0.008,
+                         "exact": False, "seen": "search"}]
+    rec = Recorder([100.0] * 6, noise=0.001, seed=1)
+    outcome = run(b, rec)
+    [move] = outcome.opposing
+    assert move["status"] == "unconfirmed" and move["dismissed"] and not outcome.opposing_moves
+    assert any("not counted" in n for n in outcome.notes)
+
+
+def test_state_round_trips_while_an_opposing_move_is_isolated():
+    values = OPPOSED
+    b = Bisection(6, Policy.for_backend("sim", "ipp", direction="regression"))
+    while b.state.stage != "opposing":
+        step = b.next()
+        for index, reps in step.wants:
+            b.record(index, [values[index]] * (reps - b.count(index, step.fresh)), fresh=step.fresh)
+    state = State.from_dict(json.loads(json.dumps(b.state.to_dict())))
+    assert state.stage == "opposing" and state.first["culprit"] == 2
+    resumed = Bisection(6, Policy.for_backend("sim", "ipp", direction="regression"), state,
+                        {i: Observation(list(o.samples)) for i, o in b.obs.items()})
+    outcome = run(resumed, lambda i, k, fresh: [values[i]] * k)
+    assert outcome.culprit == 2 and [m["culprit"] for m in outcome.opposing_moves] == [4]
+    with pytest.raises(ValueError, match="hunts 'regression'"):
+        Bisection(6, SIM, state)
+
+
+def test_direction_needs_a_known_metric_and_a_known_word():
+    with pytest.raises(ValueError, match="direction must be"):
+        Policy.for_backend("sim", "ipp", direction="worse")
+    with pytest.raises(ValueError, match="better direction"):
+        Policy.for_backend("sim", None, direction="regression")

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from perfci_agent.bisect.local import LocalBisect
 from perfci_cli.app import app
 
-from bisect_repo import BROKEN_INDEX, REGRESSION_INDEX
+from bisect_repo import BROKEN_INDEX, IMPROVEMENT_INDEX, REGRESSION_INDEX
 
 pytestmark = pytest.mark.dataplane
 CONFIG = "self-64B-short"
@@ -30,16 +30,31 @@ def report(bisect_repo):
 def test_names_exactly_the_regression_commit(report, bisect_repo):
     shas = bisect_repo["shas"]
     doc = report.to_dict()
-    assert report.status == "culprit" and report.exit_code == 0, doc["message"]
+    assert report.status == "culprit" and report.exit_code == 3, doc["message"]  # 3: the improvement too
     assert doc["culprit"]["sha"] == shas[REGRESSION_INDEX]
     assert doc["culprit"]["author"] == "Rita Gression"
     assert doc["parent"]["sha"] == shas[REGRESSION_INDEX - 1]
     assert doc["kind"] == "regression" and doc["change"]["change_pct"] > 0 and doc["change"]["exact"]
 
 
+def test_the_improvement_the_search_walked_past_is_isolated_too(report, bisect_repo):
+    """The range holds an improvement (3) before the regression (9): the search saw it at its
+    first buildable middle, followed the regression, then isolated the improvement on its own."""
+    shas = bisect_repo["shas"]
+    doc = report.to_dict()
+    assert doc["direction"] == "any"
+    [move] = doc["opposing"]
+    assert move["kind"] == "improvement" and move["isolated"] and move["status"] == "culprit", move
+    assert move["culprit"]["sha"] == shas[IMPROVEMENT_INDEX] and move["parent"]["sha"] == shas[IMPROVEMENT_INDEX - 1]
+    assert move["change"]["change_pct"] < 0 and move["change"]["exact"]
+    assert any(f"isolated at commit {IMPROVEMENT_INDEX}" in n for n in doc["notes"])
+
+
 def test_within_log2_plus_two_builds_and_the_unbuildable_commit_was_skipped(report, bisect_repo):
     doc = report.to_dict()
-    assert doc["builds"] <= math.ceil(math.log2(16)) + 2, doc["steps"]
+    hunted = {0, 15} | {s["mid"] for s in doc["steps"] if s["phase"] == "search" and s["stage"] == "hunt"}
+    assert len(hunted) <= math.ceil(math.log2(16)) + 2, doc["steps"]  # the regression's own search
+    assert doc["builds"] <= 2 * (math.ceil(math.log2(16)) + 2), doc["steps"]  # and the improvement's
     broken = [c for c in doc["commits"] if c["sha"] == bisect_repo["shas"][BROKEN_INDEX]]
     assert broken and broken[0]["status"] == "build_failed"
     assert doc["repetitions"] >= doc["builds"] - 1  # one sim repetition per buildable commit, plus confirmation
@@ -67,11 +82,24 @@ def test_cli_reuses_cached_results_and_prints_json(report, bisect_repo):
          "--metric", "ipp", "--config", CONFIG, "--backend", "sim", "--cache-dir", str(bisect_repo["cache"]), "--json"],
         capture_output=True, text=True, timeout=900,
     )
-    assert cli.returncode == 0, cli.stderr[-3000:]
+    assert cli.returncode == 3, cli.stderr[-3000:]  # the culprit, and the improvement isolated too
     doc = json.loads(cli.stdout)
     assert doc["culprit"]["sha"] == shas[REGRESSION_INDEX]
+    assert doc["opposing"][0]["culprit"]["sha"] == shas[IMPROVEMENT_INDEX]
     assert doc["compiled"] == 0 and doc["reused_repetitions"] > 0
-    assert doc["repetitions"] == 2  # only the confirmation of culprit and parent was measured again
+    assert doc["repetitions"] == 4  # only the confirmations (both culprits and their parents) were measured again
+
+
+def test_hunting_the_improvement_names_it_and_isolates_the_regression(bisect_repo, report):
+    shas = bisect_repo["shas"]
+    result = CliRunner().invoke(app, ["bisect", "--repo", str(bisect_repo["repo"]), "--good", shas[0], "--bad", shas[-1],
+                                      "--metric", "ipp", "--config", CONFIG, "--backend", "sim", "--direction", "improvement",
+                                      "--cache-dir", str(bisect_repo["cache"]), "--json"])
+    assert result.exit_code == 3, result.output
+    doc = json.loads(result.stdout)
+    assert doc["direction"] == "improvement" and doc["kind"] == "improvement"
+    assert doc["culprit"]["sha"] == shas[IMPROVEMENT_INDEX]
+    assert [m["culprit"]["sha"] for m in doc["opposing"]] == [shas[REGRESSION_INDEX]]
 
 
 def test_no_change_exits_1(bisect_repo, report):

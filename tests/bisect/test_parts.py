@@ -11,7 +11,7 @@ import pytest
 from perfci_agent.bisect.cache import ResultCache
 from perfci_agent.bisect.commits import commit_range
 from perfci_agent.bisect.profile import FunctionDelta, callgrind_self_costs, diff, parse_perf_report
-from perfci_agent.commands.bisect import BisectUsage, alert_target, resolve_local_shas
+from perfci_agent.commands.bisect import BisectUsage, alert_target, exit_status, render, resolve_local_shas
 from perfci_agent.errors import UsageError
 from perfci_core.result import BenchConfig, ResultDocument, Sample
 
@@ -67,6 +67,42 @@ def test_alert_target_is_its_range_on_its_first_regressed_metric():
         alert_target({**ALERT, "last_good": None})
     with pytest.raises(BisectUsage, match="no metric"):
         alert_target({**ALERT, "alerts": []})
+
+
+def test_an_alert_is_bisected_for_its_own_direction_unless_told_otherwise():
+    assert alert_target(ALERT)["direction"] == "regression"
+    assert alert_target(ALERT, "any")["direction"] == "any"
+    improved = {**ALERT, "alerts": [{**row, "direction": "improvement"} for row in ALERT["alerts"]]}
+    assert alert_target(improved)["direction"] == "improvement"
+
+
+def _move(**fields):
+    base = {"kind": "regression", "change_pct": 1.6, "p_value": 0.0, "exact": True, "seen": "search",
+            "good": {"sha": "a" * 40, "index": 0}, "bad": {"sha": "c" * 40, "index": 2}}
+    return {**base, **fields}
+
+
+@pytest.mark.parametrize("status, moves, code", [
+    ("culprit", [], 0),
+    ("no_change", [_move(isolated=True, dismissed=False, status="culprit")], 1),
+    ("unconfirmed", [], 1),
+    ("culprit", [_move(isolated=True, dismissed=False, status="culprit", culprit={"sha": "b" * 40, "index": 2})], 3),
+    ("culprit", [_move(isolated=False, dismissed=False, status="ambiguous", message="commit 2 or 1")], 4),
+    ("culprit", [_move(isolated=False, dismissed=False)], 4),  # seen, never searched
+    ("culprit", [_move(isolated=False, dismissed=True, status="unconfirmed")], 0),  # chance: not counted
+    ("culprit", [_move(isolated=True, dismissed=False, status="culprit"), _move(isolated=False, dismissed=False)], 4),
+])
+def test_exit_status_says_whether_a_move_the_other_way_was_seen_and_isolated(status, moves, code):
+    result = {"status": status, "message": "m", "metric": "ipp", "backend": "sim", "opposing": moves}
+    assert exit_status(result) == code
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    render(result, console)
+    text = console.export_text()
+    for m in moves:
+        expected = ("not counted" if m["dismissed"] else "isolated at" if m.get("status") == "culprit" else "not isolated")
+        assert expected in text and "regression +1.600 % seen between aaaaaaaaaaaa and cccccccccccc" in text
 
 
 def _doc(status: str = "ok", commit: str = "c" * 40) -> ResultDocument:

@@ -33,7 +33,7 @@ from perfci_server.models import Alert, AlertGroup, Bisect, BranchCommit, Commit
 from server_support import (ADMIN, GITHUB_COMMITS, TEST_DATABASE_URL, body_of, create_config, create_repository, enroll,
                             github_headers, push_github, push_payload)
 
-from bisect_repo import BROKEN_INDEX, REGRESSION_INDEX, git
+from bisect_repo import BROKEN_INDEX, IMPROVEMENT_INDEX, REGRESSION_INDEX, git
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_CONFIG = {"name": "self-64B-short", "packets": 100_000, "warmup": 2_000, "backend": "sim", "repetitions": 1}
@@ -168,7 +168,10 @@ def test_server_bisect_finds_the_same_culprit_through_the_agent_endpoints(api, w
     assert state["kind"] == "regression" and state["change"]["change_pct"] > 0
     assert shas[-1] not in measured and state["reused"] >= 1  # the stored result was used, not re-measured
     assert shas[BROKEN_INDEX] in measured  # tried, failed to build, skipped
-    assert state["builds"] == len(measured) <= state["expected_builds"]
+    [move] = state["opposing"]  # the improvement at 3, seen by the first step, isolated on its own
+    assert move["kind"] == "improvement" and move["isolated"] and move["culprit"]["sha"] == shas[IMPROVEMENT_INDEX], move
+    hunted = {0, len(shas) - 1} | {s["mid"] for s in state["steps"] if s["phase"] == "search" and s["stage"] == "hunt"}
+    assert state["builds"] == len(measured) and len(hunted) <= state["expected_builds"], state["steps"]
     log.seek(0)
     assert "perfci.bisect.advance" in log.read()  # the worker advanced it after each upload
 
@@ -180,7 +183,7 @@ def test_server_bisect_finds_the_same_culprit_through_the_agent_endpoints(api, w
              "--repo", str(repo), "--good", shas[0], "--bad", "HEAD", "--metric", "ipp", "--config", SIM_CONFIG["name"],
              "--backend", "sim", "--server", url, "--token", ADMIN["Authorization"].split()[1], "--json"],
             capture_output=True, text=True, timeout=300)
-    assert cli.returncode == 0, cli.stderr[-3000:]
+    assert cli.returncode == 3, cli.stderr[-3000:]  # the culprit, and the improvement isolated too
     followed = json.loads(cli.stdout)
     assert followed["culprit"]["sha"] == shas[REGRESSION_INDEX] and followed["builds"] == 0 and followed["id"] != bisect_id
 
@@ -254,3 +257,97 @@ def test_start_for_alert_group_is_idempotent_and_needs_a_last_good_commit(client
     session.flush()
     assert bisect_service.start_for_alert_group(session, other.id) is None
     assert session.scalar(select(func.count()).select_from(Bisect)) == 1
+
+
+def _empty_history(root: Path, n: int) -> list[str]:
+    """A git history of ``n`` empty commits: what the server is told about them is all that matters here."""
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    shas = []
+    for i in range(n):
+        git(root, "commit", "-q", "--allow-empty", "-m", f"change {i}")
+        shas.append(git(root, "rev-parse", "HEAD"))
+    return shas
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("direction, culprit, opposing", [("regression", 2, 4), (None, 4, 2)])
+def test_server_bisect_hunts_a_direction_and_isolates_the_move_against_it(client, session, sent_tasks, tmp_path,
+                                                                          direction, culprit, opposing):
+    """c1..c6: +1.6 % IPP at c3, -6.4 % at c5 (sim values uploaded through the agent endpoints, as a
+    sim agent reports them). The server's search hunts what it is told and reports both commits."""
+    from perfci_server.settings import get_settings
+    from server_support import enroll, result_document
+
+    ipp = [100.0, 100.0, 101.6, 101.6, 95.0976, 95.0976]
+    shas = _empty_history(tmp_path / "repo", 6)
+    create_repository(client)
+    push_range(client, tmp_path / "repo", shas)
+    create_config(client, **SIM_CONFIG)
+    agent = enroll(client, backends=["sim"])
+    body = {"repository": "perfci-org/dataplane", "branch": "main", "good": shas[0], "bad": shas[-1],
+            "machine_id": agent["machine_id"], "config": SIM_CONFIG["name"], "metric": "ipp", "backend": "sim"}
+    if direction:
+        body["direction"] = direction
+    created = client.post("/api/v1/bisects", json=body, headers=ADMIN)
+    assert created.status_code == 201, created.text
+    bisect_id = created.json()["id"]
+    assert created.json()["direction"] == (direction or "any")
+
+    config = {"name": SIM_CONFIG["name"], "packets": SIM_CONFIG["packets"], "warmup": SIM_CONFIG["warmup"]}
+    measured = []
+    for _ in range(30):  # each round: the worker's advance, then the agent measures what it scheduled
+        for args in sent_tasks.named(bisect_service.ADVANCE_TASK):
+            bisect_service.advance(session, *args, get_settings())
+        sent_tasks.clear()
+        session.commit()
+        claim = client.post("/api/v1/agent/jobs/claim", headers=agent["headers"])
+        if claim.status_code == 204:
+            break
+        job = claim.json()
+        index = shas.index(job["commit"])
+        measured.append(index)
+        doc = result_document(job["commit"], config=config, machine_id=agent["fingerprint"], reps=1, backend="sim",
+                              values={"ipp": [ipp[index]]})
+        upload = client.put(f"/api/v1/agent/jobs/{job['job_id']}/attempts/{job['attempt']}/result", json=doc,
+                            headers=agent["headers"])
+        assert upload.status_code == 201, upload.text
+    state = client.get(f"/api/v1/bisects/{bisect_id}", headers=ADMIN).json()
+    assert state["status"] == "culprit", state
+    assert state["culprit"]["sha"] == shas[culprit] and state["parent"]["index"] == culprit - 1
+    [move] = state["opposing"]
+    assert move["isolated"] and not move["dismissed"] and move["status"] == "culprit"
+    assert move["culprit"]["sha"] == shas[opposing] and move["parent"]["index"] == opposing - 1
+    assert move["kind"] == ("improvement" if direction else "regression")
+    assert move["good"]["index"] < opposing <= move["bad"]["index"]
+    assert sorted(measured) == list(range(6))  # every commit once: 6 commits, two culprits and their parents
+    assert any(f"isolated at commit {opposing}" in n for n in state["notes"])
+
+
+@pytest.mark.services
+def test_a_bisect_started_for_an_alert_hunts_the_alerts_direction(client, session, sent_tasks, bisect_repo):
+    repo, shas = bisect_repo["repo"], bisect_repo["shas"]
+    repository = create_repository(client)
+    push_range(client, repo, shas)
+    config = create_config(client, **SIM_CONFIG)
+    agent = enroll_this_machine(client)
+    ids = dict(session.execute(select(Commit.sha, Commit.id)).all())
+    branch_id = session.scalar(select(BranchCommit.branch_id).limit(1))
+    group = AlertGroup(repository_id=repository["id"], branch_id=branch_id, machine_id=agent["machine_id"],
+                       last_good_commit_id=ids[shas[1]], first_bad_commit_id=ids[shas[5]], direction="improvement")
+    session.add(group)
+    session.flush()
+    session.add(Alert(group_id=group.id, config_id=config["id"], metric="ipp", backend="sim", direction="improvement",
+                      last_good_commit_id=ids[shas[1]], first_bad_commit_id=ids[shas[5]], before_median=1.0,
+                      after_median=0.9, change_pct=-10.0, confidence=1.0))
+    session.flush()
+    auto = bisect_service.start_for_alert_group(session, group.id)
+    assert auto.state["direction"] == "improvement"
+    created = client.post("/api/v1/bisects", headers=ADMIN, json={
+        "repository": "perfci-org/dataplane", "good": shas[1], "bad": shas[5], "machine_id": agent["machine_id"],
+        "config": SIM_CONFIG["name"], "metric": "ipp", "backend": "sim", "alert_group_id": group.id})
+    assert created.status_code == 201 and created.json()["direction"] == "improvement", created.text
+    bad = client.post("/api/v1/bisects", headers=ADMIN, json={
+        "repository": "perfci-org/dataplane", "good": shas[1], "bad": shas[5], "machine_id": agent["machine_id"],
+        "config": SIM_CONFIG["name"], "metric": "ipp", "backend": "sim", "direction": "worse"})
+    assert bad.status_code == 422 and "direction" in bad.text

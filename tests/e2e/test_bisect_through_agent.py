@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 
-from bisect_repo import BROKEN_INDEX, REGRESSION_INDEX, make_repository
+from bisect_repo import BROKEN_INDEX, IMPROVEMENT_INDEX, REGRESSION_INDEX, make_repository
 from e2e_support import (BIN, ROOT, Stack, agent_argv, agent_env, free_port, server_env, signed_push, start_api,
                          start_worker)
 from perfci_server.settings import DEVELOPMENT_ADMIN_TOKEN
@@ -76,13 +76,16 @@ def test_server_bisect_through_a_real_agent_names_the_regression_commit(tmp_path
          "--metric", "ipp", "--config", CONFIG["name"], "--backend", "sim", "--server", url,
          "--token", DEVELOPMENT_ADMIN_TOKEN, "--timeout", "1200", "--json"],
         cwd=ROOT, env=agent_env(env), capture_output=True, text=True, timeout=1300)
-    assert cli.returncode == 0, f"{cli.stdout[-2000:]}\n{cli.stderr[-2000:]}\n{stack.logs()}"
+    # exit 3: the regression, and the improvement the search walked past isolated too
+    assert cli.returncode == 3, f"{cli.stdout[-2000:]}\n{cli.stderr[-2000:]}\n{stack.logs()}"
     result = json.loads(cli.stdout)
     assert result["status"] == "culprit", result
     assert result["culprit"]["sha"] == shas[REGRESSION_INDEX] and result["culprit"]["author"] == "Rita Gression"
     assert result["parent"]["sha"] == shas[REGRESSION_INDEX - 1]
     assert result["kind"] == "regression" and result["change"]["change_pct"] > 0
-    middles = [step["mid"] for step in result["steps"] if step["phase"] == "search"]
+    [move] = result["opposing"]
+    assert move["kind"] == "improvement" and move["isolated"] and move["culprit"]["sha"] == shas[IMPROVEMENT_INDEX], move
+    middles = [step["mid"] for step in result["steps"] if step["phase"] == "search" and step["stage"] == "hunt"]
     assert BROKEN_INDEX not in middles and BROKEN_INDEX + 1 in middles, result["steps"]  # skipped for its neighbour
     assert result["skipped"] == []  # no unbuildable commit between parent and culprit: unambiguous
 
@@ -94,7 +97,8 @@ def test_server_bisect_through_a_real_agent_names_the_regression_commit(tmp_path
     assert good not in runs and bad not in runs and result["reused"] >= 2  # the push jobs' results were used
     assert len(runs) == result["builds"]
     bound = math.ceil(math.log2(len(shas))) + 2
-    assert result["expected_builds"] == bound and len(runs) + len(end_jobs) <= bound, runs  # the ends count too
+    hunted = {shas[i] for i in middles}
+    assert result["expected_builds"] == bound and len(hunted) + len(end_jobs) <= bound, runs  # the ends count too
     claims = re.findall(r"job (\d+) attempt \d+ commit \w+ config \S+: claimed", agent.text())
     assert sorted(map(int, claims)) == sorted([*end_jobs, *(j["id"] for j in bisect_jobs)])  # all of it by the agent
     assert "perfci.bisect.advance" in worker.text()

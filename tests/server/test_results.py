@@ -66,24 +66,17 @@ def test_retrying_the_same_upload_is_idempotent_and_a_different_one_conflicts(cl
 
 
 def _bad_documents(commit):
-    nan_raw = result_document(commit)
-    nan_raw["samples"][0]["raw"]["tsc.packets"] = float("nan")
-    negative = result_document(commit, values={"cpp": [7.6, -1.0, 7.7, 7.8, 7.9]})
     unknown = result_document(commit, values={"cpp": [7.6] * 5})
     unknown["samples"][2]["metrics"].append({"metric": "bogomips", "backend": "tsc", "value": 1.0})
     wrong_backend = result_document(commit, values={"eipc": [1.5] * 5})  # eipc is pmu-only; doc says tsc
-    infinite = json.dumps(result_document(commit)).replace("7.61", "Infinity")
     wrong_commit = result_document("e" * 40)
     wrong_machine = result_document(commit, machine_id="ab" * 32)
     wrong_config = result_document(commit, config={"pkt_size": 128})
     no_reason = result_document(commit, status="build_failed")
     no_reason.pop("reason")
     return {
-        "nan raw count": (json.dumps(nan_raw), "finite"),
-        "negative value": (negative, "non-negative"),
         "unknown metric": (unknown, "bogomips"),
         "wrong backend": (wrong_backend, "does not measure eipc"),
-        "infinity": (infinite, "finite"),
         "not json": ("{", "invalid result document"),
         "wrong commit": (wrong_commit, "not the job's commit"),
         "wrong machine": (wrong_machine, "machine_id"),
@@ -103,6 +96,35 @@ def test_invalid_uploads_are_422_with_a_clear_message_and_change_nothing(client,
     assert session.get(Job, job["job_id"]).state == "leased"
     assert session.scalars(select(Run.status)).all() == ["running"]
     assert _upload(client, agent, job, result_document(job["commit"])).status_code == 201  # still uploadable
+
+
+def test_impossible_values_are_flagged_not_stored_and_the_rest_of_the_run_is_kept(client, session, setup):
+    """Zero or negative cycles per packet, NaN, infinity and a negative raw count are not
+    measurements: the upload is accepted, they are named in the run's notes and left out of the
+    stored values (the series, detection and compare never see them); the other values stay."""
+    agent = setup["agent"]
+    job = _claim(client, agent)
+    document = result_document(job["commit"], values={"cpp": [7.6, 0.0, -1.0, 7.7, 7.8], "pps": [3.1e7] * 5})
+    document["samples"][0]["raw"]["tsc.packets"] = -2_000_000.0
+    body = json.dumps(document).replace('"value": 7.8', '"value": NaN').replace('"value": 7.7', '"value": Infinity')
+    response = _upload(client, agent, job, body)
+    assert response.status_code == 201, response.text
+    accepted = response.json()
+    assert accepted["samples"] == 5 and accepted["metric_values"] == 5 + 1  # pps x 5, cpp only at rep 0
+    notes = accepted["notes"]
+    assert any(n.startswith("impossible cpp (tsc) rep 1 = 0.0: cycles/packet must be > 0") for n in notes), notes
+    assert any(n.startswith("impossible cpp (tsc) rep 2 = -1.0: cycles/packet cannot be negative") for n in notes), notes
+    assert any("rep 3 = inf" in n and "rep 4 = nan" in n and "not a finite number" in n for n in notes), notes
+    assert any(n.startswith("impossible raw count tsc.packets rep 0 = -2000000.0") for n in notes), notes
+    stored = session.scalars(select(MetricValue.value).where(MetricValue.metric == "cpp")).all()
+    assert stored == [7.6]
+    run = session.get(Run, accepted["run_id"])
+    assert run.status == "ok" and run.notes == notes
+    assert session.scalars(select(Sample).where(Sample.rep == 0)).one().raw["tsc.packets"] is None
+    shown = client.get(f"/api/v1/jobs/{job['job_id']}", headers={"Authorization": "Bearer perfci-development-admin-token"})
+    assert shown.json()["runs"][-1]["notes"] == notes
+    again = _upload(client, agent, job, body)  # the same upload again: recognised, not a conflict
+    assert again.status_code == 200 and again.json()["duplicate"] is True and again.json()["notes"] == notes
 
 
 def test_oversized_upload_is_413(client, session, setup):

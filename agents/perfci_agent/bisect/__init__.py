@@ -5,6 +5,7 @@
 - :mod:`.local`   — the local runner: :func:`perfci_agent.measure.measure` per commit, driven by
   the pure search in :mod:`perfci_core.analysis.bisect`
 - :mod:`.profile` — which functions' costs moved between parent and culprit (callgrind; perf record)
+- :mod:`.exit`    — the exit status of a result (what CI gates on)
 
 The ``perfci bisect`` command and ``perfci alerts bisect``'s implementation are in
 :mod:`perfci_agent.commands.bisect`.

@@ -17,6 +17,7 @@ from typing import Callable
 
 from perfci_core import metrics as catalogue
 from perfci_core.analysis import bisect as core
+from perfci_core.analysis.bisect import DIRECTIONS
 from perfci_core.result import ResultDocument
 
 from .. import events, fingerprint
@@ -26,6 +27,7 @@ from ..measure import config_named, default_core, measure
 from ..workspace import Workspace, repo_root
 from .cache import ResultCache
 from .commits import CommitInfo, commit_range
+from .exit import exit_status
 from .profile import Profile, callgrind_profile, hazard_profile, perf_profile
 
 log = logging.getLogger(__name__)
@@ -66,7 +68,7 @@ class BisectReport:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.status == "culprit" else 1
+        return exit_status(self.to_dict())
 
     @property
     def log2_bound(self) -> int:
@@ -74,6 +76,14 @@ class BisectReport:
 
     def commit(self, index: int | None) -> CommitRecord | None:
         return self.commits[index] if index is not None else None
+
+    def _ref(self, index: int | None) -> dict | None:
+        return None if index is None else self.commits[index].info.to_dict() | {"index": index}
+
+    def _move(self, m: dict) -> dict:
+        """An opposing move of the outcome with its commits named (indices become commit refs)."""
+        refs = {k: self._ref(m.get(k)) for k in ("good", "bad", "parent", "culprit")}
+        return {**m, **refs, "skipped": [self.commits[i].info.sha for i in m.get("skipped", [])]}
 
     def to_dict(self) -> dict:
         o = self.outcome
@@ -100,6 +110,8 @@ class BisectReport:
             "log2_range": self.log2_bound,
             "steps": self.steps,
             "notes": list(o.notes),
+            "direction": o.direction,
+            "opposing": [self._move(m) for m in o.opposing],
             "profiles": [p.to_dict() for p in self.profiles],
             "commits": [c.to_dict() for c in self.commits if c.status != "untested"],
         }
@@ -112,7 +124,7 @@ def metric_values(doc: ResultDocument, metric: str) -> list[float]:
 class LocalBisect:
     def __init__(self, repo: str | Path, good: str, bad: str, metric: str, config: str = "self-64B",
                  backend: str = "auto", core: int | None = None, cache_dir: str | Path | None = None,
-                 policy_overrides: dict | None = None, progress: Progress | None = None) -> None:
+                 policy_overrides: dict | None = None, progress: Progress | None = None, direction: str = "any") -> None:
         try:
             self.metric = catalogue.get(metric)
         except KeyError as exc:
@@ -128,6 +140,9 @@ class LocalBisect:
         self.config, self.backend, self.core = config, backend, core
         self.cache_dir = Path(cache_dir) if cache_dir else self.root / ".perfci"
         self.cache = ResultCache(self.cache_dir)
+        if direction not in DIRECTIONS:
+            raise UsageError(f"unknown direction {direction!r}; use {', '.join(DIRECTIONS)}")
+        self.direction = direction
         self.overrides = policy_overrides or {}
         self.say = progress or (lambda *a, **k: None)
         self.builds: set[int] = set()
@@ -205,11 +220,12 @@ class LocalBisect:
             first = self._sample(0, 1, False)
             if first is None:
                 rec = self.commits[0]
-                return self._report(core.Outcome("inconclusive", f"the good commit does not build or run: {rec.reason}"), [])
+                return self._report(core.Outcome("inconclusive", f"the good commit does not build or run: {rec.reason}",
+                                                 direction=self.direction), [])
         else:  # the cache is per machine fingerprint
             core_id = default_core() if self.core is None else self.core
             self.machine_id = fingerprint.machine_id(fingerprint.collect(core_id, config_named(self.config).harness, read_cpuid()))
-        policy = core.Policy.for_backend(self.backend, self.metric.name, **self.overrides)
+        policy = core.Policy.for_backend(self.backend, self.metric.name, **{"direction": self.direction, **self.overrides})
         bisection = core.Bisection(n, policy)
         if first is not None:
             bisection.record(0, first)

@@ -180,17 +180,26 @@ alerts.command("fixed")(_triage("fixed"))
 alerts.command("reopen")(_triage("untriaged"))
 
 
-@alerts.command("bisect")
+@alerts.command("bisect", epilog="Exit status: 0 culprit named; 1 none; 2 bad input; 3 culprit named and a move "
+                                 "the other way isolated too; 4 culprit named, a move the other way seen but not isolated.")
 def bisect_cmd(
     group_id: int = typer.Argument(..., help="Alert group id"),
     local: bool = typer.Option(False, "--local", help="measure here instead of on the alert's machine"),
     repo: str = typer.Option(".", "--repo", help="--local: git repository holding dataplane/"),
     cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="--local: worktrees, builds and results"),
+    direction: Optional[str] = typer.Option(None, "--direction", help="regression | improvement | any (default: the alert's own)"),
     as_json: bool = JSON_OPTION,
     server: Optional[str] = SERVER_OPTION,
     token: Optional[str] = TOKEN_OPTION,
 ) -> None:
-    """Bisect an alert group's range on its first regressed metric (exit 0: culprit named)."""
-    from .bisect import bisect_alert
+    """Bisect an alert group's range on its first regressed metric, hunting the alert's direction."""
+    from rich.console import Console
 
-    raise typer.Exit(bisect_alert(group_id, local=local, repo=repo, server=server, token=token, as_json=as_json, cache_dir=cache_dir))
+    from perfci_core.analysis.bisect import DIRECTIONS
+
+    from .bisect import _usage, bisect_alert
+
+    if direction is not None and direction not in DIRECTIONS:
+        raise typer.Exit(_usage(Console(stderr=True), f"unknown --direction {direction!r}; use {', '.join(DIRECTIONS)}"))
+    raise typer.Exit(bisect_alert(group_id, local=local, repo=repo, server=server, token=token, as_json=as_json,
+                                  cache_dir=cache_dir, direction=direction))

@@ -1,8 +1,16 @@
 """``perfci bisect`` and the implementation behind ``perfci alerts bisect ID``.
 
-Exit status: 0 a culprit was found and confirmed; 1 no change between good and bad, or the
-search was inconclusive (ambiguous between unbuildable commits, not confirmed, repetition cap
-reached); 2 bad input (unknown revision, metric, config, backend, machine, alert; server errors).
+Exit status (:func:`exit_status`, the same for local and server bisects):
+
+- 0 the culprit of the hunted kind was found and confirmed, and no move the other way was seen;
+- 1 no culprit: no change of the hunted kind between good and bad, or the search was
+  inconclusive (ambiguous between unbuildable commits, not confirmed, repetition cap reached);
+- 2 bad input (unknown revision, metric, config, backend, direction, machine, alert; server errors);
+- 3 the culprit was found, and a move against the hunted kind was seen and isolated too (both
+  commits are reported; ``opposing`` in ``--json``);
+- 4 the culprit was found, and a move against the hunted kind was seen but not isolated (a note
+  names the range where it was seen).
+
 Progress goes to stderr, so ``--json`` on stdout stays one clean document.
 """
 
@@ -18,8 +26,16 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from perfci_core.analysis.bisect import DIRECTIONS
+
+from ..bisect.exit import EXIT_USAGE, exit_status
+
 POLL_SECONDS = 2.0
 TERMINAL = ("culprit", "ambiguous", "unconfirmed", "no_change", "inconclusive", "failed")
+DIRECTION_HELP = ("what to hunt: regression | improvement | any (any: the kind good -> bad show; "
+                  "a given kind is hunted inside the range even when the endpoints show the other)")
+EXIT_HELP = ("Exit status: 0 culprit found; 1 no culprit (no change, inconclusive, ambiguous, unconfirmed); 2 bad input; "
+             "3 culprit found and a move the other way isolated too; 4 culprit found, a move the other way seen but not isolated.")
 
 
 class BisectUsage(Exception):
@@ -35,7 +51,7 @@ def _progress(console: Console) -> Progress:
 
 
 def run_local(repo: str, good: str, bad: str, metric: str, config: str, backend: str, core: int | None,
-              cache_dir: str | None, max_reps: int | None, err: Console) -> dict[str, Any]:
+              cache_dir: str | None, max_reps: int | None, err: Console, direction: str = "any") -> dict[str, Any]:
     from ..errors import MeasureError
     from ..bisect.local import LocalBisect
 
@@ -58,7 +74,7 @@ def run_local(repo: str, good: str, bad: str, metric: str, config: str, backend:
     overrides = {"max_reps": max_reps} if max_reps else None
     try:
         bisect = LocalBisect(repo, good, bad, metric, config=config, backend=backend, core=core, cache_dir=cache_dir,
-                             policy_overrides=overrides, progress=on_event)
+                             policy_overrides=overrides, progress=on_event, direction=direction)
         with progress:
             report = bisect.run()
     except (MeasureError, ValueError) as exc:
@@ -113,9 +129,10 @@ def resolve_local_shas(repo: str | None, *revs: str) -> list[str]:
 # --- alerts --------------------------------------------------------------------------------------
 
 
-def alert_target(alert: dict[str, Any]) -> dict[str, Any]:
+def alert_target(alert: dict[str, Any], direction: str | None = None) -> dict[str, Any]:
     """good/bad/metric/config/backend/machine of an alert group (``GET /api/v1/alerts/{id}``):
-    its range, on its first regressed metric (its first metric when none regressed)."""
+    its range, on its first regressed metric (its first metric when none regressed); hunting
+    ``direction``, by default the alert's own (a regression alert hunts the regression)."""
     if not alert.get("last_good"):
         raise BisectUsage(f"alert {alert.get('id')} starts at the first measured commit: there is no good commit to bisect from")
     rows = alert.get("alerts") or []
@@ -124,12 +141,13 @@ def alert_target(alert: dict[str, Any]) -> dict[str, Any]:
     row = next((r for r in rows if r.get("direction") == "regression"), rows[0])
     return {"good": alert["last_good"]["sha"], "bad": alert["first_bad"]["sha"], "metric": row["metric"],
             "config": row["config"], "backend": row["backend"], "machine": alert["machine"],
-            "repository": alert["repository"], "branch": alert["branch"], "alert_group_id": alert["id"]}
+            "repository": alert["repository"], "branch": alert["branch"], "alert_group_id": alert["id"],
+            "direction": direction or (row.get("direction") if row.get("direction") in ("regression", "improvement") else "any")}
 
 
 def bisect_alert(alert_id: int, *, local: bool = False, repo: str = ".", server: str | None = None,
                  token: str | None = None, as_json: bool = False, cache_dir: str | None = None,
-                 core: int | None = None, timeout: float = 24 * 3600.0) -> int:
+                 core: int | None = None, timeout: float = 24 * 3600.0, direction: str | None = None) -> int:
     """``perfci alerts bisect ID``: bisect an alert's range on its first regressed metric, on the
     server (the alert's machine; default) or here (``local``). Returns the exit status."""
     from ..server_api import ApiError, ServerClient, ServerUnreachable
@@ -137,12 +155,12 @@ def bisect_alert(alert_id: int, *, local: bool = False, repo: str = ".", server:
     err = Console(stderr=True)
     try:
         with ServerClient.from_env(server, token) as client:
-            target = alert_target(client.get(f"/alerts/{alert_id}"))
-            err.print(f"alert {alert_id}: {target['metric']} ({target['backend']}) on {target['config']}, "
+            target = alert_target(client.get(f"/alerts/{alert_id}"), direction)
+            err.print(f"alert {alert_id}: {target['direction']} of {target['metric']} ({target['backend']}) on {target['config']}, "
                       f"{target['good'][:12]}..{target['bad'][:12]} on {escape(target['machine'])}")
             if local:
                 result = run_local(repo, target["good"], target["bad"], target["metric"], target["config"],
-                                   target["backend"], core, cache_dir, None, err)
+                                   target["backend"], core, cache_dir, None, err, target["direction"])
             else:
                 result = run_on_server(client, _server_body(target), err, timeout)
     except BisectUsage as exc:
@@ -155,7 +173,7 @@ def bisect_alert(alert_id: int, *, local: bool = False, repo: str = ".", server:
 
 
 def _server_body(t: dict[str, Any]) -> dict[str, Any]:
-    keys = ("repository", "branch", "good", "bad", "machine", "config", "metric", "backend", "alert_group_id")
+    keys = ("repository", "branch", "good", "bad", "machine", "config", "metric", "backend", "alert_group_id", "direction")
     return {k: t[k] for k in keys if t.get(k) is not None}
 
 
@@ -164,7 +182,7 @@ def _server_body(t: dict[str, Any]) -> dict[str, Any]:
 
 def _usage(err: Console, message: str) -> int:
     err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
-    return 2
+    return EXIT_USAGE
 
 
 def _finish(result: dict[str, Any], as_json: bool) -> int:
@@ -174,7 +192,7 @@ def _finish(result: dict[str, Any], as_json: bool) -> int:
         typer.echo(json.dumps(result, indent=2, default=str))
     else:
         render(result, Console())
-    return 0 if result.get("status") == "culprit" else 1
+    return exit_status(result)
 
 
 def render(r: dict[str, Any], console: Console) -> None:
@@ -187,6 +205,8 @@ def render(r: dict[str, Any], console: Console) -> None:
         conf = "exact rule (deterministic)" if change.get("exact") else f"confidence {change['confidence']:.4f} (p = {change['p_value']:.3g})"
         console.print(f"{r['metric']} ({r['backend']}): {change['before_median']:.6g} -> {change['after_median']:.6g} "
                       f"({change['change_pct']:+.3f} %, {change['kind']}), {conf}")
+    for m in r.get("opposing") or []:
+        _render_move(m, console)
     if "builds" in r:
         n = r.get("range_length") or 2
         reused = f"+{r['reused_repetitions']} repetitions reused" if "reused_repetitions" in r else f"{r.get('reused', 0)} commits' stored results reused"
@@ -207,15 +227,38 @@ def render(r: dict[str, Any], console: Console) -> None:
         console.print(table)
 
 
+def _render_move(m: dict[str, Any], console: Console) -> None:
+    """One move against the hunted kind: where it was seen, and its own culprit when isolated."""
+    def sha(ref: dict[str, Any] | None) -> str:
+        return (ref or {}).get("sha", "?")[:12]
+
+    seen = f"{m['kind']} {m['change_pct']:+.3f} % seen between {sha(m.get('good'))} and {sha(m.get('bad'))}"
+    if m.get("dismissed"):
+        console.print(f"[dim]{seen}: not seen again in fresh repetitions, not counted[/]", soft_wrap=True)
+    elif m.get("status") == "culprit":
+        culprit = m.get("culprit") or {}
+        change = (m.get("change") or {}).get("change_pct")
+        pct = f" ({change:+.3f} %)" if change is not None else ""
+        console.print(f"[yellow]also[/] {seen}: isolated at [bold]{culprit.get('sha', '?')}[/]{pct}  "
+                      f"{escape(culprit.get('subject', ''))}", soft_wrap=True)
+    elif m.get("isolated"):
+        console.print(f"[yellow]also[/] {seen}: the isolated one above lies inside it", soft_wrap=True)
+    else:
+        why = f" — {m['status']}: {escape(m.get('message') or '')}" if m.get("status") else ""
+        console.print(f"[red]also[/] {seen}: not isolated{why}", soft_wrap=True)
+
+
 # --- the command -------------------------------------------------------------------------------------
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("bisect")
+    @app.command("bisect", epilog=EXIT_HELP)
     def bisect_cmd(
         good: Optional[str] = typer.Option(None, "--good", help="a revision at the old level"),
         bad: Optional[str] = typer.Option(None, "--bad", help="a revision at the new level"),
         metric: Optional[str] = typer.Option(None, "--metric", help="metric name, e.g. ipp, cpp, eipc"),
+        direction: Optional[str] = typer.Option(None, "--direction", help=DIRECTION_HELP + " (default: any; "
+                                                "with --alert, the alert's own)"),
         config: str = typer.Option("self-64B", "--config", help="benchmark configuration name"),
         backend: str = typer.Option("auto", "--backend", help="auto | pmu | sim | tsc"),
         local: bool = typer.Option(False, "--local", help="measure on this machine (the default without --machine)"),
@@ -232,23 +275,27 @@ def register(app: typer.Typer) -> None:
         token: Optional[str] = typer.Option(None, "--token", help="API token (default: $PERFCI_TOKEN)"),
         as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
     ) -> None:
-        """Find the commit between --good and --bad that moved --metric (and which functions moved)."""
+        """Find the commit between --good and --bad that moved --metric (and which functions moved);
+        with --direction, the commit that moved it that way, reporting any move the other way too."""
         err = Console(stderr=True)
+        if direction is not None and direction not in DIRECTIONS:
+            raise typer.Exit(_usage(err, f"unknown --direction {direction!r}; use {', '.join(DIRECTIONS)}"))
         if local and machine:
             raise typer.Exit(_usage(err, "--local and --machine exclude each other"))
         if alert is not None:
             if good or bad or metric:
                 raise typer.Exit(_usage(err, "--alert takes the range and metric from the alert; drop --good/--bad/--metric"))
             raise typer.Exit(bisect_alert(alert, local=not machine and local, repo=repo, server=server, token=token,
-                                          as_json=as_json, cache_dir=cache_dir, core=core, timeout=timeout))
+                                          as_json=as_json, cache_dir=cache_dir, core=core, timeout=timeout,
+                                          direction=direction))
         missing = [name for name, value in (("--good", good), ("--bad", bad), ("--metric", metric)) if not value]
         if missing:
             raise typer.Exit(_usage(err, f"missing {', '.join(missing)}"))
         try:
             if machine:
                 raise typer.Exit(_on_server(err, repo, repository, branch, good, bad, machine, config, metric, backend,
-                                            server, token, timeout, as_json))
-            result = run_local(repo, good, bad, metric, config, backend, core, cache_dir, max_reps, err)
+                                            server, token, timeout, as_json, direction or "any"))
+            result = run_local(repo, good, bad, metric, config, backend, core, cache_dir, max_reps, err, direction or "any")
         except BisectUsage as exc:
             raise typer.Exit(_usage(err, str(exc))) from None
         raise typer.Exit(_finish(result, as_json))
@@ -256,7 +303,7 @@ def register(app: typer.Typer) -> None:
 
 def _on_server(err: Console, repo: str, repository: str | None, branch: str, good: str, bad: str, machine: str,
                config: str, metric: str, backend: str, server: str | None, token: str | None, timeout: float,
-               as_json: bool) -> int:
+               as_json: bool, direction: str = "any") -> int:
     from pathlib import Path
 
     from ..server_api import ApiError, ServerClient, ServerUnreachable
@@ -266,7 +313,7 @@ def _on_server(err: Console, repo: str, repository: str | None, branch: str, goo
     local_repo = repo if (Path(repo) / ".git").exists() or repo != "." else None
     good_sha, bad_sha = resolve_local_shas(local_repo, good, bad)
     body = {"repository": repository, "branch": branch, "good": good_sha, "bad": bad_sha, "machine": machine,
-            "config": config, "metric": metric, "backend": backend}
+            "config": config, "metric": metric, "backend": backend, "direction": direction}
     try:
         with ServerClient.from_env(server, token) as client:
             result = run_on_server(client, body, err, timeout)

@@ -67,6 +67,8 @@ def render(doc: ResultDocument, console: Console) -> None:
             console.print(f"absent counters (not supported / not counted): {', '.join(absent)}")
     if not doc.tuning.ok:
         console.print(f"[yellow]host not tuned[/] ({len(doc.tuning.deviations)}): " + "; ".join(doc.tuning.deviations))
+    for note in doc.notes:  # physically impossible values, taken out of the result
+        console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

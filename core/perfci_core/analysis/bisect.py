@@ -21,6 +21,28 @@ bisect, with Chromium Pinpoint's per-step statistics:
 3. *confirm* — fresh repetitions of the culprit and its parent (when the runner can measure
    again) must again differ by the searched kind.
 
+What is hunted (:attr:`Policy.direction`): ``any`` follows the endpoints' overall change (as
+asv and git bisect do); ``regression`` or ``improvement`` hunts that kind whatever the endpoints
+show. A release manager asking "which commit regressed between these releases?" still wants the
+regression when a bigger improvement later in the range makes the releases look better overall,
+and a binary search cannot find it then: its invariant ("``lo`` at the old level, ``hi`` at the
+new") needs the endpoints to differ in the hunted kind. So when they do not, a *scan* descends
+instead: measure the middle of a sub-range, search a half whose ends differ in the hunted kind
+(the ordinary search from there), descend into a half that moved the other way (it may hide the
+hunted move behind a bigger opposite one; descending also locates that opposite move), and drop
+a half whose ends are the same (moves that cancel exactly inside one half are not looked for).
+
+A move against the hunted kind is not silently followed past: whenever a comparison of the
+endpoints, the scan or the search is DIFFERENT of the other kind at the detection floor, it is
+recorded (commits compared, kind, change, p) — on noisy backends with the repetitions the step
+already has (none are added to hunt it). Once the hunted search ends, each such move is
+isolated by its own search over the sub-range where it was seen (same rules, its own minimum
+effect; largest first; a move whose range holds one already isolated counts as isolated), unless
+:attr:`Policy.isolate_opposing` is False. A move whose search cannot confirm it with fresh
+repetitions is dismissed (seen once, not again: at 5 vs 5 repetitions chance alone separates the
+two samples completely, p = 0.008, in 2 of 252 orderings). The outcome carries them all
+(:attr:`Outcome.opposing`).
+
 Deterministic (``sim``) metrics use the exact-change rule of :func:`compare.compare`: one
 repetition per commit decides.
 
@@ -32,7 +54,7 @@ looks at the current middle.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Literal, Mapping, Sequence
 
 import numpy as np
@@ -47,8 +69,10 @@ MIN_EFFECT_FLOOR = 0.002  # the detection floor: a relative change below 0.2 % i
 STEP_SHARE = 0.5  # a culprit step moves at least half of the good -> bad change
 MIN_NOISE_RESIDUALS = 6  # pooled noise needs this many residuals, else compare() estimates it
 
-Phase = Literal["endpoints", "search", "confirm", "done"]
+Phase = Literal["endpoints", "scan", "search", "confirm", "done"]
 Status = Literal["culprit", "ambiguous", "unconfirmed", "no_change", "inconclusive"]
+Direction = Literal["any", "regression", "improvement"]
+DIRECTIONS: tuple[str, ...] = ("any", "regression", "improvement")
 
 
 @dataclass(frozen=True)
@@ -64,6 +88,8 @@ class Policy:
     min_effect: float | None = None  # relative; None: STEP_SHARE x the endpoints' change
     tolerance: float = DEFAULT_TOLERANCE
     remeasure: bool = True  # the confirm step takes fresh repetitions (False: reuse the search's)
+    direction: Direction = "any"  # what to hunt; "any": the kind the endpoints show
+    isolate_opposing: bool = True  # search each move seen against the hunted kind for its commit too
 
     @classmethod
     def for_backend(cls, backend: str | catalogue.Backend, metric: str | None = None, **overrides: object) -> Policy:
@@ -77,6 +103,15 @@ class Policy:
     def __post_init__(self) -> None:
         if not 1 <= self.initial_reps <= self.max_reps or self.step_reps < 1:
             raise ValueError(f"need 1 <= initial_reps <= max_reps and step_reps >= 1, got {self}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
+        if self.direction != "any" and self.metric is None:
+            raise ValueError(f"hunting a {self.direction} needs a metric whose better direction is known")
+
+    @property
+    def floor(self) -> float:
+        """The smallest relative move that counts (opposing moves and the scan are judged at it)."""
+        return self.min_effect if self.min_effect is not None else MIN_EFFECT_FLOOR
 
 
 @dataclass
@@ -111,10 +146,29 @@ class Outcome:
     overall: Comparison | None = None  # good vs bad
     step: Comparison | None = None  # parent vs culprit (the confirming comparison)
     notes: tuple[str, ...] = ()
+    direction: str = "any"  # what was hunted (Policy.direction)
+    # Moves against the hunted kind seen on the way, as plain data: the range ``good`` .. ``bad``
+    # (indices) where seen, kind, change_pct, p_value, exact, seen (phase); once its own search
+    # ran: status, message, parent, culprit, skipped, change; and at the end ``isolated`` (its
+    # culprit is known: its own search found it, or another isolated move of the same kind lies in
+    # its range) and ``dismissed`` (its search could not confirm it with fresh repetitions: not
+    # seen again, so not counted as a move).
+    opposing: tuple[dict, ...] = ()
 
     @property
     def found(self) -> bool:
         return self.status == "culprit"
+
+    @property
+    def opposing_moves(self) -> tuple[dict, ...]:
+        """The opposing moves that stand (the dismissed ones left out)."""
+        return tuple(m for m in self.opposing if not m.get("dismissed"))
+
+    @property
+    def opposing_isolated(self) -> bool:
+        """Every opposing move that stands is isolated (False when there is none)."""
+        moves = self.opposing_moves
+        return bool(moves) and all(m.get("isolated") for m in moves)
 
 
 @dataclass
@@ -125,10 +179,17 @@ class State:
     lo: int = 0
     hi: int = -1
     phase: Phase = "endpoints"
-    kind: str | None = None
+    kind: str | None = None  # the kind the current search follows
     min_effect: float | None = None
     steps: list[dict] = field(default_factory=list)  # one entry per decision, for the report
     notes: list[str] = field(default_factory=list)
+    direction: str = "any"  # Policy.direction, kept so a stored search resumes hunting the same
+    hunted: str | None = None  # the kind hunted (the endpoints' kind under "any")
+    stage: Literal["hunt", "opposing"] = "hunt"  # "opposing": isolating a move against the hunted kind
+    queue: list[list[int]] = field(default_factory=list)  # scan: sub-ranges [a, b] still to look into
+    opposing: list[dict] = field(default_factory=list)  # moves against the hunted kind seen so far
+    first: dict | None = None  # the hunted search's result while opposing moves are isolated
+    current: int | None = None  # the opposing move being isolated (index into ``opposing``)
 
     def __post_init__(self) -> None:
         if self.hi < 0:
@@ -150,7 +211,9 @@ class Bisection:
         if n < 2:
             raise ValueError("a bisection needs a good and a bad commit (n >= 2)")
         self.n, self.policy = n, policy
-        self.state = state or State(n)
+        self.state = state or State(n, direction=policy.direction)
+        if self.state.direction != policy.direction:
+            raise ValueError(f"the stored search hunts {self.state.direction!r}, the policy {policy.direction!r}")
         self.obs: dict[int, Observation] = dict(observations or {})
         self.fresh: dict[int, Observation] = {}  # confirmation repetitions
         self.outcome: Outcome | None = None
@@ -185,7 +248,8 @@ class Bisection:
     def next(self) -> Measure | Outcome:
         """What to measure next, or the outcome. Call again after recording the measurements."""
         while self.outcome is None:
-            step = {"endpoints": self._endpoints, "search": self._search, "confirm": self._confirm}[self.state.phase]()
+            phases = {"endpoints": self._endpoints, "scan": self._scan, "search": self._search, "confirm": self._confirm}
+            step = phases[self.state.phase]()
             if step is not None:
                 return step
         return self.outcome
@@ -233,41 +297,132 @@ class Bisection:
                      if not self._o(i, fresh).unbuildable and len(self._o(i, fresh).samples) < p.initial_reps
                      and not self._o(i, fresh).exhausted)
 
+    def _step_effect(self, c: Comparison) -> float:
+        """The minimum effect of a search over a range that moved by ``c``: half of it (at least the floor)."""
+        p = self.policy
+        return p.min_effect if p.min_effect is not None else max(MIN_EFFECT_FLOOR, STEP_SHARE * abs(c.rel_change))
+
+    # --- moves against the hunted kind ----------------------------------------------------------
+
+    def _opposite(self, c: Comparison) -> bool:
+        hunted = self.state.hunted
+        return (hunted is not None and c.verdict is Verdict.DIFFERENT
+                and c.kind in (Kind.REGRESSION, Kind.IMPROVEMENT) and c.kind.value != hunted)
+
+    def _note_opposing(self, a: int, b: int, c: Comparison, seen: str) -> None:
+        """Record a move against the hunted kind seen between commits ``a`` and ``b``. A move seen
+        again inside a range already recorded (the scan narrowing it down) replaces that range."""
+        s = self.state
+        if s.stage != "hunt" or not self._opposite(c):
+            return
+        move = {"good": a, "bad": b, "kind": c.kind.value, "change_pct": _num(100.0 * c.rel_change),
+                "p_value": _num(c.p_value), "exact": c.exact, "seen": seen}
+        s.opposing = [m for m in s.opposing
+                      if not (m["kind"] == move["kind"] and m["good"] <= a and b <= m["bad"])] + [move]
+
+    def _check_opposing(self, a: int, b: int, c: Comparison, seen: str) -> None:
+        """Judge a search step for a move against the hunted kind at the floor, not at the search's
+        minimum effect (half the hunted change): a +1.6 % regression is a move worth reporting
+        even while a -6.4 % improvement is followed. The exact rule ignores the minimum effect."""
+        if not self.policy.exact and (self.state.min_effect or 0.0) > self.policy.floor:
+            c = self._compare(self._o(a), self._o(b), self.policy.floor)
+        self._note_opposing(a, b, c, seen)
+
+    # --- phases --------------------------------------------------------------------------------
+
     def _endpoints(self) -> Measure | None:
         s, p = self.state, self.policy
         good, bad = 0, self.n - 1
         for i, name in ((good, "good"), (bad, "bad")):
             if self._o(i).unbuildable:
-                self._finish(Outcome("inconclusive", f"the {name} commit does not build"))
+                self._finish(self._with_direction(Outcome("inconclusive", f"the {name} commit does not build")))
                 return None
         wants = self._initial((good, bad))
         if wants:
             return Measure(wants, "endpoints: good and bad")
-        floor = p.min_effect if p.min_effect is not None else MIN_EFFECT_FLOOR
-        c = self._compare(self._o(good), self._o(bad), floor)
-        if c.verdict is Verdict.SAME:
-            self._finish(Outcome("no_change", f"good and bad are the same ({c.rel_change:+.3%}, p = {c.p_value:.3g})", overall=c))
-            return None
+        c = self._compare(self._o(good), self._o(bad), p.floor)
         if c.verdict is Verdict.UNKNOWN:
             more = self._more(((good, False), (bad, False)))
             if more:
                 return Measure(more, f"endpoints undecided (p = {c.p_value:.3g})")
-            self._finish(Outcome("inconclusive", f"good and bad not distinguishable at {p.max_reps} repetitions "
-                                 f"({c.rel_change:+.3%}, p = {c.p_value:.3g})", overall=c))
+            self._finish(self._with_direction(Outcome(
+                "inconclusive", f"good and bad not distinguishable at {p.max_reps} repetitions "
+                f"({c.rel_change:+.3%}, p = {c.p_value:.3g})", overall=c)))
             return None
-        s.kind = c.kind.value
-        s.min_effect = p.min_effect if p.min_effect is not None else max(MIN_EFFECT_FLOOR, STEP_SHARE * abs(c.rel_change))
-        s.steps.append(_step("endpoints", good, bad, None, c, None, "different"))
-        s.phase = "search"
+        if p.direction == "any":
+            if c.verdict is Verdict.SAME:
+                self._finish(self._with_direction(Outcome(
+                    "no_change", f"good and bad are the same ({c.rel_change:+.3%}, p = {c.p_value:.3g})", overall=c)))
+                return None
+            s.hunted = c.kind.value
+        else:
+            s.hunted = p.direction
+        s.steps.append(_step("endpoints", good, bad, None, c, None, c.verdict.value))
+        if c.verdict is Verdict.DIFFERENT and c.kind.value == s.hunted:
+            s.kind, s.min_effect, s.phase = c.kind.value, self._step_effect(c), "search"
+            return None
+        # The endpoints do not show the hunted kind (the same, or the other kind): scan inside.
+        self._note_opposing(good, bad, c, "endpoints")
+        shown = "the same" if c.verdict is Verdict.SAME else f"an overall {c.kind.value} of {c.rel_change:+.3%}"
+        s.notes.append(f"good and bad show {shown}: scanning the range for a {s.hunted}")
+        s.queue, s.phase = [[good, bad]], "scan"
         return None
 
-    def _middle(self) -> int | None:
-        lo, hi = self.state.lo, self.state.hi
+    def _middle(self, lo: int | None = None, hi: int | None = None) -> int | None:
+        lo = self.state.lo if lo is None else lo
+        hi = self.state.hi if hi is None else hi
         candidates = [i for i in range(lo + 1, hi) if not self._o(i).unbuildable]
         if not candidates:
             return None
         centre = (lo + hi) / 2
         return min(candidates, key=lambda i: (abs(i - centre), i))
+
+    def _scan(self) -> Measure | None:
+        """Look for the hunted kind inside sub-ranges whose ends do not show it (see the module doc)."""
+        s, p = self.state, self.policy
+        if not s.queue:
+            self._hunt_done(Outcome("no_change", f"no {s.hunted} between good and bad at the "
+                                    f"{'exact rule' if p.exact else f'{p.floor:.1%} floor'}"))
+            return None
+        a, b = s.queue[0]
+        mid = self._middle(a, b)
+        ends = (a, b) if mid is None else (a, mid, b)
+        wants = self._initial(ends)
+        if wants:
+            return Measure(wants, f"scan: commits {a}..{b} for a {s.hunted}")
+        if any(self._o(i).unbuildable for i in ends):
+            return None  # recorded meanwhile: the next middle skips it
+        halves = [(a, b)] if mid is None else [(a, mid), (mid, b)]
+        cs = [self._compare(self._o(x), self._o(y), p.floor) for x, y in halves]
+        if any(c.verdict is Verdict.UNKNOWN for c in cs):
+            more = self._more([(i, False) for i in ends])
+            if more:
+                return Measure(more, f"scan: commits {a}..{b} undecided")
+        s.queue.pop(0)
+        s.steps.append(_step("scan", a, b, mid, cs[0], cs[1] if mid is not None else None,
+                             " / ".join(f"{x}->{y} {c.verdict.value} {c.kind.value}" for (x, y), c in zip(halves, cs))))
+        hunted = [(x, y, c) for (x, y), c in zip(halves, cs) if c.verdict is Verdict.DIFFERENT and c.kind.value == s.hunted]
+        if hunted:  # the earliest half that moved the hunted way: the ordinary search from here
+            x, y, c = hunted[0]
+            for other in hunted[1:]:
+                s.notes.append(f"another {s.hunted} ({other[2].rel_change:+.3%}) between commits {other[0]} and "
+                               f"{other[1]} was not searched")
+            for (hx, hy), hc in zip(halves, cs):
+                self._note_opposing(hx, hy, hc, "scan")
+            s.lo, s.hi, s.kind, s.min_effect, s.phase = x, y, s.hunted, self._step_effect(c), "search"
+            s.queue = []
+            return None
+        deeper = []
+        for (x, y), c in zip(halves, cs):
+            if self._opposite(c):
+                self._note_opposing(x, y, c, "scan")
+                if mid is not None:
+                    deeper.append([x, y])  # may hide the hunted kind behind a bigger opposite move
+            elif c.verdict is Verdict.UNKNOWN:
+                s.notes.append(f"scan: commits {x}..{y} undecided at {p.max_reps} repetitions ({c.rel_change:+.3%}); "
+                               "not looked into")
+        s.queue = deeper + s.queue
+        return None
 
     def _search(self) -> Measure | None:
         s = self.state
@@ -301,7 +456,9 @@ class Bisection:
             side = "hi" if self._towards(r_lo, target) >= self._towards(r_hi, target) else "lo"
             why = "at the repetition cap: the larger move decides"
             s.notes.append(f"commit {mid}: {why}")
-        s.steps.append(_step("search", s.lo, s.hi, mid, r_lo, r_hi, why))
+        s.steps.append(_step("search", s.lo, s.hi, mid, r_lo, r_hi, why, s.stage))
+        self._check_opposing(s.lo, mid, r_lo, "search")
+        self._check_opposing(mid, s.hi, r_hi, "search")
         if side == "hi":
             s.hi = mid
         else:
@@ -323,7 +480,6 @@ class Bisection:
             more = self._more(((parent, fresh), (culprit, fresh)))
             if more:
                 return Measure(more, f"confirm undecided (p = {c.p_value:.3g})", fresh=fresh)
-        overall = self._compare(self._o(0), self._o(self.n - 1), s.min_effect or 0.0)
         if not confirmed:
             status: Status = "unconfirmed"
             msg = f"commit {culprit} did not differ from its parent again ({c.verdict.value}, {c.rel_change:+.3%})"
@@ -333,8 +489,75 @@ class Bisection:
         else:
             status = "culprit"
             msg = f"commit {culprit}: {target.value} {c.rel_change:+.3%}"
-        self._finish(Outcome(status, msg, parent, culprit, skipped, target, overall, c, tuple(s.notes)))
+        found = Outcome(status, msg, parent, culprit, skipped, target, None, c)
+        if s.stage == "hunt":
+            self._hunt_done(found)
+        else:
+            self._isolated(found, c)
         return None
+
+    # --- the end: the hunted result, then the largest opposing move isolated -------------------
+
+    def _hunt_done(self, found: Outcome) -> None:
+        s = self.state
+        s.first = {"status": found.status, "message": found.message, "parent": found.parent, "culprit": found.culprit,
+                   "skipped": list(found.skipped), "kind": found.kind.value, "min_effect": s.min_effect}
+        self._isolate_next()
+
+    def _explained(self, move: Mapping) -> bool:
+        """An isolated move of the same kind lies in this move's range (seen twice, found once)."""
+        return any(o.get("status") == "culprit" and o["kind"] == move["kind"] and move["good"] < o["culprit"] <= move["bad"]
+                   for o in self.state.opposing)
+
+    def _isolate_next(self) -> None:
+        """Search the largest opposing move not isolated yet (one after the other), then finish."""
+        s, p = self.state, self.policy
+        todo = [i for i, m in enumerate(s.opposing) if "status" not in m and not self._explained(m)]
+        if not (p.isolate_opposing and todo):
+            self._finish(self._final())
+            return
+        s.current = max(todo, key=lambda i: abs(s.opposing[i]["change_pct"] or 0.0))
+        move = s.opposing[s.current]
+        rel = (move["change_pct"] or 0.0) / 100.0
+        s.stage, s.lo, s.hi, s.kind, s.phase = "opposing", move["good"], move["bad"], move["kind"], "search"
+        s.min_effect = p.min_effect if p.min_effect is not None else max(MIN_EFFECT_FLOOR, STEP_SHARE * abs(rel))
+        s.notes.append(f"isolating the {move['kind']} ({rel:+.3%}) seen between commits {move['good']} and {move['bad']}")
+
+    def _isolated(self, found: Outcome, c: Comparison) -> None:
+        s = self.state
+        assert s.current is not None
+        s.opposing[s.current].update(status=found.status, message=found.message, parent=found.parent,
+                                     culprit=found.culprit, skipped=list(found.skipped), change=comparison_dict(c))
+        self._isolate_next()
+
+    def _final(self) -> Outcome:
+        s, f = self.state, self.state.first or {}
+        step = None
+        if f.get("culprit") is not None:
+            fresh = self.policy.remeasure
+            step = self._compare(self._o(f["parent"], fresh), self._o(f["culprit"], fresh), f.get("min_effect") or 0.0)
+        overall = self._compare(self._o(0), self._o(self.n - 1), self.policy.floor)
+        notes = list(s.notes)
+        moves = []
+        for m in s.opposing:
+            m = {**m, "isolated": m.get("status") == "culprit" or self._explained(m),
+                 "dismissed": m.get("status") == "unconfirmed"}
+            what = f"{_a(m['kind'])} of {m['change_pct']:+.3f} % between commits {m['good']} and {m['bad']}"
+            if m.get("status") == "culprit":
+                notes.append(f"also {what}: isolated at commit {m['culprit']}")
+            elif m["isolated"]:
+                notes.append(f"also {what}: the one isolated inside it")
+            elif m["dismissed"]:
+                notes.append(f"{what} was seen once but not again in fresh repetitions: not counted")
+            else:
+                why = f" ({m['status']}: {m['message']})" if m.get("status") else ""
+                notes.append(f"also {what}: not isolated{why}")
+            moves.append(m)
+        return Outcome(f["status"], f["message"], f["parent"], f["culprit"], tuple(f["skipped"]), Kind(f["kind"]),
+                       overall, step, tuple(notes), s.direction, tuple(moves))
+
+    def _with_direction(self, o: Outcome) -> Outcome:
+        return replace(o, direction=self.state.direction, notes=tuple(self.state.notes))
 
 
 def comparison_dict(c: Comparison | None) -> dict | None:
@@ -346,14 +569,21 @@ def comparison_dict(c: Comparison | None) -> dict | None:
             "confidence": _num(c.confidence), "n_before": c.n_before, "n_after": c.n_after, "exact": c.exact}
 
 
-def _step(phase: str, lo: int, hi: int, mid: int | None, r_lo: Comparison, r_hi: Comparison | None, why: str) -> dict:
+def _a(word: str) -> str:
+    return ("an " if word[:1] in "aeiou" else "a ") + word
+
+
+def _step(phase: str, lo: int, hi: int, mid: int | None, r_lo: Comparison, r_hi: Comparison | None, why: str,
+          stage: str = "hunt") -> dict:
+    """One decision for the report (``stage``: "hunt", or "opposing" while a move the other way is isolated)."""
     def brief(c: Comparison | None) -> dict | None:
         if c is None:
             return None
         return {"verdict": c.verdict.value, "kind": c.kind.value, "rel_change": _num(c.rel_change), "p_value": _num(c.p_value),
                 "n": [c.n_before, c.n_after]}
 
-    return {"phase": phase, "lo": lo, "hi": hi, "mid": mid, "lo_mid": brief(r_lo), "mid_hi": brief(r_hi), "why": why}
+    return {"phase": phase, "lo": lo, "hi": hi, "mid": mid, "lo_mid": brief(r_lo), "mid_hi": brief(r_hi), "why": why,
+            "stage": stage}
 
 
 def _num(x: float) -> float | None:

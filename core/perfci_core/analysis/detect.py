@@ -28,7 +28,7 @@ changes of kind CHANGE (no better-direction known, so neither regression nor imp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable, Literal, Sequence
 
 import numpy as np
@@ -60,7 +60,7 @@ class Change:
     kind: Kind  # REGRESSION / IMPROVEMENT (CHANGE for a metric of unknown direction)
     metric: str
     backend: str
-    index: int  # position of the suspect commit in the cleaned series
+    index: int  # position of the suspect commit in the series as passed in (dropped points counted)
     suspect: str  # most likely first bad commit
     last_good: str  # last commit known to be at the old level
     first_bad: str  # first commit known to be at the new level
@@ -185,7 +185,7 @@ def _change(s: CleanSeries, cp: ChangePoint, name: str, be: catalogue.Backend, m
     t = cp.test
     kind = t.kind if t.kind is not Kind.NONE else Kind.CHANGE
     return Change(
-        kind=kind, metric=name, backend=be.value, index=cp.index, suspect=s.commits[cp.index],
+        kind=kind, metric=name, backend=be.value, index=s.positions[cp.index], suspect=s.commits[cp.index],
         last_good=s.commits[lo - 1], first_bad=s.commits[hi], candidates=s.commits[lo:hi + 1],
         pinned=lo == hi, before_median=t.before_median, after_median=t.after_median,
         rel_change=t.rel_change, p_value=t.p_value, confidence=t.confidence,
@@ -207,6 +207,8 @@ class IncrementalDetector:
         self.metric, self.backend, self.settings = metric, catalogue.Backend(backend), settings
         self._commits: list[str] = []
         self._samples: list[np.ndarray] = []
+        self._positions: list[int] = []  # each kept point's position among the appended ones
+        self._appended = 0
         self._notes: list[str] = []
         self._frozen: list[Change] = []
         self._result: DetectionResult | None = None
@@ -226,15 +228,18 @@ class IncrementalDetector:
         if len(c):
             self._commits.append(c.commits[0])
             self._samples.append(c.samples[0])
+            self._positions.append(self._appended)
+        self._appended += 1
         n = len(self._commits)
         tail = max(self.settings.tail_window, 4 * self.settings.search.window)
         start = max(0, n - tail)
-        window = CleanSeries(tuple(self._commits[start:]), tuple(self._samples[start:]))
-        fresh = detect(window, self.metric, self.backend, self.settings)
+        window = CleanSeries(tuple(self._commits[start:]), tuple(self._samples[start:]),
+                             positions=tuple(self._positions[start:]))
+        fresh = detect(window, self.metric, self.backend, self.settings)  # indices: appended positions
         keep_below = start + self.settings.search.window if start > 0 else 0
-        self._frozen = [ch for ch in self._frozen if ch.index < keep_below]
-        shifted = [replace(ch, index=ch.index + start) for ch in fresh.changes]
-        self._frozen.extend(ch for ch in shifted if ch.index >= keep_below)
+        cut = self._positions[keep_below] if keep_below < n else self._appended
+        self._frozen = [ch for ch in self._frozen if ch.index < cut]
+        self._frozen.extend(ch for ch in fresh.changes if ch.index >= cut)
         self._result = DetectionResult(fresh.metric, fresh.backend, tuple(self._frozen), n, fresh.noise,
                                        fresh.min_effect, tuple(self._notes) + fresh.notes)
         return self._result

@@ -6,7 +6,8 @@ possibly one, possibly none). :func:`clean` is the only place where bad input is
 
 - NaN and +/-inf repetitions are dropped, with a note naming the commit;
 - a point left with no repetition is dropped (a missing measurement, not a zero), with a note;
-- everything else is kept exactly, in order.
+- everything else is kept exactly, in order, each point remembering its position in the input
+  (:attr:`CleanSeries.positions`), so results can name the position the caller passed in.
 
 It also fixes the *scale* the change-point search works on (:func:`to_scale`): the natural log of
 the per-commit medians when every value is positive (steps become additive and symmetric, a
@@ -45,6 +46,13 @@ class CleanSeries:
     commits: tuple[str, ...]
     samples: tuple[np.ndarray, ...]
     notes: tuple[str, ...] = field(default=())
+    positions: tuple[int, ...] = ()  # each point's index in the input series (default: 0, 1, ...)
+
+    def __post_init__(self) -> None:
+        if not self.positions:
+            object.__setattr__(self, "positions", tuple(range(len(self.commits))))
+        elif len(self.positions) != len(self.commits):
+            raise ValueError("positions and commits differ in length")
 
     def __len__(self) -> int:
         return len(self.commits)
@@ -68,8 +76,9 @@ def clean(points: Sequence[Point | tuple[str, float | Iterable[float]]]) -> Clea
     """Drop non-finite repetitions and empty points, noting each; keep the commit order."""
     commits: list[str] = []
     samples: list[np.ndarray] = []
+    positions: list[int] = []
     notes: list[str] = []
-    for raw in points:
+    for position, raw in enumerate(points):
         p = raw if isinstance(raw, Point) else Point.of(*raw)
         arr = np.asarray(p.values, dtype=float)
         finite = np.isfinite(arr)
@@ -81,7 +90,8 @@ def clean(points: Sequence[Point | tuple[str, float | Iterable[float]]]) -> Clea
             continue
         commits.append(p.commit)
         samples.append(arr)
-    return CleanSeries(tuple(commits), tuple(samples), tuple(notes))
+        positions.append(position)
+    return CleanSeries(tuple(commits), tuple(samples), tuple(notes), tuple(positions))
 
 
 def to_scale(medians: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -25,6 +25,8 @@ class BisectCreate(BaseModel):
     config: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     metric: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     backend: Annotated[str, StringConstraints(pattern=r"^(auto|pmu|sim|tsc)$")] = "auto"
+    direction: Literal["any", "regression", "improvement"] | None = Field(
+        None, description="what to hunt; default: the alert group's direction with alert_group_id, else any")
     alert_group_id: DbId | None = None
 
     @model_validator(mode="after")
@@ -41,6 +43,26 @@ class CommitRef(BaseModel):
     index: int
     author: str = ""
     subject: str = ""
+
+
+class OpposingMove(BaseModel):
+    """A move against the hunted kind seen during the search, and its own search's result."""
+
+    kind: str
+    change_pct: float | None
+    p_value: float | None
+    exact: bool
+    seen: str = Field(description="the phase that saw it: endpoints, scan or search")
+    good: CommitRef = Field(description="the move was seen between these two commits")
+    bad: CommitRef
+    status: str | None = Field(None, description="its own search's status (null: not searched)")
+    message: str | None = None
+    parent: CommitRef | None = None
+    culprit: CommitRef | None = None
+    skipped: list[str] = []
+    change: dict[str, Any] | None = None
+    isolated: bool = Field(description="its commit is known (its own search, or an isolated move inside its range)")
+    dismissed: bool = Field(description="its search did not see it again: not counted")
 
 
 class BisectRead(BaseModel):
@@ -70,6 +92,8 @@ class BisectRead(BaseModel):
     skipped: list[str]
     steps: list[dict[str, Any]]
     notes: list[str]
+    direction: str = Field(description="what was hunted: regression, improvement or any (the endpoints' kind)")
+    opposing: list[OpposingMove] = Field(description="moves against the hunted kind seen on the way")
     alert_group_id: int | None
     created_at: datetime
     updated_at: datetime

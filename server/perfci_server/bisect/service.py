@@ -8,7 +8,8 @@ are), a build failure as a commit to skip, a job still queued or running as "wai
 search asks to measure becomes jobs for that machine (one per commit, the jobs table's rule), so
 a commit cannot be re-measured here: the search runs with ``remeasure=False`` and, for noisy
 metrics, with the repetitions of the config — where more would be needed it decides by the
-larger move and says so in its notes.
+larger move and says so in its notes. What it hunts (``direction``) is kept in the stored state,
+and moves against it are isolated with jobs the same way (:mod:`perfci_core.analysis.bisect`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..models import Bisect, BisectStatus, JobState, utcnow
 from ..repos import repository as repo_sql
 from ..settings import Settings
 from . import repository as bisect_sql
-from .schemas import BisectCreate, BisectRead, CommitRef
+from .schemas import BisectCreate, BisectRead, CommitRef, OpposingMove
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,16 @@ def create(session: Session, data: BisectCreate) -> Bisect:
         if commit is None:
             raise NotFound(f"no commit {sha} in repository {repository.name!r}")
     assert good is not None and bad is not None
+    direction = data.direction or _alert_direction(session, data.alert_group_id, data.metric)
     return _start(session, repository.id, branch.id, machine_id, config.id, config.backend, data.metric, data.backend,
-                  good.id, bad.id, data.alert_group_id)
+                  good.id, bad.id, data.alert_group_id, direction)
+
+
+def _alert_direction(session: Session, group_id: int | None, metric: str) -> str:
+    """The hunted kind a bisect of an alert group defaults to: its alert's direction on the metric."""
+    found = bisect_sql.alert_group_with_rows(session, group_id) if group_id is not None else None
+    rows = [r for r in found[1] if r.metric == metric] if found else []
+    return rows[0].direction if rows and rows[0].direction in ("regression", "improvement") else "any"
 
 
 def _machine_id_by_name(session: Session, name: str) -> int:
@@ -84,7 +93,8 @@ def _resolve_backend(metric: catalogue.Metric, requested: str, config_backend: s
 
 
 def _start(session: Session, repository_id: int, branch_id: int, machine_id: int, config_id: int, config_backend: str,
-           metric_name: str, backend: str, good_id: int, bad_id: int, alert_group_id: int | None) -> Bisect:
+           metric_name: str, backend: str, good_id: int, bad_id: int, alert_group_id: int | None,
+           direction: str = "any") -> Bisect:
     try:
         metric = catalogue.get(metric_name)
     except KeyError as exc:
@@ -100,9 +110,10 @@ def _start(session: Session, repository_id: int, branch_id: int, machine_id: int
         repository_id=repository_id, branch_id=branch_id, machine_id=machine_id, config_id=config_id,
         metric=metric.name, backend=backend, good_commit_id=good_id, bad_commit_id=bad_id, commit_ids=commit_ids,
         alert_group_id=alert_group_id, status=BisectStatus.RUNNING.value, message="starting",
-        state=core.State(len(commit_ids)).to_dict(), scheduled=[], result={}, repetitions=0,
+        state=core.State(len(commit_ids), direction=direction).to_dict(), scheduled=[], result={}, repetitions=0,
     ))
-    log.info("bisect %d: %s (%s) over %d commits on machine %d", bisect.id, metric.name, backend, len(commit_ids), machine_id)
+    log.info("bisect %d: %s (%s, hunting %s) over %d commits on machine %d", bisect.id, metric.name, backend, direction,
+             len(commit_ids), machine_id)
     dispatch.send_after_commit(session, ADVANCE_TASK, bisect.id)
     return bisect
 
@@ -125,8 +136,9 @@ def start_for_alert_group(session: Session, group_id: int, metric: str | None = 
     if not candidates:
         raise NotFound(f"alert group {group_id} has no {metric} alert")
     row = next((r for r in candidates if r.direction == "regression"), candidates[0])
+    direction = row.direction if row.direction in ("regression", "improvement") else "any"
     return _start(session, group.repository_id, group.branch_id, group.machine_id, row.config_id, row.backend,
-                  row.metric, row.backend, group.last_good_commit_id, group.first_bad_commit_id, group.id)
+                  row.metric, row.backend, group.last_good_commit_id, group.first_bad_commit_id, group.id, direction)
 
 
 # --- advance -------------------------------------------------------------------------------------
@@ -159,8 +171,9 @@ def advance(session: Session, bisect_id: int, settings: Settings) -> str:
     if bisect.status != BisectStatus.RUNNING.value:
         return bisect.status
     obs, pending = _observations(session, bisect)
-    policy = core.Policy.for_backend(bisect.backend, bisect.metric, remeasure=False)
-    search = core.Bisection(len(bisect.commit_ids), policy, core.State.from_dict(bisect.state), obs)
+    state = core.State.from_dict(bisect.state)
+    policy = core.Policy.for_backend(bisect.backend, bisect.metric, remeasure=False, direction=state.direction)
+    search = core.Bisection(len(bisect.commit_ids), policy, state, obs)
     step = search.next()
     bisect.state = search.state.to_dict()
     bisect.repetitions = sum(len(o.samples) for o in obs.values())
@@ -187,6 +200,7 @@ def _finish(session: Session, bisect: Bisect, outcome: core.Outcome) -> None:
     bisect.result = {
         "parent": outcome.parent, "culprit": outcome.culprit, "skipped": list(outcome.skipped), "kind": outcome.kind.value,
         "change": core.comparison_dict(outcome.step), "overall": core.comparison_dict(outcome.overall), "notes": list(outcome.notes),
+        "direction": outcome.direction, "opposing": list(outcome.opposing),
     }
     bisect.finished_at = utcnow()
     log.info("bisect %d finished: %s — %s", bisect.id, bisect.status, bisect.message)
@@ -210,7 +224,10 @@ def read(session: Session, bisect: Bisect) -> BisectRead:
     steps = state.get("steps", [])
     touched = {0, len(ids) - 1} | {s["mid"] for s in steps if s.get("mid") is not None}
     wanted = {i for i in (result.get("parent"), result.get("culprit")) if i is not None}
-    commits = bisect_sql.commits(session, [ids[i] for i in touched | wanted | set(result.get("skipped", []))])
+    moves = result.get("opposing") or []
+    named = {m[k] for m in moves for k in ("good", "bad", "parent", "culprit") if m.get(k) is not None}
+    named |= {i for m in moves for i in m.get("skipped", [])}
+    commits = bisect_sql.commits(session, [ids[i] for i in touched | wanted | named | set(result.get("skipped", []))])
 
     def ref(index: int | None) -> CommitRef | None:
         if index is None:
@@ -228,6 +245,9 @@ def read(session: Session, bisect: Bisect) -> BisectRead:
         change=result.get("change"), overall=result.get("overall"),
         skipped=[commits[ids[i]].sha for i in result.get("skipped", [])], steps=steps,
         notes=result.get("notes", state.get("notes", [])), alert_group_id=bisect.alert_group_id,
+        direction=result.get("direction", state.get("direction", "any")),
+        opposing=[OpposingMove(**{**m, **{k: ref(m.get(k)) for k in ("good", "bad", "parent", "culprit")},
+                                  "skipped": [commits[ids[i]].sha for i in m.get("skipped", [])]}) for m in moves],
         created_at=bisect.created_at, updated_at=bisect.updated_at, finished_at=bisect.finished_at,
     )
 

@@ -75,6 +75,7 @@ class RunRead(BaseModel):
     finished_at: datetime | None
     received_at: datetime | None
     created_at: datetime
+    notes: list[str] | None = None  # impossible values the result carried (not stored)
 
 
 class JobRead(BaseModel):

@@ -14,6 +14,8 @@ class UploadAccepted(BaseModel):
     samples: int
     metric_values: int
     duplicate: bool = Field(False, description="True when this exact result had already been stored")
+    notes: list[str] = Field(default_factory=list, description="physically impossible values the document carried "
+                             "(not stored), one note per metric or raw count")
 
 
 class SeriesSample(BaseModel):

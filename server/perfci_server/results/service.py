@@ -33,7 +33,13 @@ from .schemas import Comparison, MetricComparison, Series, SeriesPoint, SeriesSa
 
 
 def parse_result_document(body: bytes) -> ResultDocument:
-    """The agent's result document, or a 422 that says what is wrong (nothing is stored)."""
+    """The agent's result document, or a 422 that says what is wrong (nothing is stored).
+
+    Physically impossible values (zero cycles per packet, a negative count, NaN) are not a 422:
+    parsing takes them out and notes them (:mod:`perfci_core.result`), the run is stored with the
+    rest of its values and those notes (``runs.notes``, the upload's answer). Rejecting the whole
+    document would lose every other repetition and metric of the run for one bad derivation, and
+    the agent could only send the same document again."""
     try:
         return ResultDocument.model_validate_json(body)
     except ValidationError as exc:
@@ -83,6 +89,7 @@ def ingest(session: Session, agent: AgentIdentity, job_id: int, attempt: int, do
             "backend_reason": document.backend_reason,
             "build_id": document.build_id,
             "tuning": document.tuning.model_dump(mode="json"),
+            "notes": list(document.notes),
             "started_at": document.started_at,
             "finished_at": document.finished_at,
             "received_at": utcnow(),
@@ -123,6 +130,7 @@ def _accepted(job: Row[Any], attempt: int, run_status: str, job_state: str, docu
         samples=len(document.samples),
         metric_values=sum(len(s.metrics) for s in document.samples),
         duplicate=duplicate,
+        notes=list(document.notes),
     )
 
 
