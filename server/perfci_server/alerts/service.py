@@ -7,12 +7,19 @@ What one detection does (a Celery task per machine after successful uploads, see
   NULL). Uploads coalesce: at most one detection of a machine waits in the queue, and it analyses
   every run stored before it started, so the work follows the workers' pace, not the upload rate;
 - for every branch those runs' commits are on, under a per branch x machine lock (groups span
-  every config and metric of a machine), read the last ``detection_window_commits`` measured
-  commits of each run's machine x config — every repetition of every metric and backend;
-- run :func:`analysis.detect` on each (metric, backend) series: sim by the exact rule, the rest
-  by change points + the per-commit test with the noise-learned minimum effect. A machine is one
-  fingerprint, so a changed fingerprint (a new machine row) starts new series: no alert ever
-  spans two fingerprints;
+  every config and metric of a machine), take the last ``detection_window_commits`` measured
+  commits of each run's machine x config — every repetition of every metric and backend. The
+  window detection analysed last time is cached (:mod:`.window`, table ``detection_windows``),
+  so only the commits with runs awaiting detection are read; a missing, stale or disagreeing
+  cache is rebuilt from the tables, and the verdicts are the same either way;
+- run :func:`analysis.detect` on each (metric, backend) series: sim by the exact rule (only
+  between consecutive commits whose medians differ at all, which gives the same changes), the
+  rest by change points + the per-commit test with the noise-learned minimum effect. A machine
+  is one fingerprint, so a changed fingerprint (a new machine row) starts new series: no alert
+  ever spans two fingerprints;
+- a run whose commit is older than the window (uploaded late, or a backlog larger than the
+  window) is analysed over a window centred on its position (half the window size each side),
+  which judges only what lies before the main window's judged part;
 - reconcile the changes with the stored alerts of that series (:class:`_Book`): a change whose
   range (last good, first bad] overlaps an existing alert of the series updates that alert in
   place; otherwise it joins a group of the branch x machine whose range it overlaps, or opens a
@@ -185,7 +192,7 @@ def redetect(session: Session, branch_id: int, machine_id: int, settings: Settin
 
 
 def detect_config(session: Session, branch_id: int, machine_id: int, config_id: int, settings: Settings,
-                  outcome: Outcome, use_window_cache: bool = True) -> None:
+                  outcome: Outcome, use_window_cache: bool | None = None) -> None:
     """Detection on every series of a branch x machine x config: over its last
     ``detection_window_commits`` measured commits, and around each commit uploaded late (older
     than that window) over a window centred on it."""
@@ -195,7 +202,8 @@ def detect_config(session: Session, branch_id: int, machine_id: int, config_id: 
         return
     fresh_commits = alert_sql.pending_commits(session, machine_id, config_id)
     fresh = set(alert_sql.positions_of(session, branch_id, fresh_commits).values()) if fresh_commits else set()
-    window = _window(session, branch_id, machine_id, config_id, measured, fresh, settings, use_window_cache)
+    use_cache = settings.detection_window_cache if use_window_cache is None else use_window_cache
+    window = _window(session, branch_id, machine_id, config_id, measured, fresh, settings, use_cache)
     judge_from = _judge_from(session, branch_id, machine_id, config_id, [p for p, _ in measured])
     book = _Book(session, branch_id, machine_id)
     for key, found in window_changes(window, config_id).items():

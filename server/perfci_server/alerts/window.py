@@ -137,42 +137,46 @@ class Window:
     # --- storage ------------------------------------------------------------------------------
 
     def dumps(self) -> bytes:
-        """numpy's npz (no pickle): header arrays, then per series positions, counts, values."""
+        """numpy's npz (no pickle), a few flat arrays: the commits, then every point of every
+        series one after the other (its series, position, repetition count, median, values)."""
         positions = sorted(self.commit_ids)
-        arrays: dict[str, np.ndarray] = {
-            "window": np.array(self.positions, dtype=np.int64),
-            "positions": np.array(positions, dtype=np.int64),
-            "commit_ids": np.array([self.commit_ids[p] for p in positions], dtype=np.int64),
-            "shas": np.array([self.shas.get(p, "") for p in positions], dtype=str),
-        }
-        for i, (key, by_position) in enumerate(sorted(self.points.items())):
-            ordered = sorted(by_position)
-            arrays[f"k{i}"] = np.array(key, dtype=str)
-            arrays[f"p{i}"] = np.array(ordered, dtype=np.int64)
-            arrays[f"n{i}"] = np.array([by_position[p].samples.size for p in ordered], dtype=np.int64)
-            arrays[f"v{i}"] = np.concatenate([by_position[p].samples for p in ordered]) if ordered else np.empty(0)
-            arrays[f"m{i}"] = np.array([by_position[p].median for p in ordered], dtype=float)
+        keys = sorted(self.points)
+        ordered = [(k, p) for k in keys for p in sorted(self.points[k])]
+        points = [self.points[k][p] for k, p in ordered]
         buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
+        np.savez(
+            buffer,
+            window=np.array(self.positions, dtype=np.int64),
+            positions=np.array(positions, dtype=np.int64),
+            commit_ids=np.array([self.commit_ids[p] for p in positions], dtype=np.int64),
+            shas=np.array([self.shas.get(p, "") for p in positions], dtype=str),
+            keys=np.array([f"{m}\t{b}" for m, b in keys], dtype=str),
+            point_key=np.repeat(np.arange(len(keys), dtype=np.int64), [len(self.points[k]) for k in keys]),
+            point_position=np.array([p for _, p in ordered], dtype=np.int64),
+            point_count=np.array([x.samples.size for x in points], dtype=np.int64),
+            point_median=np.array([x.median for x in points], dtype=float),
+            values=np.concatenate([x.samples for x in points]) if points else np.empty(0),
+        )
         return buffer.getvalue()
 
     @classmethod
     def loads(cls, data: bytes) -> Window:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            window = cls(positions=[int(p) for p in z["window"]])
-            positions = [int(p) for p in z["positions"]]
-            window.commit_ids = dict(zip(positions, (int(c) for c in z["commit_ids"])))
-            window.shas = {p: str(s) for p, s in zip(positions, z["shas"]) if s}
-            for p in window.positions:
-                if p not in window.commit_ids:
-                    raise ValueError(f"window position {p} has no commit")
-            i = 0
-            while f"k{i}" in z:
-                metric, backend = (str(x) for x in z[f"k{i}"])
-                counts = z[f"n{i}"]
-                splits = np.split(z[f"v{i}"], np.cumsum(counts)[:-1]) if counts.size else []
-                window.points[(metric, backend)] = {
-                    int(p): Point(samples, float(m)) for p, samples, m in zip(z[f"p{i}"], splits, z[f"m{i}"])
-                }
-                i += 1
+            arrays = {name: z[name] for name in z.files}
+        window = cls(positions=arrays["window"].tolist())
+        positions = arrays["positions"].tolist()
+        window.commit_ids = dict(zip(positions, arrays["commit_ids"].tolist()))
+        window.shas = {p: s for p, s in zip(positions, arrays["shas"].tolist()) if s}
+        if not set(window.positions) <= window.commit_ids.keys():
+            raise ValueError("a window position has no commit")
+        keys = [tuple(k.split("\t")) for k in arrays["keys"].tolist()]
+        values = arrays["values"]
+        ends = np.cumsum(arrays["point_count"]).tolist()
+        start = 0
+        for k, p, end, median in zip(arrays["point_key"].tolist(), arrays["point_position"].tolist(), ends,
+                                     arrays["point_median"].tolist()):
+            window.points.setdefault(keys[k], {})[p] = Point(values[start:end], median)
+            start = end
+        if start != values.size:
+            raise ValueError("repetition counts do not match the values")
         return window
