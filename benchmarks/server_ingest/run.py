@@ -99,8 +99,15 @@ class Api:
         all_headers = {"Content-Type": "application/json", **(headers or {})}
         if self.token:
             all_headers["Authorization"] = f"Bearer {self.token}"
-        self.conn.request(method, path, body=body, headers=all_headers)
-        response = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body=body, headers=all_headers)
+            response = self.conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            # The server closed an idle keep-alive connection before reading this request (as
+            # uvicorn does after 5 s idle, e.g. while the window waits for the worker): a new one.
+            self.conn.close()
+            self.conn.request(method, path, body=body, headers=all_headers)
+            response = self.conn.getresponse()
         data = response.read()
         return response.status, (json.loads(data) if data else None)
 

@@ -12,6 +12,7 @@ from alerts_support import SIM, TSC, Lab, sim_values, tsc_values
 from perfci_core.analysis import detect
 from perfci_server.alerts import repository as alert_sql
 from perfci_server.alerts import service as alert_service
+from perfci_server.alerts.window import Window
 from perfci_server.models import BranchCommit, Commit, DetectionWindow, Job, JobState
 from perfci_server.settings import get_settings
 
@@ -78,7 +79,7 @@ def test_the_cached_window_gives_exactly_what_a_full_read_gives(client, session,
             [(c.last_good, c.first_bad, c.rel_change) for c in whole]
 
 
-def _sim_lab(client, session, sent_tasks, n: int, step: int) -> tuple[Lab, dict]:
+def _sim_lab(client, session, sent_tasks, n: int) -> tuple[Lab, dict]:
     lab = Lab(client, session, sent_tasks, configs=(SIM,))
     agent = lab.agent("dut-01")
     lab.push(n)
@@ -90,7 +91,7 @@ def _alerts(lab: Lab) -> list[tuple[str | None, str, str]]:
 
 
 def test_a_lost_stale_or_damaged_window_is_rebuilt_and_changes_nothing(client, session, sent_tasks):
-    lab, agent = _sim_lab(client, session, sent_tasks, 30, step=12)
+    lab, agent = _sim_lab(client, session, sent_tasks, 30)
     lab.measure(lambda i, _: sim_values(BASE_IPP * (1.029 if i >= 12 else 1.0)), agent)
     lab.detect()
     expected = _alerts(lab)
@@ -114,7 +115,6 @@ def test_a_lost_stale_or_damaged_window_is_rebuilt_and_changes_nothing(client, s
     redetect_with(lambda: session.execute(update(DetectionWindow).values(data=b"not a window")))  # damaged
     # A window that no longer agrees with the tables (here: it holds another commit at a position).
     row = session.get(DetectionWindow, ids)
-    from perfci_server.alerts.window import Window
     w = Window.loads(row.data)
     w.commit_ids[max(w.commit_ids)] = -1
     data = w.dumps()
@@ -126,7 +126,7 @@ def test_a_late_upload_is_analysed_around_its_position(client, session, sent_tas
     200 measured commits never contains commit 50: the backlog's detection analyses the old runs
     around their positions (the step is somewhere in 49..51), and the late upload of commit 50 is
     analysed around its own position, which pins the step to it."""
-    lab, agent = _sim_lab(client, session, sent_tasks, 300, step=50)
+    lab, agent = _sim_lab(client, session, sent_tasks, 300)
     shas = lab.shas["main"]
     late = session.scalar(select(Commit.id).where(Commit.sha == shas[50]))
     session.execute(update(Job).where(Job.commit_id == late).values(state=JobState.FAILED.value))  # held back

@@ -149,8 +149,8 @@ class Window:
             window=np.array(self.positions, dtype=np.int64),
             positions=np.array(positions, dtype=np.int64),
             commit_ids=np.array([self.commit_ids[p] for p in positions], dtype=np.int64),
-            shas=np.array([self.shas.get(p, "") for p in positions], dtype=str),
-            keys=np.array([f"{m}\t{b}" for m, b in keys], dtype=str),
+            shas=np.array([self.shas.get(p, "").encode() for p in positions], dtype=bytes),  # 1 byte a character, not 4
+            keys=np.array([f"{m}\t{b}".encode() for m, b in keys], dtype=bytes),
             point_key=np.repeat(np.arange(len(keys), dtype=np.int64), [len(self.points[k]) for k in keys]),
             point_position=np.array([p for _, p in ordered], dtype=np.int64),
             point_count=np.array([x.samples.size for x in points], dtype=np.int64),
@@ -166,10 +166,10 @@ class Window:
         window = cls(positions=arrays["window"].tolist())
         positions = arrays["positions"].tolist()
         window.commit_ids = dict(zip(positions, arrays["commit_ids"].tolist()))
-        window.shas = {p: s for p, s in zip(positions, arrays["shas"].tolist()) if s}
+        window.shas = {p: s.decode() for p, s in zip(positions, arrays["shas"].tolist()) if s}
         if not set(window.positions) <= window.commit_ids.keys():
             raise ValueError("a window position has no commit")
-        keys = [tuple(k.split("\t")) for k in arrays["keys"].tolist()]
+        keys = [tuple(k.decode().split("\t")) for k in arrays["keys"].tolist()]
         values = arrays["values"]
         ends = np.cumsum(arrays["point_count"]).tolist()
         start = 0
