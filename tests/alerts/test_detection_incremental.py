@@ -149,3 +149,34 @@ def test_a_late_upload_is_analysed_around_its_position(client, session, sent_tas
     session.commit()
     lab.detect()
     assert _alerts(lab) == [(shas[49], shas[50], "ipp")]
+
+
+def test_with_the_window_cached_a_detection_reads_only_the_commits_with_new_runs(client, session, sent_tasks, monkeypatch):
+    lab, agent = _sim_lab(client, session, sent_tasks, 30)
+    ipp = lambda i, _: sim_values(BASE_IPP * (1.029 if i >= 12 else 1.0))  # noqa: E731
+    lab.measure(ipp, agent)
+    lab.detect()  # builds the window
+    read: list[list[int]] = []
+    real = alert_sql.window_values
+
+    def recording(session, branch_id, machine_id, config_id, positions):
+        read.append(list(positions))
+        return real(session, branch_id, machine_id, config_id, positions)
+
+    monkeypatch.setattr(alert_sql, "window_values", recording)
+    new = lab.push(2)
+    lab.measure(ipp, agent)
+    lab.detect()
+    positions = {c: p for c, p in session.execute(select(Commit.sha, BranchCommit.position)
+                                                 .join(BranchCommit, BranchCommit.commit_id == Commit.id))}
+    assert read[0] == sorted(positions[sha] for sha in new)  # the window: only the two new commits
+    assert _alerts(lab) == [(lab.shas["main"][11], lab.shas["main"][12], "ipp")]
+
+    read.clear()  # without the cache (or with it lost) the whole window is read, with the same verdict
+    session.execute(delete(DetectionWindow))
+    session.commit()
+    lab.push(1)
+    lab.measure(ipp, agent)
+    lab.detect()
+    assert len(read[0]) == 33
+    assert _alerts(lab) == [(lab.shas["main"][11], lab.shas["main"][12], "ipp")]
