@@ -56,6 +56,11 @@ def recreate_database(url: str) -> str:
     return url
 
 
+def server_url(url: str) -> str:
+    """The maintenance database of the server of ``url`` (to read its settings without the target)."""
+    return make_url(url).set(database="postgres").render_as_string(hide_password=False)
+
+
 def claim_redis(url: str):
     """A client of the Redis database of ``url``, marked as a benchmark's; refuses one in other use."""
     import redis

@@ -1,20 +1,31 @@
 """Ingest benchmark: N simulated agents on loopback against a uvicorn server on PostgreSQL.
 
-Each agent enrolls, does one unmeasured claim -> upload (the server's warm-up), then loops claim -> upload (a result of 5 repetitions x every catalogue
-(metric, backend) pair, 19 values per repetition) until no job is left. Prints uploads/s, the
+Each agent enrolls, does one unmeasured claim -> upload (the server's warm-up), then loops claim ->
+upload (a result of 5 repetitions x every catalogue (metric, backend) pair: 24 values per
+repetition today, 19 when the catalogue was smaller) until no job is left. Prints uploads/s, the
 claim/upload latency p50/p99, and the CPU time each party spent in the measured window (this
 load generator, the uvicorn processes, the PostgreSQL backends of the benchmark database), so a
 client that steals the server's cores shows up in the figures.
 
     .venv/bin/python benchmarks/server_ingest/run.py [--agents 50] [--machines 10] [--commits 100]
-        [--workers 2] [--think-ms 0] [--repeat 1] [--profile server.folded]
+        [--workers 2] [--think-ms 0] [--rate 0] [--repeat 1] [--profile server.folded]
+        [--worker 0] [--detection cached|full|both]
+
+Every run prints the state it ran on: the PostgreSQL settings that move these figures (fsync,
+synchronous_commit, full_page_writes, shared_buffers, as the server reports them), and the load
+average, busy and stolen CPU share of the machine over the measured window. On a shared host the
+figures are the host's load as much as perfci's: compare runs by their ratios (--detection both
+measures the two detection modes back to back in every repetition, alternating which goes first).
 
 With no think time the agents form a closed loop that saturates the server, so latencies there are
 queueing (Little's law: 50 agents at R requests/s wait ~50/R s per request). The server lets claims
 into the database before uploads (perfci_server.database_slots), so that queueing falls on uploads.
 Each agent's first claim of the window is reported apart: all agents send it at the same instant, a
 herd that only a (re)start produces; the claim percentiles are the steady state after it.
---think-ms gives the latency at a load below saturation.
+--think-ms gives the latency at a load below saturation. --rate R paces the agents open-loop: cycle
+k may start at k / R s (an agent takes the next slot and waits for it), so a target rate is
+measured at that rate, not only saturated; the share of cycles that started late says when the
+server could not keep up.
 
 The speed of these VMs drifts from run to run (the same code measured 154-231 uploads/s in one
 hour), so figures worth quoting are the median of several runs: --repeat 5.
@@ -31,7 +42,10 @@ machine during the run, as Compose does, and reports side by side: its CPU per u
 waiting for detection over time (sampled every second until none waits), upload -> detected
 (runs.received_at -> detected_at) and upload -> alert visible (the first bad commit's upload ->
 its alert group's creation) p50/p99. From the middle commit on, ipp/sim is 5 % higher, so each
-machine gets one regression to find.
+machine gets one regression to find. The measured window opens once the worker has detected the
+warm-up's runs (a worker starts slowly on a busy host). --detection full runs the worker with
+PERFCI_DETECTION_WINDOW_CACHE=false (every window re-read from the tables, the previous
+behaviour; same verdicts). benchmarks/server_ingest/detection.py times the detection task alone.
 `--profile` samples the server with py-spy (`pip install py-spy`) during the measured window, only
 threads holding the GIL (where the Python CPU goes), and
 writes folded stacks (one line per stack, sample count last).
@@ -85,8 +99,15 @@ class Api:
         all_headers = {"Content-Type": "application/json", **(headers or {})}
         if self.token:
             all_headers["Authorization"] = f"Bearer {self.token}"
-        self.conn.request(method, path, body=body, headers=all_headers)
-        response = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body=body, headers=all_headers)
+            response = self.conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            # The server closed an idle keep-alive connection before reading this request (as
+            # uvicorn does after 5 s idle, e.g. while the window waits for the worker): a new one.
+            self.conn.close()
+            self.conn.request(method, path, body=body, headers=all_headers)
+            response = self.conn.getresponse()
         data = response.read()
         return response.status, (json.loads(data) if data else None)
 
@@ -287,9 +308,31 @@ def _claim_and_upload(api: Api, agent: dict[str, Any], think: float, claims: lis
     return True
 
 
+class Pace:
+    """Open-loop arrivals at ``rate`` cycles per second: cycle k may start at start + k / rate.
+    An agent takes the next slot and waits for it; when every agent is busy past its slot the
+    server is behind, and ``late`` records by how much."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate, self.k, self.lock = rate, 0, threading.Lock()
+        self.t0 = 0.0
+        self.late: list[float] = []
+
+    def wait(self) -> None:
+        with self.lock:
+            due = self.t0 + self.k / self.rate
+            self.k += 1
+        delay = due - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        else:
+            with self.lock:
+                self.late.append(-delay)
+
+
 def _agent_loop(
     port: int, agent: dict[str, Any], think: float, first_claims: list[float], claims: list[float], uploads: list[float],
-    lock: threading.Lock, warmed: threading.Barrier, start: threading.Event,
+    lock: threading.Lock, warmed: threading.Barrier, start: threading.Event, pace: Pace | None = None,
 ) -> None:
     api = Api(port, agent["token"])
     # Warm-up, not measured: the first requests of a server process import and connect what it
@@ -300,8 +343,11 @@ def _agent_loop(
     my_uploads: list[float] = []
     start.wait()
     time.sleep(think * agent["stagger"])  # with think time, agents do not arrive in lock step
-    while _claim_and_upload(api, agent, think, my_claims, my_uploads):
-        pass
+    while True:
+        if pace is not None:
+            pace.wait()
+        if not _claim_and_upload(api, agent, think, my_claims, my_uploads):
+            break
     with lock:
         first_claims.append(my_claims[0])  # all agents at once: the herd of a (re)start, apart
         claims.extend(my_claims[1:])
@@ -354,6 +400,30 @@ def _machine_busy() -> tuple[float, float]:
     ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = ticks[3] + ticks[4]
     return (sum(ticks) - idle) / _TICK, sum(ticks) / _TICK
+
+
+class MachineState:
+    """The machine's state over a measurement (this VM is shared; figures taken under load are
+    load): load average at both ends, and the share of CPU time that was busy and that the
+    hypervisor stole (/proc/stat) in between."""
+
+    def __init__(self) -> None:
+        self.load = Path("/proc/loadavg").read_text().split()[:3]
+        self.ticks = self._ticks()
+
+    @staticmethod
+    def _ticks() -> list[int]:
+        return [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+
+    def report(self) -> str:
+        now = self._ticks()
+        d = [b - a for a, b in zip(self.ticks, now)]
+        total = sum(d) or 1
+        busy = total - d[3] - d[4]
+        steal = d[7] if len(d) > 7 else 0
+        load = Path("/proc/loadavg").read_text().split()[:3]
+        return (f"load average {'/'.join(self.load)} at start, {'/'.join(load)} at end (1/5/15 min) on {os.cpu_count()} cores; "
+                f"busy {busy / total * 100:.0f}%, steal {steal / total * 100:.1f}% of CPU time in between")
 
 
 class CpuMeter:
@@ -435,24 +505,50 @@ def main() -> None:
     parser.add_argument("--worker", type=int, default=0, metavar="CONCURRENCY",
                         help="run a real Celery worker (perfci worker) on detection during the run; 0 = none (ingest alone)")
     parser.add_argument("--drain-s", type=float, default=600.0, help="with --worker: how long to wait for the last runs' detection")
+    parser.add_argument("--rate", type=float, default=0.0, metavar="UPLOADS_PER_S",
+                        help="open-loop arrivals at this many claim -> upload cycles per second (0 = closed loop, saturating)")
+    parser.add_argument("--detection", choices=("cached", "full", "both"), default="cached",
+                        help="with --worker: the window cache (cached), a full read of every window (full, the previous "
+                             "behaviour; same verdicts), or both back to back in every repetition")
     args = parser.parse_args()
 
-    runs = []
+    modes = ["cached", "full"] if args.detection == "both" else [args.detection]
+    print(_postgres_settings(args.database_url))
+    runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
     for i in range(args.repeat):
-        if args.repeat > 1:
-            print(f"--- run {i + 1} of {args.repeat}")
-        runs.append(_run_once(args))
-    if args.repeat > 1:
-        print(f"--- median (min-max) of {args.repeat} runs")
-        for key, label, unit in (("uploads_per_s", "uploads/s", ""), ("claim_p50_ms", "claim p50", " ms"), ("claim_p99_ms", "claim p99", " ms"),
-                                 ("server_ms", "server cpu/upload", " ms"), ("postgres_ms", "postgres cpu/upload", " ms"),
-                                 ("worker_ms", "worker cpu/upload", " ms"), ("detected_p50_s", "upload->detected p50", " s"),
-                                 ("detected_p99_s", "upload->detected p99", " s"), ("alert_p50_s", "upload->alert p50", " s"),
-                                 ("alert_p99_s", "upload->alert p99", " s"), ("runs_waiting_peak", "runs waiting peak", "")):
-            values = [r[key] for r in runs if key in r]
-            if not values:
-                continue
-            print(f"{label:20s} {statistics.median(values):8.1f}{unit}   ({min(values):.1f}-{max(values):.1f})")
+        for mode in modes if i % 2 == 0 else modes[::-1]:  # alternate which goes first
+            print(f"--- run {i + 1} of {args.repeat}" + (f", detection {mode}" if args.worker else ""))
+            runs[mode].append(_run_once(argparse.Namespace(**{**vars(args), "detection": mode})))
+    keys = (("uploads_per_s", "uploads/s", ""), ("claim_p50_ms", "claim p50", " ms"), ("claim_p99_ms", "claim p99", " ms"),
+            ("server_ms", "server cpu/upload", " ms"), ("postgres_ms", "postgres cpu/upload", " ms"),
+            ("worker_ms", "worker cpu/upload", " ms"), ("detected_p50_s", "upload->detected p50", " s"),
+            ("detected_p99_s", "upload->detected p99", " s"), ("alert_p50_s", "upload->alert p50", " s"),
+            ("alert_p99_s", "upload->alert p99", " s"), ("runs_waiting_peak", "runs waiting peak", ""),
+            ("load1", "load average (1 min)", ""))
+    if args.repeat > 1 or len(modes) > 1:
+        print(f"--- median (min-max) of {args.repeat} run(s)" + (" per detection mode" if len(modes) > 1 else ""))
+        print(f"{'':22s}" + "".join(f"{mode:>26s}" for mode in modes) + ("   full/cached" if len(modes) > 1 else ""))
+        for key, label, unit in keys:
+            cells, medians = [], []
+            for mode in modes:
+                values = [r[key] for r in runs[mode] if key in r]
+                if not values:
+                    cells.append(f"{'-':>26s}")
+                    continue
+                medians.append(statistics.median(values))
+                cells.append(f"{statistics.median(values):12.1f}{unit:3s} ({min(values):.1f}-{max(values):.1f})".rjust(26))
+            ratio = f"   {medians[1] / medians[0]:.2f}x" if len(medians) == 2 and medians[0] else ""
+            print(f"{label:22s}" + "".join(cells) + ratio)
+
+
+def _postgres_settings(url: str) -> str:
+    """The PostgreSQL settings that move ingest figures (durability and memory), as the server sees them."""
+    engine = create_engine(owned.server_url(url))
+    with engine.connect() as conn:
+        values = {name: conn.execute(text(f"SHOW {name}")).scalar_one()
+                  for name in ("server_version", "fsync", "synchronous_commit", "full_page_writes", "shared_buffers", "max_connections")}
+    engine.dispose()
+    return "postgresql: " + ", ".join(f"{k}={v}" for k, v in values.items())
 
 
 def _run_once(args: argparse.Namespace) -> dict[str, float]:
@@ -460,6 +556,7 @@ def _run_once(args: argparse.Namespace) -> dict[str, float]:
     port = _free_port()
     env = {**os.environ, "PERFCI_DATABASE_URL": url, "PERFCI_ADMIN_TOKEN": ADMIN_TOKEN, "PERFCI_ENV": "production"}
     env["PERFCI_BROKER_URL"] = args.redis_url  # tasks leave the API process, as in production
+    env["PERFCI_DETECTION_WINDOW_CACHE"] = "true" if args.detection == "cached" else "false"
     _queued_tasks(args.redis_url, purge=True)
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "perfci_server.asgi:app", "--host", "127.0.0.1", "--port", str(port), "--workers", str(args.workers), "--no-access-log", "--log-level", "warning"],
@@ -478,7 +575,6 @@ def _run_once(args: argparse.Namespace) -> dict[str, float]:
             worker = subprocess.Popen([str(Path(sys.executable).with_name("perfci")), "worker", "--concurrency", str(args.worker),
                                        "--loglevel", "warning"], cwd=ROOT, env=env, start_new_session=True,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(5.0)  # connected to the broker before the load starts
             watch = DetectionWatch(url, worker.pid)
         first_claims: list[float] = []
         claims: list[float] = []
@@ -486,13 +582,18 @@ def _run_once(args: argparse.Namespace) -> dict[str, float]:
         lock, warmed, start = threading.Lock(), threading.Barrier(len(agents) + 1), threading.Event()
         for i, agent in enumerate(agents):
             agent["stagger"] = i / len(agents)
+        pace = Pace(args.rate) if args.rate else None
         threads = [
-            threading.Thread(target=_agent_loop, args=(port, a, args.think_ms / 1000, first_claims, claims, uploads, lock, warmed, start))
+            threading.Thread(target=_agent_loop, args=(port, a, args.think_ms / 1000, first_claims, claims, uploads, lock, warmed, start, pace))
             for a in agents
         ]
         for t in threads:
             t.start()
         warmed.wait(timeout=300)
+        if worker is not None:  # the worker is up once it detected the warm-up's runs (slow to start on a busy host)
+            deadline = time.monotonic() + 300
+            while _runs_awaiting_detection(url)[1] and time.monotonic() < deadline:
+                time.sleep(0.5)
         if worker is None:
             _queued_tasks(args.redis_url, purge=True)  # the warm-up uploads' detection tasks
         if watch is not None:
@@ -502,12 +603,17 @@ def _run_once(args: argparse.Namespace) -> dict[str, float]:
             profiler = _start_profiler(server.pid, args.profile)
             time.sleep(1.0)  # py-spy attaches to every worker before the load starts
         meter.start()
+        state = MachineState()
         t0 = time.perf_counter()
+        if pace is not None:
+            pace.t0 = t0
         start.set()
         for t in threads:
             t.join()
         elapsed = time.perf_counter() - t0
         cpu = meter.stop()
+        machine = state.report()
+        load1 = float(Path("/proc/loadavg").read_text().split()[0])
         if watch is not None:
             worker_cpu = watch.drain(args.drain_s)
             drained = time.perf_counter() - t0
@@ -526,7 +632,12 @@ def _run_once(args: argparse.Namespace) -> dict[str, float]:
     values = sum(1 for _ in json.loads(agents[0]["template"])["samples"][0]["metrics"])
     print(f"agents={args.agents} machines={args.machines} server_workers={args.workers} think={args.think_ms:g} ms jobs={len(uploads)} "
           f"values/upload=5x{values} document={len(agents[0]['template'])} bytes")
-    print(f"uploads/s            {len(uploads) / elapsed:8.1f}   ({len(uploads)} uploads in {elapsed:.2f} s)")
+    paced = ""
+    if pace is not None:
+        behind = len(pace.late) / max(1, pace.k)
+        paced = (f"; paced at {args.rate:g}/s: {behind * 100:.0f}% of cycles started late"
+                 + (f", by up to {max(pace.late):.2f} s" if pace.late else ""))
+    print(f"uploads/s            {len(uploads) / elapsed:8.1f}   ({len(uploads)} uploads in {elapsed:.2f} s{paced})")
     print(f"claim  latency p50   {_percentile(claims, 50) * ms:8.1f} ms   p99 {_percentile(claims, 99) * ms:8.1f} ms   (n={len(claims)}, steady state)")
     print(f"first claims         {len(first_claims)} agents at once: p50 {_percentile(first_claims, 50) * ms:.1f} ms, max {max(first_claims) * ms:.1f} ms")
     print(f"upload latency p50   {_percentile(uploads, 50) * ms:8.1f} ms   p99 {_percentile(uploads, 99) * ms:8.1f} ms   mean {statistics.fmean(uploads) * ms:.1f} ms")
@@ -561,8 +672,9 @@ def _run_once(args: argparse.Namespace) -> dict[str, float]:
         f"postgres >= {cpu['postgres']:.2f} s ({cpu['postgres'] * per_upload:.1f} ms/upload)   "
         f"machine busy {cpu['machine_busy_share'] * 100:.0f}% of {os.cpu_count()} cores"
     )
+    print(f"machine              {machine}")
     return result | {
-        "uploads_per_s": len(uploads) / elapsed, "claim_p50_ms": _percentile(claims, 50) * ms, "claim_p99_ms": _percentile(claims, 99) * ms,
+        "load1": load1, "uploads_per_s": len(uploads) / elapsed, "claim_p50_ms": _percentile(claims, 50) * ms, "claim_p99_ms": _percentile(claims, 99) * ms,
         "server_ms": cpu["server"] * per_upload, "postgres_ms": cpu["postgres"] * per_upload,
     }
 

@@ -69,6 +69,9 @@ class Settings(BaseSettings):
 
     # Detection: how many measured commits of a branch each series run looks back over.
     detection_window_commits: int = Field(200, ge=10, le=5000)
+    # Keep each series' window between detections (table detection_windows) and read only the
+    # commits with new runs; false re-reads the whole window every time (same verdicts, slower).
+    detection_window_cache: bool = True
     # Beat resends detection for a machine whose successful runs waited longer than this unanalysed.
     detection_straggler_seconds: float = Field(300.0, gt=0)
     detection_sweep_interval_seconds: float = Field(60.0, gt=0)

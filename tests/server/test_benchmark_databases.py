@@ -60,3 +60,33 @@ def test_a_redis_database_in_other_use_is_refused():
         assert client.get("someone-elses-key") == b"1" and not client.exists(owned.REDIS_MARK)
     finally:
         client.delete("someone-elses-key")
+
+
+def test_the_detection_benchmark_has_its_own_database():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "server_ingest"))
+    import detection
+
+    assert make_url(detection.DEFAULT_DB).database == "perfci_bench_detection"
+
+
+def test_the_ingest_benchmark_prints_the_machine_and_postgresql_state_it_ran_on():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "server_ingest"))
+    import run
+
+    settings = run._postgres_settings(TEST_DATABASE_URL)  # read from the server, not assumed
+    for name in ("fsync=", "synchronous_commit=", "shared_buffers=", "max_connections="):
+        assert name in settings
+    report = run.MachineState().report()
+    assert "load average" in report and "steal" in report and "cores" in report
+
+
+def test_paced_arrivals_follow_the_schedule_and_count_the_late_ones():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "server_ingest"))
+    import run
+
+    pace = run.Pace(rate=1000.0)
+    pace.t0 = 0.0  # long past: every slot is already due, so every cycle is late
+    for _ in range(5):
+        pace.wait()
+    assert pace.k == 5 and len(pace.late) == 5
+    assert pace.late == sorted(pace.late, reverse=True)  # slot k is due at k / rate: later slots are less late

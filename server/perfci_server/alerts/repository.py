@@ -21,6 +21,7 @@ from ..models import (
     BranchCommit,
     Commit,
     CommitStatus,
+    DetectionWindow,
     Job,
     JobState,
     Machine,
@@ -121,6 +122,46 @@ def measured_positions(session: Session, branch_id: int, machine_id: int, config
         .limit(limit)
     )
     return sorted(session.scalars(statement))
+
+
+def measured_commits(session: Session, branch_id: int, machine_id: int, config_id: int, limit: int,
+                     before: int | None = None, after: int | None = None) -> list[tuple[int, int]]:
+    """(branch position, commit id) of the last ``limit`` commits measured on machine x config
+    (ascending); with ``before``, the last ones at or before that position; with ``after``, the
+    first ones after it."""
+    statement = (
+        select(BranchCommit.position, BranchCommit.commit_id)
+        .join(Job, Job.commit_id == BranchCommit.commit_id)
+        .where(BranchCommit.branch_id == branch_id, Job.machine_id == machine_id, Job.config_id == config_id,
+               Job.state == JobState.DONE.value)
+        .order_by(BranchCommit.position if after is not None else BranchCommit.position.desc())
+        .limit(limit)
+    )
+    if before is not None:
+        statement = statement.where(BranchCommit.position <= before)
+    if after is not None:
+        statement = statement.where(BranchCommit.position > after)
+    return sorted({(position, commit_id) for position, commit_id in session.execute(statement)})
+
+
+def pending_commits(session: Session, machine_id: int, config_id: int) -> set[int]:
+    """Commits of the machine x config with a successful run detection has not analysed yet
+    (held by this detection or another)."""
+    statement = select(Job.commit_id).join(Run, Run.job_id == Job.id).where(_PENDING, Job.machine_id == machine_id,
+                                                                            Job.config_id == config_id)
+    return set(session.scalars(statement))
+
+
+def detection_window(session: Session, branch_id: int, machine_id: int, config_id: int) -> DetectionWindow | None:
+    return session.get(DetectionWindow, (branch_id, machine_id, config_id))
+
+
+def save_detection_window(session: Session, branch_id: int, machine_id: int, config_id: int, version: str, data: bytes) -> None:
+    row = session.get(DetectionWindow, (branch_id, machine_id, config_id))
+    if row is None:
+        session.add(DetectionWindow(branch_id=branch_id, machine_id=machine_id, config_id=config_id, version=version, data=data))
+    else:
+        row.version, row.data = version, data
 
 
 def first_measured_position(session: Session, branch_id: int, machine_id: int, config_id: int) -> int | None:

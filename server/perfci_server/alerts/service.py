@@ -7,12 +7,19 @@ What one detection does (a Celery task per machine after successful uploads, see
   NULL). Uploads coalesce: at most one detection of a machine waits in the queue, and it analyses
   every run stored before it started, so the work follows the workers' pace, not the upload rate;
 - for every branch those runs' commits are on, under a per branch x machine lock (groups span
-  every config and metric of a machine), read the last ``detection_window_commits`` measured
-  commits of each run's machine x config — every repetition of every metric and backend;
-- run :func:`analysis.detect` on each (metric, backend) series: sim by the exact rule, the rest
-  by change points + the per-commit test with the noise-learned minimum effect. A machine is one
-  fingerprint, so a changed fingerprint (a new machine row) starts new series: no alert ever
-  spans two fingerprints;
+  every config and metric of a machine), take the last ``detection_window_commits`` measured
+  commits of each run's machine x config — every repetition of every metric and backend. The
+  window detection analysed last time is cached (:mod:`.window`, table ``detection_windows``),
+  so only the commits with runs awaiting detection are read; a missing, stale or disagreeing
+  cache is rebuilt from the tables, and the verdicts are the same either way;
+- run :func:`analysis.detect` on each (metric, backend) series: sim by the exact rule (only
+  between consecutive commits whose medians differ at all, which gives the same changes), the
+  rest by change points + the per-commit test with the noise-learned minimum effect. A machine
+  is one fingerprint, so a changed fingerprint (a new machine row) starts new series: no alert
+  ever spans two fingerprints;
+- a run whose commit is older than the window (uploaded late, or a backlog larger than the
+  window) is analysed over a window centred on its position (half the window size each side),
+  which judges only what lies before the main window's judged part;
 - reconcile the changes with the stored alerts of that series (:class:`_Book`): a change whose
   range (last good, first bad] overlaps an existing alert of the series updates that alert in
   place; otherwise it joins a group of the branch x machine whose range it overlaps, or opens a
@@ -48,7 +55,8 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from perfci_core import metrics as catalogue
-from perfci_core.analysis import Kind, Point, detect, explain
+from perfci_core.analysis import Kind, detect, explain
+from perfci_core.analysis.detect import Change
 from perfci_core.analysis.detect import Settings as DetectionSettings
 from perfci_core.metrics import hazard_sites
 
@@ -62,6 +70,7 @@ from ..repos import repository as repo_sql
 from ..settings import Settings
 from . import repository as alert_sql
 from .schemas import AlertGroupRead, AlertRead, CheckResult, CheckState, CommitRef, MachineVerdict, Triage
+from .window import Window, WindowSeries, version_of
 
 log = logging.getLogger(__name__)
 
@@ -183,41 +192,125 @@ def redetect(session: Session, branch_id: int, machine_id: int, settings: Settin
 
 
 def detect_config(session: Session, branch_id: int, machine_id: int, config_id: int, settings: Settings,
-                  outcome: Outcome) -> None:
-    positions = alert_sql.measured_positions(session, branch_id, machine_id, config_id, settings.detection_window_commits)
-    if not positions:
+                  outcome: Outcome, use_window_cache: bool | None = None) -> None:
+    """Detection on every series of a branch x machine x config: over its last
+    ``detection_window_commits`` measured commits, and around each commit uploaded late (older
+    than that window) over a window centred on it."""
+    size = settings.detection_window_commits
+    measured = alert_sql.measured_commits(session, branch_id, machine_id, config_id, size)
+    if not measured:
         return
-    first = alert_sql.first_measured_position(session, branch_id, machine_id, config_id)
-    judge_from = positions[0] if positions[0] == first else positions[min(STALE_MARGIN, len(positions) - 1)]
-
-    points: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    at: dict[str, tuple[int, int]] = {}
-    for row in alert_sql.window_values(session, branch_id, machine_id, config_id, positions):
-        points[(row.metric, row.backend)][row.position].append(row.value)
-        at[row.sha] = (row.commit_id, row.position)
-    sha_at = {position: sha for sha, (_, position) in at.items()}
-
+    fresh_commits = alert_sql.pending_commits(session, machine_id, config_id)
+    fresh = set(alert_sql.positions_of(session, branch_id, fresh_commits).values()) if fresh_commits else set()
+    use_cache = settings.detection_window_cache if use_window_cache is None else use_window_cache
+    window = _window(session, branch_id, machine_id, config_id, measured, fresh, settings, use_cache)
+    judge_from = _judge_from(session, branch_id, machine_id, config_id, [p for p, _ in measured])
     book = _Book(session, branch_id, machine_id)
-    for (metric, backend), by_position in sorted(points.items()):
-        series = [Point.of(sha_at[p], values) for p, values in sorted(by_position.items())]
-        found = _changes(series, metric, backend, config_id, at)
+    for key, found in window_changes(window, config_id).items():
         outcome.found += len(found)
-        book.reconcile((config_id, metric, backend), found, judge_from, outcome)
+        book.reconcile((config_id, *key), found, judge_from, outcome)
+    judged_to = -1
+    for late in sorted(p for p in fresh if p < measured[0][0]):
+        if late < judged_to:
+            continue  # inside the window of an earlier late upload
+        judged_to = _detect_around(session, book, branch_id, machine_id, config_id, late, judge_from, settings, outcome)
     book.finish(settings, outcome)
 
 
-def _changes(series: list[Point], metric: str, backend: str, config_id: int, at: dict[str, tuple[int, int]]) -> list[Found]:
+def _judge_from(session: Session, branch_id: int, machine_id: int, config_id: int, positions: list[int]) -> int:
+    """First position whose alerts a window may drop when it no longer sees them (see module doc)."""
+    first = alert_sql.first_measured_position(session, branch_id, machine_id, config_id)
+    return positions[0] if positions[0] == first else positions[min(STALE_MARGIN, len(positions) - 1)]
+
+
+def _window(session: Session, branch_id: int, machine_id: int, config_id: int, measured: list[tuple[int, int]],
+            fresh: set[int], settings: Settings, use_cache: bool) -> Window:
+    """The window's points: the cached window updated with the commits that have runs awaiting
+    detection, or (no usable cache) everything read from the tables. Either way the result is the
+    same (alerts.window); the cache is rewritten for the next detection."""
+    version = window_version(settings)
+    row = alert_sql.detection_window(session, branch_id, machine_id, config_id) if use_cache else None
+    window = None
+    if row is not None and row.version == version:
+        try:
+            window = Window.loads(row.data)
+        except (ValueError, KeyError, OSError) as e:  # a damaged cache is rebuilt, never trusted
+            log.warning("detection window of branch %s x machine %s x config %s unreadable (%s): rebuilt", branch_id, machine_id, config_id, e)
+    positions = [p for p, _ in measured]
+    if window is not None and window.agrees_with(measured, fresh):
+        read = [p for p in positions if p in fresh]
+    else:
+        window, read = Window(), positions
+    window.slide_to(measured)
+    window.put_rows(alert_sql.window_values(session, branch_id, machine_id, config_id, read), read)
+    if use_cache:
+        alert_sql.save_detection_window(session, branch_id, machine_id, config_id, version, window.dumps())
+    return window
+
+
+def window_version(settings: Settings) -> str:
+    return version_of(DETECTION, settings.detection_window_commits)
+
+
+def _detect_around(session: Session, book: _Book, branch_id: int, machine_id: int, config_id: int, late: int,
+                   main_judge_from: int, settings: Settings, outcome: Outcome) -> int:
+    """A commit uploaded late, older than the window: detection over a window centred on it
+    (half the window size on each side). It judges only what lies before the main window's judged
+    part (which stays that window's) and away from its own truncated edges; returns the end of
+    what it judged."""
+    half = max(1, settings.detection_window_commits // 2)
+    measured = alert_sql.measured_commits(session, branch_id, machine_id, config_id, half, before=late)
+    measured += alert_sql.measured_commits(session, branch_id, machine_id, config_id, half, after=late)
+    positions = [p for p, _ in measured]
+    window = Window()
+    window.slide_to(measured)
+    window.put_rows(alert_sql.window_values(session, branch_id, machine_id, config_id, positions), positions)
+    judge_from = _judge_from(session, branch_id, machine_id, config_id, positions)
+    judge_to = min(main_judge_from, positions[max(0, len(positions) - 1 - STALE_MARGIN)])
+    log.info("detection: commit at position %s uploaded late (window starts at %s): analysed over positions %s..%s",
+             late, main_judge_from, positions[0], positions[-1])
+    for key, found in window_changes(window, config_id).items():
+        found = [f for f in found if f.first_bad[1] < main_judge_from]
+        outcome.found += len(found)
+        book.reconcile((config_id, *key), found, judge_from, outcome, judge_to=judge_to)
+    return judge_to
+
+
+def window_changes(window: Window, config_id: int) -> dict[tuple[str, str], list[Found]]:
+    """The changes of every series of a window, located on the branch."""
+    at = window.at()
+    return {(metric, backend): _changes(series, metric, backend, config_id, at)
+            for (metric, backend), series in window.series().items()}
+
+
+def _analyse(series: WindowSeries, metric: str, backend: str) -> list[Change]:
+    """:func:`analysis.detect` on one series. A deterministic (sim) series is decided by the exact
+    rule between consecutive commits, so only the pairs whose medians differ at all need the
+    rule: the same changes as the whole series gives, at a cost that follows the changes, not the
+    window."""
+    if backend != "sim":
+        result = detect(series, metric, backend, DETECTION)
+        for note in result.notes:
+            log.debug("detection %s/%s: %s", metric, backend, note)
+        return list(result.changes)
+    medians = series.medians
+    changes = []
+    for k in (np.flatnonzero(medians[1:] != medians[:-1]) + 1).tolist():
+        pair = WindowSeries(commits=series.commits[k - 1:k + 1], samples=series.samples[k - 1:k + 1],
+                            cached_medians=medians[k - 1:k + 1])
+        changes.extend(detect(pair, metric, backend, DETECTION).changes)
+    return changes
+
+
+def _changes(series: WindowSeries, metric: str, backend: str, config_id: int, at: dict[str, tuple[int, int]]) -> list[Found]:
     known = catalogue.CATALOGUE.get(metric)
     if known is not None and not known.alerts:
         return []  # context for the explanations of other alerts (the catalogue says why)
-    result = detect(series, metric, backend, DETECTION)
-    for note in result.notes:
-        log.debug("detection %s/%s config %s: %s", metric, backend, config_id, note)
     found = []
-    for change in result.changes:
+    for change in _analyse(series, metric, backend):
         if change.kind not in (Kind.REGRESSION, Kind.IMPROVEMENT):
-            log.warning("detection: %s/%s moved %+.2f%% at %s but has no better-direction; not alerted",
-                        metric, backend, change.percent, change.first_bad)
+            log.warning("detection: %s/%s config %s moved %+.2f%% at %s but has no better-direction; not alerted",
+                        metric, backend, config_id, change.percent, change.first_bad)
             continue
         found.append(Found(
             config_id=config_id, metric=metric, backend=backend, direction=change.kind.value,
@@ -257,7 +350,10 @@ class _Book:
     def members(self, group_id: int) -> list[Alert]:
         return [a for a in self.alerts if a.group_id == group_id]
 
-    def reconcile(self, key: tuple[int, str, str], found: list[Found], judge_from: int, outcome: Outcome) -> None:
+    def reconcile(self, key: tuple[int, str, str], found: list[Found], judge_from: int, outcome: Outcome,
+                  judge_to: int | None = None) -> None:
+        """Update the series' alerts with what detection found; an untriaged alert it no longer
+        finds is dropped when its first bad commit is in [judge_from, judge_to)."""
         mine = [a for a in self.alerts if (a.config_id, a.metric, a.backend) == key]
         used: set[int] = set()
         for f in sorted(found, key=lambda f: f.first_bad[1]):
@@ -277,7 +373,7 @@ class _Book:
             self.touched.add(alert.group_id)
             self._settle(alert.group_id)
         for alert in mine:
-            if alert.id in used or self.range_of(alert)[1] < judge_from:
+            if alert.id in used or not judge_from <= self.range_of(alert)[1] < (judge_to if judge_to is not None else math.inf):
                 continue
             group = self.groups[alert.group_id]
             if group.status != AlertStatus.UNTRIAGED.value:

@@ -1,6 +1,6 @@
 """All tables, imported in one place so ``Base.metadata`` is complete for Alembic and the tests."""
 
-from .alert import Alert, AlertDirection, AlertGroup, AlertStatus
+from .alert import Alert, AlertDirection, AlertGroup, AlertStatus, DetectionWindow
 from .base import Base, utcnow
 from .bench import BenchConfig
 from .bisect import Bisect, BisectStatus
@@ -28,6 +28,7 @@ __all__ = [
     "CommitState",
     "CommitStatus",
     "Delivery",
+    "DetectionWindow",
     "EnrollmentToken",
     "Forge",
     "Job",

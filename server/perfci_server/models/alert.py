@@ -8,7 +8,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from sqlalchemy import CheckConstraint, Double, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import CheckConstraint, Double, ForeignKey, Index, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .base import Base, BigId, CreatedAtMixin, IdMixin, utcnow
@@ -77,4 +77,21 @@ class Alert(IdMixin, CreatedAtMixin, Base):
     # 1 - p for statistical verdicts; 1.0 for the exact rule on deterministic (sim) metrics.
     confidence: Mapped[float] = mapped_column(Double)
     p_value: Mapped[float | None] = mapped_column(Double)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class DetectionWindow(Base):
+    """The measured window detection last analysed for one branch x machine x config (every
+    repetition of every metric at its last ``detection_window_commits`` measured commits): a cache
+    that lets the next detection read only the new points. Written in the transaction that marks
+    the runs detected, so it is never ahead of ``runs.detected_at``; a missing, stale (other
+    detector settings) or inconsistent one is rebuilt from the tables (alerts.window)."""
+
+    __tablename__ = "detection_windows"
+
+    branch_id: Mapped[int] = mapped_column(BigId, ForeignKey("branches.id", ondelete="CASCADE"), primary_key=True)
+    machine_id: Mapped[int] = mapped_column(BigId, ForeignKey("machines.id", ondelete="CASCADE"), primary_key=True)
+    config_id: Mapped[int] = mapped_column(BigId, ForeignKey("bench_configs.id", ondelete="CASCADE"), primary_key=True)
+    version: Mapped[str] = mapped_column(String(64))
+    data: Mapped[bytes] = mapped_column(LargeBinary)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

@@ -1,0 +1,176 @@
+"""Detection task cost: the worker CPU one detection spends after uploads, with the window cache
+(alerts.window) and with a full read of the window, back to back on the same uploads.
+
+    .venv/bin/python benchmarks/server_ingest/detection.py [--commits 1000] [--batches 1,10,50]
+        [--samples 15] [--profile 25]
+
+A server on its own database (benchmarks/owned.py) takes the ingest benchmark's documents (5
+repetitions x every catalogue (metric, backend) pair, ipp/sim 5 % higher from the middle commit):
+``--commits`` minus what the batches need are uploaded first and detected as one backlog. Then,
+for each batch size, ``--samples`` times: that many uploads, then the detection task of the
+machine run in this process twice on the same runs — once reading the whole window from the
+tables (rolled back), once with the cached window (committed), in alternating order — each timed
+by this process's CPU clock (time.process_time). The ratio of the two is what holds on a busy
+machine; the absolute figures move with the machine's load (printed with them). ``--profile N``
+prints the N costliest functions (cProfile, cumulative) of the cached detections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import owned  # noqa: E402
+import run as ingest  # noqa: E402
+
+DEFAULT_DB = owned.default_database_url("detection")
+
+
+def _upload(port: int, agents: list[dict], count: int) -> int:
+    """``count`` claim -> upload cycles spread over the agents; returns how many were done."""
+    done = [0]
+    lock = threading.Lock()
+
+    def loop(agent: dict) -> None:
+        api = ingest.Api(port, agent["token"])
+        while True:
+            with lock:
+                if done[0] >= count:
+                    return
+                done[0] += 1
+            if not ingest._claim_and_upload(api, agent, 0.0, [], []):
+                return
+
+    threads = [threading.Thread(target=loop, args=(a,)) for a in agents]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done[0]
+
+
+def _detect(machine_id: int, settings, commit: bool, profile: cProfile.Profile | None = None) -> tuple[float, int]:
+    """(CPU seconds, runs) of one detection task of the machine, in this process."""
+    from perfci_server import db
+    from perfci_server.alerts import repository as alert_sql
+    from perfci_server.alerts import service
+
+    session = db.new_session()
+    try:
+        pending = len(alert_sql.lock_pending_runs(session, machine_id, service.PENDING_BATCH))
+        session.rollback()
+        if profile:
+            profile.enable()
+        t0 = time.process_time()
+        service.detect_pending(session, machine_id, settings)
+        session.flush()
+        cpu = time.process_time() - t0
+        if profile:
+            profile.disable()
+        if commit:
+            session.commit()
+        else:
+            session.rollback()
+        return cpu, pending
+    finally:
+        session.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--commits", type=int, default=1000, help="measured commits of the series")
+    parser.add_argument("--batches", default="1,10,50", help="uploads per detection task, comma-separated")
+    parser.add_argument("--samples", type=int, default=15, help="detections timed per batch size")
+    parser.add_argument("--database-url", default=ingest.owned.default_database_url("detection"))
+    parser.add_argument("--redis-url", default=ingest.DEFAULT_REDIS)
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions of the cached detections")
+    args = parser.parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
+    reserve = sum(batches) * args.samples
+    if reserve >= args.commits:
+        sys.exit(f"--commits must exceed the uploads the batches need ({reserve})")
+
+    url = ingest._recreate_database(args.database_url)
+    os.environ.update({"PERFCI_DATABASE_URL": url, "PERFCI_BROKER_URL": args.redis_url, "PERFCI_ENV": "production",
+                       "PERFCI_ADMIN_TOKEN": ingest.ADMIN_TOKEN})
+    from perfci_server import db
+    from perfci_server.settings import get_settings
+
+    get_settings.cache_clear()  # imports above read the environment before it named this database
+    db.reset_engine()
+    settings = get_settings()
+    full = settings.model_copy(update={"detection_window_cache": False})
+    ingest._queued_tasks(args.redis_url, purge=True)
+    port = ingest._free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "perfci_server.asgi:app", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+         "--no-access-log", "--log-level", "warning"], cwd=ingest.ROOT, env=dict(os.environ), start_new_session=True)
+    state_before = ingest.MachineState()
+    try:
+        ingest._wait_until_up(port, server)
+        agents = ingest._setup(port, url, 1, 4, args.commits)
+        machine_id = _machine_id(url)
+        t0 = time.perf_counter()
+        uploaded = _upload(port, agents, args.commits - reserve)
+        print(f"series: {args.commits} commits x 1 config x {_pairs(agents[0])} (metric, backend) pairs x 5 repetitions; "
+              f"{uploaded} uploaded in {time.perf_counter() - t0:.1f} s")
+        cpu, runs = _detect(machine_id, settings, commit=True)
+        print(f"backlog: one detection of {runs} runs took {cpu:.2f} s CPU (every position analysed: window + late uploads)")
+        profile = cProfile.Profile() if args.profile else None
+        print(f"{'uploads/task':>12} {'full read ms/task':>18} {'cached ms/task':>15} {'cached ms/upload':>17} {'full/cached':>12}")
+        for batch in batches:
+            fulls, cacheds = [], []
+            for i in range(args.samples):
+                _upload(port, agents, batch)
+                # Both on the same runs: the first rolled back; which goes first alternates.
+                order = ((True, False), (False, False)) if i % 2 else ((False, False), (True, True))
+                for cached, commit in order:
+                    cpu, runs = _detect(machine_id, settings if cached else full, commit=commit, profile=profile if cached else None)
+                    (cacheds if cached else fulls).append(cpu * 1000)
+                    assert runs == batch, (runs, batch)
+                if i % 2:
+                    _detect(machine_id, settings, commit=True)  # untimed: mark them detected
+            f, c = statistics.median(fulls), statistics.median(cacheds)
+            print(f"{batch:12d} {f:12.1f} ({min(fulls):.0f}-{max(fulls):.0f}) {c:9.1f} ({min(cacheds):.0f}-{max(cacheds):.0f}) "
+                  f"{c / batch:17.2f} {f / c:12.1f}x")
+        print(f"machine: {state_before.report()}")
+        if profile is not None:
+            out = io.StringIO()
+            pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(args.profile)
+            print(out.getvalue())
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+        ingest._queued_tasks(args.redis_url, purge=True)
+
+
+def _machine_id(url: str) -> int:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        machine_id = conn.execute(text("SELECT id FROM machines ORDER BY id LIMIT 1")).scalar_one()
+    engine.dispose()
+    return machine_id
+
+
+def _pairs(agent: dict) -> int:
+    import json
+
+    return len(json.loads(agent["template"])["samples"][0]["metrics"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""The measured window of one branch x machine x config, kept between detections.
+
+Detection analyses each series over its last ``detection_window_commits`` measured commits. The
+window's content only changes where runs arrive (and at its left edge, where commits slide out),
+so instead of re-reading every repetition of every metric of those commits on each task, the
+window detection last analysed is stored (table ``detection_windows``) and the next detection
+reads only the commits that have runs still awaiting detection.
+
+The cache can never change a verdict:
+
+- it is written in the transaction that marks the runs detected, so it is never ahead of
+  ``runs.detected_at`` (a lost worker or a database restart rolls both back);
+- it is used only when it agrees with the tables: same detector settings and window size
+  (``version``), and every measured (position, commit) of the current window that has no run
+  awaiting detection is in it with the same commit. Anything else (a force-push renumbered the
+  branch, a job was deleted, another version wrote it) rebuilds the window from the tables;
+- a commit with any run awaiting detection (this task's or another's) is re-read whole, so a
+  re-measured commit gets its new repetitions.
+
+Points are cleaned as :func:`perfci_core.analysis.series.clean` does (non-finite repetitions
+dropped, empty points skipped) and each point's median is computed once, when it enters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perfci_core.analysis.series import CleanSeries
+
+FORMAT = 1  # bump when the stored layout changes
+
+Key = tuple[str, str]  # (metric, backend)
+
+
+def version_of(detector: Any, size: int) -> str:
+    """Cache key of the analysis: a window written under other settings is not reused."""
+    return hashlib.sha256(f"{FORMAT}|{size}|{detector!r}".encode()).hexdigest()[:64]
+
+
+@dataclass(frozen=True)
+class WindowSeries(CleanSeries):
+    """A window's series with the per-commit medians computed when each point entered (the
+    analysis asks for them several times; they are the bulk of its cost otherwise)."""
+
+    cached_medians: np.ndarray = field(default_factory=lambda: np.empty(0))
+
+    @property
+    def medians(self) -> np.ndarray:
+        return self.cached_medians
+
+
+@dataclass
+class Point:
+    samples: np.ndarray
+    median: float
+
+
+@dataclass
+class Window:
+    """Measured commits (ascending branch positions) and every cleaned point of every series."""
+
+    positions: list[int] = field(default_factory=list)
+    commit_ids: dict[int, int] = field(default_factory=dict)  # position -> commit id
+    shas: dict[int, str] = field(default_factory=dict)  # position -> sha
+    points: dict[Key, dict[int, Point]] = field(default_factory=dict)  # key -> position -> point
+
+    # --- building -----------------------------------------------------------------------------
+
+    def put_rows(self, rows: Iterable[Any], positions: Iterable[int]) -> None:
+        """Replace every point at ``positions`` by ``rows`` (position, commit_id, sha, metric,
+        backend, value) — all the values stored at those positions."""
+        wanted = set(positions)
+        for by_position in self.points.values():
+            for position in wanted & by_position.keys():
+                del by_position[position]
+        values: dict[tuple[Key, int], list[float]] = {}
+        for row in rows:
+            values.setdefault(((row.metric, row.backend), row.position), []).append(row.value)
+            self.commit_ids[row.position], self.shas[row.position] = row.commit_id, row.sha
+        for (key, position), vs in values.items():
+            arr = np.asarray(vs, dtype=float)
+            arr = arr[np.isfinite(arr)]
+            if arr.size:
+                self.points.setdefault(key, {})[position] = Point(arr, float(np.median(arr)))
+
+    def slide_to(self, measured: Sequence[tuple[int, int]]) -> None:
+        """Keep only the measured (position, commit id) pairs of the current window."""
+        self.positions = [p for p, _ in measured]
+        keep = set(self.positions)
+        for position in list(self.commit_ids):
+            if position not in keep:
+                del self.commit_ids[position]
+                self.shas.pop(position, None)
+        for key in list(self.points):
+            by_position = self.points[key]
+            for position in [p for p in by_position if p not in keep]:
+                del by_position[position]
+            if not by_position:
+                del self.points[key]
+        for position, commit_id in measured:
+            self.commit_ids.setdefault(position, commit_id)
+
+    def agrees_with(self, measured: Sequence[tuple[int, int]], fresh: set[int]) -> bool:
+        """True when every measured commit without a run awaiting detection (not in ``fresh``,
+        positions) is in this window with the same commit, and nothing else is."""
+        mine = self.commit_ids
+        lo = measured[0][0] if measured else 0
+        current = dict(measured)
+        if any(p >= lo and p not in current for p in mine):
+            return False  # a commit this window holds is no longer measured there
+        return all(p in fresh or mine.get(p) == c for p, c in measured)
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def series(self) -> dict[Key, WindowSeries]:
+        """Each (metric, backend) with a point in the window, as the analysis takes it."""
+        out = {}
+        for key, by_position in sorted(self.points.items()):
+            ordered = sorted(by_position)
+            out[key] = WindowSeries(
+                commits=tuple(self.shas[p] for p in ordered),
+                samples=tuple(by_position[p].samples for p in ordered),
+                cached_medians=np.array([by_position[p].median for p in ordered]),
+            )
+        return out
+
+    def at(self) -> dict[str, tuple[int, int]]:
+        """sha -> (commit id, position) of the measured commits with values."""
+        return {self.shas[p]: (self.commit_ids[p], p) for p in self.shas}
+
+    # --- storage ------------------------------------------------------------------------------
+
+    def dumps(self) -> bytes:
+        """numpy's npz (no pickle), a few flat arrays: the commits, then every point of every
+        series one after the other (its series, position, repetition count, median, values)."""
+        positions = sorted(self.commit_ids)
+        keys = sorted(self.points)
+        ordered = [(k, p) for k in keys for p in sorted(self.points[k])]
+        points = [self.points[k][p] for k, p in ordered]
+        buffer = io.BytesIO()
+        np.savez(
+            buffer,
+            window=np.array(self.positions, dtype=np.int64),
+            positions=np.array(positions, dtype=np.int64),
+            commit_ids=np.array([self.commit_ids[p] for p in positions], dtype=np.int64),
+            shas=np.array([self.shas.get(p, "").encode() for p in positions], dtype=bytes),  # 1 byte a character, not 4
+            keys=np.array([f"{m}\t{b}".encode() for m, b in keys], dtype=bytes),
+            point_key=np.repeat(np.arange(len(keys), dtype=np.int64), [len(self.points[k]) for k in keys]),
+            point_position=np.array([p for _, p in ordered], dtype=np.int64),
+            point_count=np.array([x.samples.size for x in points], dtype=np.int64),
+            point_median=np.array([x.median for x in points], dtype=float),
+            values=np.concatenate([x.samples for x in points]) if points else np.empty(0),
+        )
+        return buffer.getvalue()
+
+    @classmethod
+    def loads(cls, data: bytes) -> Window:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            arrays = {name: z[name] for name in z.files}
+        window = cls(positions=arrays["window"].tolist())
+        positions = arrays["positions"].tolist()
+        window.commit_ids = dict(zip(positions, arrays["commit_ids"].tolist()))
+        window.shas = {p: s.decode() for p, s in zip(positions, arrays["shas"].tolist()) if s}
+        if not set(window.positions) <= window.commit_ids.keys():
+            raise ValueError("a window position has no commit")
+        keys = [tuple(k.decode().split("\t")) for k in arrays["keys"].tolist()]
+        values = arrays["values"]
+        ends = np.cumsum(arrays["point_count"]).tolist()
+        start = 0
+        for k, p, end, median in zip(arrays["point_key"].tolist(), arrays["point_position"].tolist(), ends,
+                                     arrays["point_median"].tolist()):
+            window.points.setdefault(keys[k], {})[p] = Point(values[start:end], median)
+            start = end
+        if start != values.size:
+            raise ValueError("repetition counts do not match the values")
+        return window

@@ -1,0 +1,182 @@
+"""Detection at the speed of ingest, against the real PostgreSQL: the window cached between
+detections (alerts.window) gives exactly what a full read gives, a lost, stale or damaged cache is
+rebuilt, and a commit uploaded late (older than the window) is analysed around its position."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sqlalchemy import delete, select, update
+
+from alerts_support import SIM, TSC, Lab, sim_values, tsc_values
+from perfci_core.analysis import detect
+from perfci_server.alerts import repository as alert_sql
+from perfci_server.alerts import service as alert_service
+from perfci_server.alerts.window import Window
+from perfci_server.models import BranchCommit, Commit, DetectionWindow, Job, JobState
+from perfci_server.settings import get_settings
+
+pytestmark = pytest.mark.services
+
+BASE_IPP = 81.72
+
+
+def _ids(lab: Lab, session, config: str) -> tuple[int, int, int]:
+    agent = next(iter(lab.agents.values()))
+    branch_id = session.scalar(select(BranchCommit.branch_id).join(Commit, Commit.id == BranchCommit.commit_id)
+                               .where(Commit.sha == lab.shas["main"][0]))
+    return branch_id, agent["machine_id"], lab.configs[config]["id"]
+
+
+def _snapshot(session, branch_id: int, machine_id: int, config_id: int, settings, use_cache: bool):
+    measured = alert_sql.measured_commits(session, branch_id, machine_id, config_id, settings.detection_window_commits)
+    pending = alert_sql.pending_commits(session, machine_id, config_id)
+    fresh = set(alert_sql.positions_of(session, branch_id, pending).values())
+    window = alert_service._window(session, branch_id, machine_id, config_id, measured, fresh, settings, use_cache)
+    series = {key: (s.commits, [x.tolist() for x in s.samples], s.medians.tolist()) for key, s in window.series().items()}
+    return series, alert_service.window_changes(window, config_id)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_cached_window_gives_exactly_what_a_full_read_gives(client, session, sent_tasks, seed):
+    """Random noisy (tsc) and deterministic (sim) series with steps, uploaded in batches of random
+    size, the window sliding past its size: at every detection the cached window and the changes
+    found on it equal a full read of the tables; the sim shortcut equals detect() on the series."""
+    rng = np.random.default_rng(seed)
+    settings = get_settings().model_copy(update={"detection_window_commits": 25})
+    lab = Lab(client, session, sent_tasks, configs=(SIM, TSC))
+    agent = lab.agent("dut-01")
+    tsc_step, sim_steps = int(rng.integers(15, 45)), sorted(rng.choice(np.arange(5, 60), 3, replace=False).tolist())
+    noise = {i: tsc_values(rng, 7.65 * (1.06 if i >= tsc_step else 1.0), 0.01) for i in range(70)}
+
+    def values(i: int, config: str) -> dict[str, list[float]]:
+        if config == "sim-64B":
+            return sim_values(BASE_IPP * 1.03 ** sum(i >= s for s in sim_steps), sf_blocks_pp=0.25 * (i >= sim_steps[1]))
+        return noise[i]
+
+    seen_changes = 0
+    while len(lab.shas.get("main", [])) < 70:
+        lab.push(min(int(rng.integers(1, 9)), 70 - len(lab.shas.get("main", []))))
+        lab.measure(values, agent)
+        for config in ("sim-64B", "self-64B"):
+            ids = _ids(lab, session, config)
+            cached, cached_changes = _snapshot(session, *ids, settings, use_cache=True)
+            full, full_changes = _snapshot(session, *ids, settings, use_cache=False)
+            assert cached == full
+            assert cached_changes == full_changes
+            seen_changes += sum(len(f) for f in full_changes.values())
+        alert_service.detect_pending(session, agent["machine_id"], settings)
+        session.commit()
+    assert seen_changes > 0  # the steps were inside the window at some detection
+
+    # The sim shortcut (only pairs whose medians differ) against the detector on the whole series.
+    branch_id, machine_id, config_id = _ids(lab, session, "sim-64B")
+    measured = alert_sql.measured_commits(session, branch_id, machine_id, config_id, 1000)
+    window = alert_service._window(session, branch_id, machine_id, config_id, measured, set(), settings, False)
+    for (metric, backend), series in window.series().items():
+        whole = detect(series, metric, backend, alert_service.DETECTION).changes
+        assert [(c.last_good, c.first_bad, c.rel_change) for c in alert_service._analyse(series, metric, backend)] == \
+            [(c.last_good, c.first_bad, c.rel_change) for c in whole]
+
+
+def _sim_lab(client, session, sent_tasks, n: int) -> tuple[Lab, dict]:
+    lab = Lab(client, session, sent_tasks, configs=(SIM,))
+    agent = lab.agent("dut-01")
+    lab.push(n)
+    return lab, agent
+
+
+def _alerts(lab: Lab) -> list[tuple[str | None, str, str]]:
+    return sorted((a["last_good_sha"], a["first_bad_sha"], a["metric"]) for g in lab.alerts() for a in g["alerts"])
+
+
+def test_a_lost_stale_or_damaged_window_is_rebuilt_and_changes_nothing(client, session, sent_tasks):
+    lab, agent = _sim_lab(client, session, sent_tasks, 30)
+    lab.measure(lambda i, _: sim_values(BASE_IPP * (1.029 if i >= 12 else 1.0)), agent)
+    lab.detect()
+    expected = _alerts(lab)
+    assert expected == [(lab.shas["main"][11], lab.shas["main"][12], "ipp")]
+    ids = _ids(lab, session, "sim-64B")
+    window = session.get(DetectionWindow, ids)
+    assert window is not None and window.version == alert_service.window_version(get_settings())
+
+    def redetect_with(damage) -> None:
+        damage()
+        session.commit()
+        alert_service.request_redetection(session, ids[0], ids[1])
+        session.commit()
+        lab.detect()
+        assert _alerts(lab) == expected
+        row = session.get(DetectionWindow, ids)
+        assert row is not None and row.version == alert_service.window_version(get_settings())
+
+    redetect_with(lambda: session.execute(delete(DetectionWindow)))  # lost
+    redetect_with(lambda: session.execute(update(DetectionWindow).values(version="other settings")))  # stale
+    redetect_with(lambda: session.execute(update(DetectionWindow).values(data=b"not a window")))  # damaged
+    # A window that no longer agrees with the tables (here: it holds another commit at a position).
+    row = session.get(DetectionWindow, ids)
+    w = Window.loads(row.data)
+    w.commit_ids[max(w.commit_ids)] = -1
+    data = w.dumps()
+    redetect_with(lambda: session.execute(update(DetectionWindow).values(data=data)))
+
+
+def test_a_late_upload_is_analysed_around_its_position(client, session, sent_tasks):
+    """300 commits measured, commit 50 (where the level steps) uploaded last. The window of the last
+    200 measured commits never contains commit 50: the backlog's detection analyses the old runs
+    around their positions (the step is somewhere in 49..51), and the late upload of commit 50 is
+    analysed around its own position, which pins the step to it."""
+    lab, agent = _sim_lab(client, session, sent_tasks, 300)
+    shas = lab.shas["main"]
+    late = session.scalar(select(Commit.id).where(Commit.sha == shas[50]))
+    session.execute(update(Job).where(Job.commit_id == late).values(state=JobState.FAILED.value))  # held back
+    session.commit()
+    ipp = lambda i, _: sim_values(BASE_IPP * (1.029 if i >= 50 else 1.0))  # noqa: E731
+    lab.measure(ipp, agent)
+    lab.detect()
+    assert _alerts(lab) == [(shas[49], shas[51], "ipp")]
+
+    session.execute(update(Job).where(Job.commit_id == late).values(state=JobState.QUEUED.value))
+    session.commit()
+    assert len(lab.measure(ipp, agent)) == 1
+    lab.detect()
+    assert _alerts(lab) == [(shas[49], shas[50], "ipp")]
+    [group] = lab.alerts()
+    assert group["first_bad"]["position"] == group["last_good"]["position"] + 1 == 50
+    # Detection again over the window alone leaves it (it lies before what that window judges).
+    ids = _ids(lab, session, "sim-64B")
+    alert_service.request_redetection(session, ids[0], ids[1])
+    session.commit()
+    lab.detect()
+    assert _alerts(lab) == [(shas[49], shas[50], "ipp")]
+
+
+def test_with_the_window_cached_a_detection_reads_only_the_commits_with_new_runs(client, session, sent_tasks, monkeypatch):
+    lab, agent = _sim_lab(client, session, sent_tasks, 30)
+    ipp = lambda i, _: sim_values(BASE_IPP * (1.029 if i >= 12 else 1.0))  # noqa: E731
+    lab.measure(ipp, agent)
+    lab.detect()  # builds the window
+    read: list[list[int]] = []
+    real = alert_sql.window_values
+
+    def recording(session, branch_id, machine_id, config_id, positions):
+        read.append(list(positions))
+        return real(session, branch_id, machine_id, config_id, positions)
+
+    monkeypatch.setattr(alert_sql, "window_values", recording)
+    new = lab.push(2)
+    lab.measure(ipp, agent)
+    lab.detect()
+    positions = {c: p for c, p in session.execute(select(Commit.sha, BranchCommit.position)
+                                                 .join(BranchCommit, BranchCommit.commit_id == Commit.id))}
+    assert read[0] == sorted(positions[sha] for sha in new)  # the window: only the two new commits
+    assert _alerts(lab) == [(lab.shas["main"][11], lab.shas["main"][12], "ipp")]
+
+    read.clear()  # without the cache (or with it lost) the whole window is read, with the same verdict
+    session.execute(delete(DetectionWindow))
+    session.commit()
+    lab.push(1)
+    lab.measure(ipp, agent)
+    lab.detect()
+    assert len(read[0]) == 33
+    assert _alerts(lab) == [(lab.shas["main"][11], lab.shas["main"][12], "ipp")]
