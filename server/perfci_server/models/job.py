@@ -93,6 +93,8 @@ class Run(IdMixin, CreatedAtMixin, Base):
     backend_reason: Mapped[str] = mapped_column(Text, default="")
     build_id: Mapped[str | None] = mapped_column(String(200))
     tuning: Mapped[dict[str, Any] | None]
+    # what the result could not measure, and why ({"energy": "no RAPL: ..."})
+    unavailable: Mapped[dict[str, Any] | None]
     # sha256 of the canonical result document: a retried identical upload is recognised as such.
     document_sha256: Mapped[str | None] = mapped_column(String(64))
     started_at: Mapped[datetime | None]

@@ -83,6 +83,7 @@ def ingest(session: Session, agent: AgentIdentity, job_id: int, attempt: int, do
             "backend_reason": document.backend_reason,
             "build_id": document.build_id,
             "tuning": document.tuning.model_dump(mode="json"),
+            "unavailable": document.unavailable,
             "started_at": document.started_at,
             "finished_at": document.finished_at,
             "received_at": utcnow(),
