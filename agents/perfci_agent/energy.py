@@ -120,10 +120,14 @@ def _read_int(path: Path) -> int:
 
 def zones(root: Path = POWERCAP) -> list[Zone]:
     """Package zones and their ``dram`` subzones; EnergyUnavailable when there are none."""
-    if not root.is_dir():
-        raise EnergyUnavailable(f"{root} does not exist (no powercap driver)")
+    try:
+        entries = sorted(root.iterdir())
+    except FileNotFoundError:
+        raise EnergyUnavailable(f"{root} does not exist (no powercap driver)") from None
+    except OSError as exc:
+        raise EnergyUnavailable(f"{root} cannot be listed: {exc.strerror}") from None
     out = []
-    for d in sorted(root.iterdir()):
+    for d in entries:
         if not (_TOP_ZONE.match(d.name) or _SUB_ZONE.match(d.name)):
             continue
         try:

@@ -1,0 +1,82 @@
+"""Runs at several lcore counts (perfci_agent.lcores): which counts a config runs, the per-lcore
+totals of a report, and the metrics derived from recorded reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfci_agent import lcores, runner
+from perfci_agent.errors import RunFailed, UsageError
+from perfci_core import metrics
+from perfci_core.analysis import scaling
+from perfci_core.result import BenchConfig, Sample
+
+REPORTS = Path(__file__).parent / "fixtures" / "reports"
+T, P, S = metrics.Backend.TSC, metrics.Backend.PMU, metrics.Backend.SIM
+
+
+def report(name: str) -> dict:
+    return json.loads((REPORTS / name).read_text())
+
+
+def test_counts_for_each_kind_of_config():
+    assert lcores.counts_for(BenchConfig(), [1, 0], T) == [1]
+    assert lcores.counts_for(BenchConfig(scaling=True), [1, 0], T) == [1, 2]
+    assert lcores.counts_for(BenchConfig(scaling=True), [5, 4, 3, 2], P) == [1, 2, 3, 4]
+    assert lcores.counts_for(BenchConfig(scaling=True, lcores=3), [5, 4, 3, 2], T) == [1, 2, 3]
+    assert lcores.counts_for(BenchConfig(lcores=2), [1, 0], T) == [2]
+
+
+@pytest.mark.parametrize("config, allotted, backend, why", [
+    (BenchConfig(lcores=3), [1, 0], T, "needs 3 lcores; this agent is allotted 2"),
+    (BenchConfig(scaling=True), [1], T, "needs two or more lcores"),
+    (BenchConfig(scaling=True), [1, 0], S, "valgrind runs a program's threads one at a time"),
+    (BenchConfig(lcores=2), [1, 0], P, "pmu counts one forwarding lcore"),
+])
+def test_configs_this_agent_cannot_run_are_usage_errors(config, allotted, backend, why):
+    with pytest.raises(UsageError, match=why):
+        lcores.counts_for(config, allotted, backend)
+
+
+def test_lcore_totals_of_a_multi_lcore_report():
+    raw = lcores.lcore_raw(report("forward-self-64B-2lcores.json"), 2)
+    assert raw == {"lc.2.packets": 4_000_000.0, "lc.2.busy_cycles": 52_000_000.0, "lc.2.window_cycles": 40_000_000.0}
+    with pytest.raises(RunFailed, match="asked for 3 forwarding lcore.s., the report has 2"):
+        lcores.lcore_raw(report("forward-self-64B-2lcores.json"), 3)
+
+
+def test_a_report_without_per_lcore_counters_is_one_lcore():
+    one = report("forward-self-64B.json")
+    assert lcores.lcore_raw(one, 1) == {"lc.1.packets": 2_000_000.0, "lc.1.busy_cycles": 25_596_012.0, "lc.1.window_cycles": 36_473_684.0}
+    with pytest.raises(RunFailed, match="no per-lcore counters"):
+        lcores.lcore_raw(one, 2)
+
+
+def test_scaling_metrics_from_recorded_reports():
+    one, two = report("forward-self-64B.json"), report("forward-self-64B-2lcores.json")
+    raw = {**runner.tsc_raw(one), **lcores.lcore_raw(one, 1), **lcores.lcore_raw(two, 2)}
+    m = scaling.derive(raw)
+    hz = 2.6e9
+    pps1, pps2 = 2e6 * hz / 36_473_684, 4e6 * hz / 40e6  # 2 lcores: the longer of the two windows
+    assert m["pps_max_lcores"] == pytest.approx(pps2)
+    assert m["scaling_efficiency"] == pytest.approx(pps2 / (2 * pps1))
+    assert m["serial_fraction"] == pytest.approx(2 * pps1 / pps2 - 1, abs=1e-6)
+    assert m["roi_cpu"] == pytest.approx((pps2 / 1e6) ** 2 / (52e6 / 40e6))
+    assert metrics.derive_tsc(raw)["pps"] == pytest.approx(pps1)  # the sample's ordinary pps is 1 lcore's
+
+
+def test_every_sample_gains_the_interval_of_the_result():
+    one, two = report("forward-self-64B.json"), report("forward-self-64B-2lcores.json")
+    samples = []
+    for rep, slower in enumerate((1.0, 1.02, 0.97, 1.01)):
+        raw = {**runner.tsc_raw(one), **lcores.lcore_raw(one, 1), **lcores.lcore_raw(two, 2)}
+        raw["lc.2.window_cycles"] *= slower
+        samples.append(Sample(rep=rep, raw=raw))
+    out = lcores.with_interval(samples, T)
+    bounds = [{m.metric: m.value for m in s.metrics} for s in out]
+    assert all(b == bounds[0] for b in bounds) and set(bounds[0]) == {"serial_fraction_low", "serial_fraction_high"}
+    assert bounds[0]["serial_fraction_low"] < bounds[0]["serial_fraction_high"]
+    assert lcores.with_interval(samples[:1], T) == samples[:1]
