@@ -6,8 +6,8 @@ config's ``lcores``, else every core this agent is allotted) and fits Amdahl's s
 1-lcore run (or the only run) also gives the sample's ordinary ``tsc.*`` counts, so ``pps``,
 ``cpp`` and ``cur`` stay the figures of today's single-lcore loop.
 
-Per run the sample's raw counts gain ``lc.<n>.*`` (packets, busy cycles summed over the lcores,
-the longest lcore window) from the report's per-lcore section, and, when energy is read,
+Per run the sample's raw counts gain ``lc.<n>.*`` (packets and busy cycles summed over the
+lcores, the shared window's wall-clock length) from the report, and, when energy is read,
 ``lc.<n>.pkg_joules`` / ``ram_joules`` / ``energy_seconds`` / ``other_cpus_busy`` / ``loadavg1``.
 
 Backends: ``tsc`` runs everything here (energy included). ``pmu`` takes its own 1-lcore sample
@@ -48,30 +48,21 @@ def counts_for(config: BenchConfig, allotted: Sequence[int], backend: metrics.Ba
 
 
 def lcore_raw(report: dict, n: int) -> dict[str, float]:
-    """``lc.<n>.*`` of one report: totals over its forwarding lcores; the wall-clock window is the
-    longest lcore window (they run side by side). A report without per-lcore counters is one lcore."""
+    """``lc.<n>.*`` of one report (dataplane/README.md, "Report"): the window's packets and busy
+    cycles are sums over the lcores, its ``cycles.window`` the shared window's wall-clock length.
+    The per-lcore section must name ``n`` lcores; a report without one is a one-lcore dataplane."""
     per = report.get("lcores")
-    if per:
-        if len(per) != n:
-            raise RunFailed(f"asked for {n} forwarding lcore(s), the report has {len(per)}")
-        packets = sum(float(lc["packets"]["rx"]) for lc in per)
-        busy = sum(float(lc["cycles"]["busy"]) for lc in per)
-        window = max(float(lc["cycles"]["window"]) for lc in per)
-    else:
-        if n != 1:
-            raise RunFailed(f"asked for {n} forwarding lcores, the report has no per-lcore counters (a one-lcore dataplane)")
-        w = report["window"]
-        packets, busy, window = float(w["packets"]["rx"]), float(w["cycles"]["busy"]), float(w["cycles"]["window"])
-    return {f"lc.{n}.packets": packets, f"lc.{n}.busy_cycles": busy, f"lc.{n}.window_cycles": window}
+    if per is None and n != 1:
+        raise RunFailed(f"asked for {n} forwarding lcores, the report has no per-lcore counters (a one-lcore dataplane)")
+    if per is not None and len(per) != n:
+        raise RunFailed(f"asked for {n} forwarding lcore(s), the report has {len(per)}")
+    w = report["window"]
+    return {f"lc.{n}.packets": float(w["packets"]["rx"]), f"lc.{n}.busy_cycles": float(w["cycles"]["busy"]),
+            f"lc.{n}.window_cycles": float(w["cycles"]["window"])}
 
 
 def _spec(binary: Path, cores: Sequence[int], config: BenchConfig, workdir: Path, timeout: float) -> runner.RunSpec:
-    spec = runner.RunSpec(binary, cores[0], config, workdir=workdir, timeout=timeout)
-    if len(cores) > 1:
-        if not hasattr(spec, "cores"):
-            raise RunFailed("this agent's runner forwards on one lcore only")
-        spec.cores = list(cores)  # type: ignore[attr-defined]
-    return spec
+    return runner.RunSpec(binary, cores[0], config, cores=list(cores) if len(cores) > 1 else [], workdir=workdir, timeout=timeout)
 
 
 class Runs:

@@ -23,7 +23,7 @@ B that the run-to-run noise of PPS(1) and PPS(2) implies — not a test of the m
 points cannot make.
 
 Raw keys (per sample): ``lc.<n>.packets``, ``lc.<n>.busy_cycles`` (summed over the n forwarding
-lcores), ``lc.<n>.window_cycles`` (the longest lcore window: the wall-clock window of the run),
+lcores), ``lc.<n>.window_cycles`` (the shared window's wall-clock length),
 with ``tsc.tsc_hz``; energy of the run at n lcores, where measured, in ``lc.<n>.pkg_joules`` and
 ``lc.<n>.energy_seconds``, and what else ran on the package in ``lc.<n>.other_cpus_busy``.
 
