@@ -80,3 +80,35 @@ def test_every_sample_gains_the_interval_of_the_result():
     assert all(b == bounds[0] for b in bounds) and set(bounds[0]) == {"serial_fraction_low", "serial_fraction_high"}
     assert bounds[0]["serial_fraction_low"] < bounds[0]["serial_fraction_high"]
     assert lcores.with_interval(samples[:1], T) == samples[:1]
+
+
+def test_a_real_scaling_run_from_the_command_line(scratch_repo):
+    """1 and 2 lcores with tsc on this machine, through `perfci measure --scaling --json`. Only the
+    structure is asserted: on a shared 2-core VM the figures themselves are noise."""
+    import os
+    import subprocess
+
+    from perfci_core.result import ResultDocument
+
+    r = scratch_repo
+    out = subprocess.run([str(Path(os.sys.executable).parent / "perfci"), "measure", "--repo", str(r["repo"]), "--commit", r["base"],
+                          "--backend", "tsc", "--config", "self-64B-short", "--scaling", "--reps", "2", "--cache-dir", str(r["cache"]),
+                          "--json"], capture_output=True, text=True, timeout=600)
+    if len(os.sched_getaffinity(0)) < 2:
+        assert out.returncode == 2 and "needs two or more lcores" in out.stderr
+        return
+    assert out.returncode == 0, out.stderr
+    doc = ResultDocument.model_validate_json(out.stdout)
+    assert doc.config.scaling and doc.config.name == "self-64B-short-scaling" and len(doc.samples) == 2
+    assert "energy" in doc.unavailable or any("power_w" == m.metric for s in doc.samples for m in s.metrics)
+    for s in doc.samples:
+        assert {"lc.1.packets", "lc.2.packets", "lc.2.window_cycles"} <= s.raw.keys()
+        assert s.raw["lc.2.packets"] >= s.raw["lc.1.packets"] == doc.config.packets  # --packets is the total over the lcores
+        m = {v.metric: v.value for v in s.metrics}
+        assert {"pps", "cpp", "cur", "pps_max_lcores", "scaling_efficiency", "serial_fraction", "roi_cpu"} <= m.keys()
+        assert 0.0 <= m["serial_fraction"] <= 1.0
+        assert m["serial_fraction_low"] <= m["serial_fraction_high"]
+        assert m["pps"] == pytest.approx(scaling.throughputs(s.raw)[1]) and m["pps_max_lcores"] == pytest.approx(scaling.throughputs(s.raw)[2])
+    refused = subprocess.run([str(Path(os.sys.executable).parent / "perfci"), "measure", "--repo", str(r["repo"]), "--commit", r["base"],
+                              "--backend", "sim", "--scaling", "--cache-dir", str(r["cache"])], capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and "valgrind runs a program's threads one at a time" in refused.stderr
