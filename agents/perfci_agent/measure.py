@@ -117,6 +117,10 @@ def measure(
         return probe_cache[0]
 
     choice = select(backend, probe)
+    if backend == "auto" and choice.backend is metrics.Backend.SIM and (cfg.scaling or (cfg.lcores or 1) > 1):
+        # valgrind runs threads one at a time: nothing it measures scales
+        choice = Choice(metrics.Backend.TSC, f"{choice.reason}; but sim measures one lcore: the dataplane's rdtsc accounting (tsc) "
+                                             "for a run on several lcores")
     impl: Backend
     if choice.backend.value == "pmu":
         impl = PmuBackend(probe(), mapping)

@@ -112,3 +112,37 @@ def test_a_real_scaling_run_from_the_command_line(scratch_repo):
     refused = subprocess.run([str(Path(os.sys.executable).parent / "perfci"), "measure", "--repo", str(r["repo"]), "--commit", r["base"],
                               "--backend", "sim", "--scaling", "--cache-dir", str(r["cache"])], capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2 and "valgrind runs a program's threads one at a time" in refused.stderr
+
+
+def _scaling_document(samples: list[Sample], scaling_config: bool = True):
+    from datetime import datetime, timezone
+
+    from perfci_core.result import ResultDocument
+
+    now = datetime.now(timezone.utc)
+    return ResultDocument(status="ok", commit="a" * 40, config=BenchConfig(name="self-64B-scaling", scaling=scaling_config), backend=T,
+                          machine={"core": 1}, machine_id="b" * 64, samples=samples, started_at=now, finished_at=now)
+
+
+def test_host_reference_from_a_scaling_result(tmp_path, capsys):
+    from perfci_agent import scaling_reference
+
+    one, two = report("forward-self-64B.json"), report("forward-self-64B-2lcores.json")
+    samples = []
+    for rep, slower in enumerate((1.0, 1.02, 0.97)):
+        raw = {**runner.tsc_raw(one), **lcores.lcore_raw(one, 1), **lcores.lcore_raw(two, 2)}
+        raw["lc.2.window_cycles"] *= slower
+        samples.append(Sample(rep=rep, raw=raw))
+    path = tmp_path / "scaling.json"
+    path.write_text(_scaling_document(samples).model_dump_json(by_alias=True))
+    assert scaling_reference.main([str(path), "--json"]) == 0
+    ref = json.loads(capsys.readouterr().out)
+    pps1, pps2 = 2e6 * 2.6e9 / 36_473_684, 4e6 * 2.6e9 / 40.5e6  # the median repetition is the unchanged one
+    assert ref["serial_fraction"] == pytest.approx(2 * pps1 / pps2 - 1, abs=1e-6)
+    assert ref["lcores"] == [1, 2] and ref["repetitions"] == 3
+    assert ref["interval"][0] <= ref["serial_fraction"] <= ref["interval"][1]
+    path.write_text(_scaling_document(samples, scaling_config=False).model_dump_json(by_alias=True))
+    assert scaling_reference.main([str(path)]) == 2
+    assert "is not a scaling measurement" in capsys.readouterr().err
+    path.write_text("{}")
+    assert scaling_reference.main([str(path)]) == 2

@@ -78,6 +78,21 @@ def _lcore_name(config: str, lcores: int | None, scaling: bool) -> str:
     return f"{name}-{lcores}lc" if lcores and lcores > 1 else name
 
 
+def _cores(text: str | None, core: int | None) -> list[int]:
+    from ..errors import UsageError
+    from ..measure import scaling_cores
+
+    if text is None:
+        return scaling_cores(core)
+    try:
+        listed = [int(c) for c in text.split(",") if c.strip()]
+    except ValueError:
+        raise UsageError(f"--cores takes CPU numbers separated by commas, got {text!r}") from None
+    if not listed or len(set(listed)) != len(listed) or (core is not None and core != listed[0]):
+        raise UsageError(f"--cores must list distinct CPUs{', starting with --core' if core is not None else ''}, got {text!r}")
+    return listed
+
+
 def render_unavailable(doc: ResultDocument, console: Console) -> None:
     for what, why in sorted(doc.unavailable.items()):
         console.print(f"{what}: {escape(why)}", soft_wrap=True)
@@ -97,11 +112,12 @@ def register(app: typer.Typer) -> None:
         lcores: Optional[int] = typer.Option(None, "--lcores", min=1, max=64,
                                              help="forwarding lcores (with --scaling: the most; default one, or every allowed core)"),
         scaling: bool = typer.Option(False, "--scaling", help="run each repetition at 1..N lcores and fit Amdahl's serial fraction"),
+        cores: Optional[str] = typer.Option(None, "--cores", help="cores to forward on, in order, e.g. 2,3 (default: --core, then every other allowed core)"),
         sim_family: Optional[str] = typer.Option(None, "--sim-family",
                                                  help="sim: store-buffer model intel-icx|intel-spr|intel-skx|amd-zen4 (default: this CPU's)"),
     ) -> None:
         """Build the dataplane at a commit, run it, count, and derive the lean-model metrics."""
-        from ..measure import config_named, measure, scaling_cores
+        from ..measure import config_named, measure
 
         err = Console(stderr=True)
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -129,9 +145,10 @@ def register(app: typer.Typer) -> None:
             if lcores is not None or scaling:
                 cfg = cfg.model_copy(update={"lcores": lcores if lcores is not None else cfg.lcores, "scaling": scaling or cfg.scaling})
                 cfg = cfg.model_copy(update={"name": _lcore_name(config, cfg.lcores, cfg.scaling)})
+            forward_cores = _cores(cores, core)
             with progress:
-                doc = measure(repo=repo, commit=commit, backend=backend, reps=reps, config=cfg, core=core,
-                              cache_dir=cache_dir, progress=on_progress, sim_family=sim_family, cores=scaling_cores(core))
+                doc = measure(repo=repo, commit=commit, backend=backend, reps=reps, config=cfg, core=forward_cores[0],
+                              cache_dir=cache_dir, progress=on_progress, sim_family=sim_family, cores=forward_cores)
         except MeasureError as exc:
             err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             raise typer.Exit(2) from None

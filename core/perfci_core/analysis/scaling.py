@@ -77,7 +77,7 @@ def fit_serial_fraction(points: Mapping[int, float]) -> AmdahlFit:
         warnings.simplefilter("ignore", optimize.OptimizeWarning)  # no covariance with 2 points
         (p1, b), _ = optimize.curve_fit(amdahl_pps, x, y / scale, p0=(1.0, 0.1),
                                         bounds=([0.0, 0.0], [np.inf, 1.0]), xtol=1e-12, ftol=1e-12, gtol=1e-12)
-    b = 0.0 if b < _BOUNDARY else float(b)  # the bounded solver stops a hair inside the bound
+    b = 0.0 if b < _BOUNDARY else 1.0 if b > 1.0 - _BOUNDARY else float(b)  # the solver stops a hair inside a bound
     return AmdahlFit(float(p1 * scale), b, tuple(ns))
 
 
