@@ -300,14 +300,18 @@ def sysfs_window(zones_: Sequence[Zone], lcores: Sequence[int]) -> Iterator[Wind
 # --- one run, with its window's energy --------------------------------------------------------
 
 
-def run_measured(source: Source, spec: runner.RunSpec, lcores: Sequence[int]) -> tuple[runner.RunResult, Energy]:
+def run_measured(source: Source, spec: runner.RunSpec, lcores: Sequence[int]) -> tuple[runner.RunResult, Energy | EnergyUnavailable]:
     """Run ``spec`` once with the window's package energy read from ``source``. A run that
-    fails is RunFailed as always; energy that cannot be read is EnergyUnavailable."""
+    fails is RunFailed as always; energy that could not be read comes back as the
+    EnergyUnavailable saying why, with the run's result (the run itself is good)."""
     if source.kind == "sysfs":
         with sysfs_window(source.zones, lcores) as reader:
             spec.perf_fds = (reader.ctl, reader.ack)
             result = runner.run(spec)
-        return result, reader.energy()
+        try:
+            return result, reader.energy()
+        except EnergyUnavailable as exc:
+            return result, exc
     with control_fifos() as (ctl, ack, tmp):
         out = tmp / "energy.csv"
         spec.wrapper = perf_wrapper(source.perf or "perf", out, ctl, ack)
@@ -316,7 +320,10 @@ def run_measured(source: Source, spec: runner.RunSpec, lcores: Sequence[int]) ->
         result = runner.run(spec)
         after = cpu_times()
         text = out.read_text() if out.exists() else ""
-    pkg, ram = parse_perf(text)
+    try:
+        pkg, ram = parse_perf(text)
+    except EnergyUnavailable as exc:
+        return result, exc
     return result, Energy(pkg, ram, window_seconds(result.report), other_cpus_busy(before, after, lcores), loadavg1())
 
 

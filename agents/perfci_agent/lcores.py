@@ -78,12 +78,11 @@ class Runs:
         cores = self.allotted[:n]
         spec = _spec(self.binary, cores, self.config, self.workdir, self.timeout)
         if with_energy and self.energy_source is not None:
-            try:
-                result, e = energy.run_measured(self.energy_source, spec, cores)
-                return result.report, {**lcore_raw(result.report, n), **e.raw(f"lc.{n}")}
-            except energy.EnergyUnavailable as exc:
-                self.unavailable["energy"] = f"RAPL reading failed: {exc}"
-                spec = _spec(self.binary, cores, self.config, self.workdir, self.timeout)
+            result, e = energy.run_measured(self.energy_source, spec, cores)
+            if isinstance(e, energy.EnergyUnavailable):
+                self.unavailable["energy"] = f"RAPL reading failed: {e}"
+                return result.report, lcore_raw(result.report, n)
+            return result.report, {**lcore_raw(result.report, n), **e.raw(f"lc.{n}")}
         result = runner.run(spec)
         return result.report, lcore_raw(result.report, n)
 

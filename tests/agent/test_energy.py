@@ -156,6 +156,7 @@ def test_window_energy_with_the_real_dataplane(scratch_repo, powercap):
         cfg = CONFIGS["self-64B"].model_copy(update={"packets": 10_000_000})
         source = energy.Source("sysfs", zones=tuple(energy.zones(powercap)))
         result, e = energy.run_measured(source, runner.RunSpec(binary, default_core(), cfg, timeout=120.0), [default_core()])
+        assert isinstance(e, energy.Energy), e
     finally:
         stop.set()
         ticker.join()
@@ -167,3 +168,14 @@ def test_window_energy_with_the_real_dataplane(scratch_repo, powercap):
            "lc.1.window_cycles": result.report["window"]["cycles"]["window"], **e.raw("lc.1")}
     m = scaling.derive(raw)
     assert {"power_w", "energy_per_packet", "roi_power", "roi_cpu", "other_cpus_busy"} <= m.keys()
+
+
+def test_a_counter_that_vanishes_mid_run_keeps_the_run_and_says_why(scratch_repo, powercap):
+    r = scratch_repo
+    measure(r["repo"], r["base"], backend="tsc", reps=1, config="self-64B-short", cache_dir=r["cache"])
+    binary = Path(r["cache"]) / "builds" / r["base"] / "perfci-fwd"
+    source = energy.Source("sysfs", zones=tuple(energy.zones(powercap)))
+    (powercap / "intel-rapl:0:1" / "energy_uj").unlink()  # the DRAM counter is gone when the window opens
+    result, e = energy.run_measured(source, runner.RunSpec(binary, default_core(), CONFIGS["self-64B-short"], timeout=120.0), [default_core()])
+    assert result.report["window"]["packets"]["rx"] == CONFIGS["self-64B-short"].packets
+    assert isinstance(e, energy.EnergyUnavailable) and "energy_uj does not exist" in str(e)
