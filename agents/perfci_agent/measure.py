@@ -53,7 +53,7 @@ def default_core() -> int:
     return max(os.sched_getaffinity(0))
 
 
-def scaling_cores(core: int | None = None) -> list[int]:
+def allowed_cores(core: int | None = None) -> list[int]:
     """The cores a command-line measurement may forward on: the forwarding core first (default:
     the highest allowed), then the other allowed cores from the highest down."""
     allowed = sorted(os.sched_getaffinity(0), reverse=True)
@@ -175,12 +175,16 @@ def measure(
     return doc("ok", samples, build_id=build_id or f"{sha[:12]}-release")
 
 
-def _energy_source(backend: object) -> tuple[energy.Source | None, dict[str, str]]:
+_NO_ENERGY = {
+    metrics.Backend.PMU: "pmu: perf stat holds the window's control FIFOs for the core's counters; energy is read with --backend tsc",
+    metrics.Backend.SIM: "sim: under valgrind the package energy is valgrind's, not the dataplane's",
+}
+
+
+def _energy_source(backend: metrics.Backend) -> tuple[energy.Source | None, dict[str, str]]:
     """Where the window's package energy comes from, or why there is none (``unavailable``)."""
-    if backend is not metrics.Backend.TSC:
-        why = {metrics.Backend.PMU: "pmu: perf stat holds the window's control FIFOs for the core's counters; energy is read with --backend tsc",
-               metrics.Backend.SIM: "sim: under valgrind the package energy is valgrind's, not the dataplane's"}[backend]  # type: ignore[index]
-        return None, {"energy": f"not measured with {why}"}
+    if backend in _NO_ENERGY:
+        return None, {"energy": f"not measured with {_NO_ENERGY[backend]}"}
     try:
         return energy.probe(), {}
     except energy.EnergyUnavailable as exc:

@@ -80,10 +80,10 @@ def _lcore_name(config: str, lcores: int | None, scaling: bool) -> str:
 
 def _cores(text: str | None, core: int | None) -> list[int]:
     from ..errors import UsageError
-    from ..measure import scaling_cores
+    from ..measure import allowed_cores
 
     if text is None:
-        return scaling_cores(core)
+        return allowed_cores(core)
     try:
         listed = [int(c) for c in text.split(",") if c.strip()]
     except ValueError:
