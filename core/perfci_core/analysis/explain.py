@@ -301,7 +301,8 @@ def explain(before: Mapping[str, float], after: Mapping[str, float], *, unchange
         worse = catalogue.get("serial_fraction").is_regression(before["serial_fraction"], after["serial_fraction"])
         if worse and one_lcore_still:
             cause = "scaling"  # costs nothing on one lcore: shared data or a lock between lcores
-        sentence = f"{text}; {sentence}"
+        # one lcore unchanged and no counter moved: its "CPP +0.1 %" would only blur the point
+        sentence = text if one_lcore_still and not counters_text else f"{text}; {sentence}"
     power = energy_text(before, after, unchanged_below)
     if power is not None:
         sentence += f"; {power}"
