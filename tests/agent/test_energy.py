@@ -179,3 +179,21 @@ def test_a_counter_that_vanishes_mid_run_keeps_the_run_and_says_why(scratch_repo
     result, e = energy.run_measured(source, runner.RunSpec(binary, default_core(), CONFIGS["self-64B-short"], timeout=120.0), [default_core()])
     assert result.report["window"]["packets"]["rx"] == CONFIGS["self-64B-short"].packets
     assert isinstance(e, energy.EnergyUnavailable) and "energy_uj does not exist" in str(e)
+
+
+def test_perf_path_with_the_real_dataplane_and_a_perf_stand_in(scratch_repo, tmp_path):
+    """perf's power events, as the agent wraps a run with them; perf itself is a stand-in (this VM
+    has no RAPL PMU) that speaks perf's control protocol and prints perf's CSV."""
+    r = scratch_repo
+    measure(r["repo"], r["base"], backend="tsc", reps=1, config="self-64B-short", cache_dir=r["cache"])
+    binary = Path(r["cache"]) / "builds" / r["base"] / "perfci-fwd"
+    perf = tmp_path / "perf"
+    perf.write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'helpers' / 'rapl_perf_standin.py'} \"$@\"\n")
+    perf.chmod(0o755)
+    cfg = CONFIGS["self-64B"].model_copy(update={"packets": 10_000_000})
+    result, e = energy.run_measured(energy.Source("perf", perf=str(perf)), runner.RunSpec(binary, default_core(), cfg, timeout=120.0),
+                                    [default_core()])
+    assert isinstance(e, energy.Energy), e
+    assert result.argv[:3] == [str(perf), "stat", "-a"] and "taskset" in result.argv[result.argv.index("--") + 1]
+    assert e.seconds == energy.window_seconds(result.report)  # the dataplane's window, not perf's runtime column
+    assert e.pkg_joules / e.seconds == pytest.approx(40.0, rel=0.3) and e.ram_joules / e.pkg_joules == pytest.approx(0.1, rel=0.1)
