@@ -65,6 +65,8 @@ def build() -> db.Dashboard:
         "cache-line-split loads and stores and 4K-aliasing loads (sim: memhazard's store-buffer model; "
         "the alert explanations name the function and line)",
         per_packet(p.MEMORY_HAZARDS), "short").display_name("${__field.labels.metric}").height(9).span(12))
+    for panel in scaling_panels(per_packet):
+        board = board.with_panel(panel)
     lean_metrics = tuple(catalogue.CATALOGUE)
     return board.with_panel(changes_table(
         "Latest commit against the baseline, every metric",
@@ -73,3 +75,53 @@ def build() -> db.Dashboard:
         changes_query(lean_metrics, "AND c.machine_id = ${machine:sqlstring} AND c.config_id = ${config:sqlstring} "
                       "AND c.backend = ${backend:sqlstring}"),
     ).height(12).span(24))
+
+
+def scaling_panels(series_query) -> list:
+    """Scaling (a scaling config: 1..N lcores) and return on investment; energy where RAPL is read."""
+    interval = f"""
+        SELECT max(plot_time) AS time,
+               max(median) FILTER (WHERE metric = 'serial_fraction_low') AS min,
+               max(median) FILTER (WHERE metric = 'serial_fraction') AS median,
+               max(median) FILTER (WHERE metric = 'serial_fraction_high') AS max
+        FROM dash_series_points
+        WHERE {SERIES} AND metric IN ('serial_fraction', 'serial_fraction_low', 'serial_fraction_high')
+          AND $__timeFilter(plot_time)
+        GROUP BY position
+        HAVING max(median) FILTER (WHERE metric = 'serial_fraction') IS NOT NULL
+        ORDER BY 1
+    """
+    efficiency = f"""
+        SELECT plot_time AS time, min, median, max
+        FROM dash_series_points
+        WHERE {SERIES} AND metric = 'scaling_efficiency' AND $__timeFilter(plot_time)
+        ORDER BY position
+    """
+    return [
+        p.band_timeseries(
+            "Serial fraction B (lower is better)",
+            "Amdahl's serial fraction fitted to PPS at 1..N lcores (scaling configs). Median of the repetitions, "
+            "band: the 95 % bootstrap interval over the repetitions. A shared cache line or a lock per packet "
+            "raises B while one lcore does not move.",
+            interval, p.grafana_unit("serial_fraction")).height(8).span(8),
+        p.series_timeseries(
+            "PPS at 1 lcore and at N lcores",
+            "pps: the 1-lcore run; pps_max_lcores: the run at the most lcores the scaling config used (median of the repetitions)",
+            series_query(("pps", "pps_max_lcores")), "pps").display_name("${__field.labels.metric}").height(8).span(8),
+        p.band_timeseries(
+            "Scaling efficiency E(N) (higher is better)",
+            "PPS(N) / (N x PPS(1)) at the most lcores N; 1 is perfect scaling",
+            efficiency, p.grafana_unit("scaling_efficiency")).height(8).span(8),
+        p.series_timeseries(
+            "Return on investment: T\u00b2/\u03a3CPU and T\u00b2/P (higher is better)",
+            "roi_cpu: Mpps\u00b2 per busy CPU of the forwarding lcores; roi_power: Mpps\u00b2 per package watt (RAPL, "
+            "only where it is readable)",
+            series_query(("roi_cpu", "roi_power")), "short").display_name("${__field.labels.metric}").height(8).span(12),
+        p.series_timeseries(
+            "Package energy (RAPL)",
+            "power_w: average package watts over the window; energy_per_packet: nJ per packet; other_cpus_busy: "
+            "busy CPUs outside the forwarding lcores meanwhile (RAPL counts the whole package). No data where RAPL "
+            "is not readable (VMs): the result says why instead.",
+            series_query(("power_w", "energy_per_packet", "other_cpus_busy")), "short")
+        .display_name("${__field.labels.metric}").height(8).span(12),
+    ]

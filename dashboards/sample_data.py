@@ -29,8 +29,13 @@ from perfci_core import metrics as catalogue
 from perfci_core.analysis.series import relative_change
 
 PMU_METRICS = ("ipc", "eipc", "ipp", "cpp", "pps", "cur", "cache_miss_rate", "cache_misses_pp", "l1d_misses_pp",
-               "llc_misses_pp", "sf_blocks_pp", "sf_blocks_pki", "branch_misses_pp")
+               "llc_misses_pp", "sf_blocks_pp", "sf_blocks_pki", "branch_misses_pp", "roi_cpu")
 SIM_METRICS = ("ipp", "l1d_misses_pp", "llc_misses_pp", "sf_blocks_pp", "split_loads_pp", "split_stores_pp", "alias_4k_pp")
+# Measured as a scaling config on the PMU machines too (1 and 2 lcores, RAPL read): B and its
+# bootstrap interval, E(2), PPS(2), ROI and package energy.
+SCALING_CONFIG = "self-64B"
+SCALING_METRICS = ("pps_max_lcores", "scaling_efficiency", "serial_fraction", "serial_fraction_low", "serial_fraction_high",
+                   "power_w", "energy_per_packet", "roi_power", "other_cpus_busy")
 BASELINE_COMMITS = 10  # commits on each side of a change used for the alerts' before/after medians
 
 
@@ -172,12 +177,26 @@ def _rep_values(truth: dict[str, np.ndarray], position: int, backend: str, noise
         "l1d_misses_pp": truth["l1d"][position] * (1 + 0.02 * noise[6]),
         "llc_misses_pp": truth["llc"][position] * (1 + 0.05 * noise[7]),
         "sf_blocks_pp": sf, "sf_blocks_pki": 1000.0 * sf / ipp, "branch_misses_pp": 0.021 * (1 + 0.04 * noise[8]),
+        "roi_cpu": (truth["freq"][position] * cur / cpp / 1e6) ** 2 / cur,
     }
+
+
+def _scaling_values(pps1: float, cur: float, noise: np.ndarray) -> dict[str, float]:
+    """One repetition of a 1-and-2-lcore scaling run around B = 0.05 and 45 W."""
+    b = max(0.0, 0.05 + 0.01 * noise[0])
+    pps2 = pps1 * 2 / (1 + b)
+    watts = 45.0 * (1 + 0.01 * noise[1])
+    return {"pps_max_lcores": pps2, "scaling_efficiency": pps2 / (2 * pps1), "serial_fraction": b,
+            "serial_fraction_low": 0.035, "serial_fraction_high": 0.065,
+            "roi_cpu": (pps2 / 1e6) ** 2 / (2 * cur),  # at the widest run, as the agent derives it
+            "power_w": watts, "energy_per_packet": 1e9 * watts / pps2, "roi_power": (pps2 / 1e6) ** 2 / watts,
+            "other_cpus_busy": 0.1}
 
 
 def seed(connection: Connection, shape: Shape = Shape(), now: datetime | None = None) -> Seeded:
     """Insert the sample data in the connection's transaction (the caller commits or rolls back)."""
     rng = np.random.default_rng(shape.seed)
+    scaling_rng = np.random.default_rng(shape.seed + 1)  # its own stream: the other series stay as they were
     ids = _Ids(connection)
     now = (now or datetime.now(UTC)).replace(second=0, microsecond=0)
     created = now - timedelta(days=400)
@@ -226,8 +245,9 @@ def seed(connection: Connection, shape: Shape = Shape(), now: datetime | None = 
     sample_ids = iter(ids.take("samples", n * len(machine_ids) * len(configs) * shape.reps))
     for m_index, (machine, machine_id) in enumerate(machine_ids.items()):
         backend = backends[machine]
-        metric_names = SIM_METRICS if backend == "sim" else PMU_METRICS
         for config, _, config_ipp in configs:
+            scaled = backend == "pmu" and config == SCALING_CONFIG
+            metric_names = SIM_METRICS if backend == "sim" else PMU_METRICS + (SCALING_METRICS if scaled else ())
             config_id = config_ids[config]
             truth = _truth(n, m_index, config_ipp)
             noise = rng.standard_normal((n, shape.reps, 9))
@@ -238,6 +258,9 @@ def seed(connection: Connection, shape: Shape = Shape(), now: datetime | None = 
                 jobs.append((job_id, commit_ids[i], machine_id, config_id, "done", 1, 3, at, at))
                 runs.append((run_id, job_id, 1, "ok", backend, "sample data", at, at, at, at))
                 reps = [_rep_values(truth, i, backend, noise[i, r]) for r in range(shape.reps)]
+                if scaled:
+                    for rep in reps:
+                        rep.update(_scaling_values(rep["pps"], rep["cur"], scaling_rng.standard_normal(2)))
                 for r, rep_values in enumerate(reps):
                     sample_id = next(sample_ids)
                     samples.append((sample_id, run_id, r, "{}", "{}"))

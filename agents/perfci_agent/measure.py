@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
+from perfci_core import metrics
 from perfci_core.result import BenchConfig, ResultDocument, Sample
 
 from . import events as ev
-from . import fingerprint, tuning
+from . import energy, fingerprint, lcores, tuning
 from .backends import Backend, Choice, select
 from .backends.pmu import PmuBackend
 from .backends.sim import SimBackend
@@ -32,6 +33,9 @@ CONFIGS: dict[str, BenchConfig] = {
     "self-64B-short": BenchConfig(name="self-64B-short", packets=500_000, warmup=50_000),
     "self-512B": BenchConfig(name="self-512B", pkt_size=512),
     "self-1518B": BenchConfig(name="self-1518B", pkt_size=1518),
+    # 1..N lcores (N: every allotted core) per repetition: Amdahl's serial fraction
+    "self-64B-scaling": BenchConfig(name="self-64B-scaling", scaling=True),
+    "self-64B-short-scaling": BenchConfig(name="self-64B-short-scaling", packets=500_000, warmup=50_000, scaling=True),
 }
 
 Progress = Callable[..., None]
@@ -47,6 +51,14 @@ class Stopped(Exception):
 
 def default_core() -> int:
     return max(os.sched_getaffinity(0))
+
+
+def allowed_cores(core: int | None = None) -> list[int]:
+    """The cores a command-line measurement may forward on: the forwarding core first (default:
+    the highest allowed), then the other allowed cores from the highest down."""
+    allowed = sorted(os.sched_getaffinity(0), reverse=True)
+    first = default_core() if core is None else core
+    return [first, *(c for c in allowed if c != first)]
 
 
 def _now() -> datetime:
@@ -71,10 +83,12 @@ def measure(
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
     sim_family: str | None = None,
+    cores: Sequence[int] | None = None,
 ) -> ResultDocument:
     """Measure ``commit``. ``should_stop`` is asked before each repetition (a running one is
     always finished); when it answers true, :class:`Stopped` is raised. ``sim_family`` sets the
-    store-buffer model of ``sim``'s hazard simulator (default: this CPU's family)."""
+    store-buffer model of ``sim``'s hazard simulator (default: this CPU's family). ``cores``: the
+    cores this measurement may forward on, ``core`` first (scaling and multi-lcore configs)."""
     started = _now()
     say = progress or (lambda *a, **k: None)
     root = repo_root(repo)
@@ -85,6 +99,9 @@ def measure(
     core = default_core() if core is None else core
     if core not in os.sched_getaffinity(0):
         raise UsageError(f"core {core} is not available to this process (allowed: {sorted(os.sched_getaffinity(0))})")
+    allotted = [core, *(c for c in (cores or []) if c != core)]
+    if not set(allotted) <= os.sched_getaffinity(0):
+        raise UsageError(f"cores {allotted} are not all available to this process (allowed: {sorted(os.sched_getaffinity(0))})")
     ws = Workspace(root, Path(cache_dir) if cache_dir else None)
 
     cpu = read_cpuid()
@@ -100,6 +117,10 @@ def measure(
         return probe_cache[0]
 
     choice = select(backend, probe)
+    if backend == "auto" and choice.backend is metrics.Backend.SIM and (cfg.scaling or (cfg.lcores or 1) > 1):
+        # valgrind runs threads one at a time: nothing it measures scales
+        choice = Choice(metrics.Backend.TSC, f"{choice.reason}; but sim measures one lcore: the dataplane's rdtsc accounting (tsc) "
+                                             "for a run on several lcores")
     impl: Backend
     if choice.backend.value == "pmu":
         impl = PmuBackend(probe(), mapping)
@@ -114,12 +135,14 @@ def measure(
     cfg = impl.config_for(cfg)
     n = reps or impl.default_reps
     say("backend", backend=choice.backend.value, reason=choice.reason)
+    lcore_counts = lcores.counts_for(cfg, allotted, choice.backend)
+    energy_source, unavailable = _energy_source(choice.backend)
 
     def doc(status: str, samples: list[Sample], reason: str | None = None, log_tail: str | None = None, build_id: str | None = None) -> ResultDocument:
         return ResultDocument(
             status=status, reason=reason, log_tail=log_tail, commit=sha, build_id=build_id, config=cfg,
             backend=choice.backend, backend_reason=choice.reason, machine=fp, machine_id=mid, tuning=tuned,
-            samples=samples, started_at=started, finished_at=_now(),
+            samples=samples, unavailable=unavailable, started_at=started, finished_at=_now(),
         )
 
     say("build", sha=sha)
@@ -138,12 +161,31 @@ def measure(
             raise Stopped(0, n)
         say("calibrate")
         impl.prepare(build.binary, core, cfg, workdir)
+        runs = lcores.Runs(impl, build.binary, allotted, lcore_counts, cfg, workdir, energy_source)
         for rep in range(n):
             if stop():
                 raise Stopped(rep, n)
             say("run", rep=rep, reps=n)
-            samples.append(impl.sample(build.binary, core, cfg, workdir, rep))
+            samples.append(runs.sample(rep))
+            unavailable.update(runs.unavailable)
+        samples = lcores.with_interval(samples, choice.backend)
         say("done", reps=n)
     except RunFailed as exc:
         return doc("run_failed", samples, f"run {len(samples) + 1}/{n} failed: {exc}", exc.log_tail or None, build_id)
     return doc("ok", samples, build_id=build_id or f"{sha[:12]}-release")
+
+
+_NO_ENERGY = {
+    metrics.Backend.PMU: "pmu: perf stat holds the window's control FIFOs for the core's counters; energy is read with --backend tsc",
+    metrics.Backend.SIM: "sim: under valgrind the package energy is valgrind's, not the dataplane's",
+}
+
+
+def _energy_source(backend: metrics.Backend) -> tuple[energy.Source | None, dict[str, str]]:
+    """Where the window's package energy comes from, or why there is none (``unavailable``)."""
+    if backend in _NO_ENERGY:
+        return None, {"energy": f"not measured with {_NO_ENERGY[backend]}"}
+    try:
+        return energy.probe(), {}
+    except energy.EnergyUnavailable as exc:
+        return None, {"energy": f"not available: {exc}"}

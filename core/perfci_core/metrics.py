@@ -106,6 +106,22 @@ CATALOGUE: dict[str, Metric] = {
         Metric("alias_4k_pp", "loads/packet", _L, "loads that 4K-alias a store in flight (address bits 11:0 match), per packet",
                frozenset({_S}), _HAZARD_FLOOR, alerts=False),
         Metric("branch_misses_pp", "misses/packet", _L, "branch mispredictions per packet", frozenset({_P})),
+        # Scaling (a `scaling` config: the same commit at 1..N lcores; perfci_core.analysis.scaling)
+        Metric("pps_max_lcores", "packets/s", _H, "packets per second at the most lcores a scaling run used", frozenset({_P, _T})),
+        Metric("scaling_efficiency", "ratio", _H, "PPS(N) / (N x PPS(1)) at the most lcores N", frozenset({_P, _T})),
+        Metric("serial_fraction", "ratio", _L, "Amdahl serial fraction B fitted to PPS at 1..N lcores", frozenset({_P, _T})),
+        # The bootstrap interval of B over a result's repetitions: context for plots and explanations;
+        # detection tests the repetitions of serial_fraction itself.
+        Metric("serial_fraction_low", "ratio", _L, "lower bound of the 95 % bootstrap interval of B", frozenset({_P, _T}), alerts=False),
+        Metric("serial_fraction_high", "ratio", _L, "upper bound of the 95 % bootstrap interval of B", frozenset({_P, _T}), alerts=False),
+        # Return on investment (the Bloomberg study) and energy (RAPL, package-wide)
+        Metric("roi_cpu", "Mpps²/CPU", _H, "throughput² / busy CPUs of the forwarding lcores (T²/ΣCPU)", frozenset({_P, _T})),
+        Metric("power_w", "W", _L, "average package power (RAPL) over the window; includes every core's work", frozenset({_P, _T})),
+        Metric("energy_per_packet", "nJ/packet", _L, "package energy (RAPL) per forwarded packet", frozenset({_P, _T})),
+        Metric("roi_power", "Mpps²/W", _H, "throughput² / package power (T²/P)", frozenset({_P, _T})),
+        # What else ran on the package while its energy was read: context, never alerted on.
+        Metric("other_cpus_busy", "CPUs", _L, "busy CPU-equivalents outside the forwarding lcores during the energy window",
+               frozenset({_P, _T}), alerts=False),
     )
 }
 

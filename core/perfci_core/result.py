@@ -49,6 +49,11 @@ class BenchConfig(BaseModel):
     routes: str = "default"  # "default" (built-in table) or a path relative to dataplane/
     packets: int = Field(2_000_000, ge=1)
     warmup: int = Field(200_000, ge=0)
+    # Forwarding lcores. A `scaling` config runs every repetition at 1, 2, ..., lcores lcores and
+    # fits Amdahl's serial fraction (None: as many as the agent is allotted); otherwise every run
+    # forwards on `lcores` lcores (None: one).
+    lcores: int | None = Field(None, ge=1, le=64)
+    scaling: bool = False
 
     def as_run_by(self, backend: metrics.Backend | str) -> BenchConfig:
         """The config a backend actually runs (and its result records): `sim` caps the packet
@@ -126,6 +131,8 @@ class ResultDocument(BaseModel):
     machine_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
     tuning: Tuning = Field(default_factory=Tuning)
     samples: list[Sample] = Field(default_factory=list, max_length=MAX_SAMPLES)
+    # What this result could not measure and why (e.g. "energy": "no RAPL: ..."): absent, never a number.
+    unavailable: dict[Name, Annotated[str, StringConstraints(max_length=2000)]] = Field(default_factory=dict, max_length=20)
     started_at: datetime
     finished_at: datetime
     # What a reader of the result must know about it: values flagged as impossible (below).

@@ -116,6 +116,8 @@ def create_config(
     routes: Annotated[str, typer.Option()] = "default",
     packets: Annotated[int, typer.Option()] = 2_000_000,
     warmup: Annotated[int, typer.Option()] = 200_000,
+    lcores: Annotated[Optional[int], typer.Option(help="forwarding lcores (scaling: the most; default: one, or the agent's allotted cores)")] = None,
+    scaling: Annotated[bool, typer.Option(help="run each repetition at 1..lcores lcores and fit Amdahl's serial fraction")] = False,
     backend: Annotated[str, typer.Option(help="auto, pmu, sim or tsc")] = "auto",
     repetitions: Annotated[int, typer.Option()] = 5,
 ) -> None:
@@ -124,7 +126,7 @@ def create_config(
     from .db import session_scope
 
     data = ConfigCreate.model_validate(
-        dict(name=name, harness=harness, pkt_size=pkt_size, flows=flows, routes=routes, packets=packets, warmup=warmup, backend=backend, repetitions=repetitions)
+        dict(name=name, harness=harness, pkt_size=pkt_size, flows=flows, routes=routes, packets=packets, warmup=warmup, lcores=lcores, scaling=scaling, backend=backend, repetitions=repetitions)
     )
     with session_scope() as session:
         config = ConfigRead.model_validate(create(session, data))

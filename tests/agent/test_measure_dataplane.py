@@ -56,7 +56,9 @@ def test_tsc_end_to_end_and_identity(scratch_repo):
     assert len(doc.machine_id) == 64 and doc.machine["core"] == default_core()
     for s in doc.samples:
         d = {m.metric: m.value for m in s.metrics}
-        assert set(d) == {"cpp", "pps", "cur"}
+        # roi_cpu: T²/ΣCPU of the run; the energy metrics only where RAPL is readable (else doc.unavailable says why)
+        assert {"cpp", "pps", "cur", "roi_cpu"} <= set(d) <= {"cpp", "pps", "cur", "roi_cpu", "power_w", "energy_per_packet", "roi_power", "other_cpus_busy"}
+        assert ("power_w" in d) != ("energy" in doc.unavailable)
         assert d["pps"] == pytest.approx(s.raw["tsc.tsc_hz"] * d["cur"] / d["cpp"], rel=1e-9)
         assert s.raw["tsc.packets"] == CONFIGS["self-64B-short"].packets
     ResultDocument.model_validate_json(doc.model_dump_json(by_alias=True))

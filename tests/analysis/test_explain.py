@@ -86,3 +86,41 @@ def test_hazard_moves_below_the_floor_are_not_named():
     # one block in 20 000 packets (a drop landing elsewhere) is not a property of the path
     e = explain({"ipp": 58.94, "sf_blocks_pp": 0.0}, {"ipp": 58.94, "sf_blocks_pp": 0.00005})
     assert e.counters == () and e.cause == "unknown"
+
+
+def _scaling(pps1: float, b: float, n: int = 2) -> dict[str, float]:
+    from perfci_core.analysis.scaling import amdahl_pps, efficiency
+
+    pn = float(amdahl_pps(n, pps1, b))
+    return {"pps": pps1, "cpp": 2.45e9 / pps1, "cur": 1.0, "pps_max_lcores": pn, "scaling_efficiency": efficiency(n, pn, pps1),
+            "serial_fraction": b}
+
+
+def test_scaling_regression_is_worded_with_both_lcore_counts():
+    """A shared counter per packet: free on one lcore, B 0.02 -> 0.31 on two."""
+    before, after = _scaling(38e6, 0.02), _scaling(38e6 * 1.001, 0.31)
+    e = explain(before, after)
+    assert e.cause == "scaling"
+    assert e.sentence == "serial fraction 0.02 \u2192 0.31: throughput at 2 lcores fell 22 % while 1 lcore did not move"
+
+
+def test_scaling_with_one_lcore_moving_too_is_not_called_scaling():
+    before, after = _scaling(38e6, 0.02, 4), _scaling(30e6, 0.10, 4)
+    e = explain(before, after)
+    assert e.cause != "scaling"
+    assert e.sentence.startswith("serial fraction 0.02 \u2192 0.10: throughput at 4 lcores fell 36 % while 1 lcore fell 21 %")
+
+
+def test_serial_fraction_that_did_not_move_is_not_named():
+    before, after = _scaling(38e6, 0.100), _scaling(38e6, 0.105)
+    assert "serial fraction" not in explain(before, after).sentence
+
+
+def test_energy_is_worded_with_what_else_ran():
+    before = {"pps": 38e6, "power_w": 45.0, "energy_per_packet": 1.18, "other_cpus_busy": 0.05}
+    after = {"pps": 38e6, "power_w": 49.5, "energy_per_packet": 1.30, "other_cpus_busy": 0.90}
+    s = explain(before, after).sentence
+    assert "package power +10.0 % (45.0 \u2192 49.5 W, 1.18 \u2192 1.3 nJ/packet)" in s
+    assert "RAPL counts the whole package: other CPUs were busy 0.05 \u2192 0.90 CPUs over the window" in s
+    del before["other_cpus_busy"]
+    assert "other cores' work included" in explain(before, after).sentence

@@ -43,6 +43,11 @@ EXPECTED_COLUMNS = {
     ("perfci-lean", "IPP (lower is better)"): BAND,
     ("perfci-lean", "Per-packet counters (median of the repetitions)"): ["time", "value", "metric"],
     ("perfci-lean", "Memory hazards per packet (median of the repetitions)"): ["time", "value", "metric"],
+    ("perfci-lean", "Serial fraction B (lower is better)"): BAND,
+    ("perfci-lean", "PPS at 1 lcore and at N lcores"): ["time", "value", "metric"],
+    ("perfci-lean", "Scaling efficiency E(N) (higher is better)"): BAND,
+    ("perfci-lean", "Return on investment: T\u00b2/\u03a3CPU and T\u00b2/P (higher is better)"): ["time", "value", "metric"],
+    ("perfci-lean", "Package energy (RAPL)"): ["time", "value", "metric"],
     ("perfci-lean", "Latest commit against the baseline, every metric"): CHANGES,
     ("perfci-lean", "annotation: Alert groups on this machine"): ["time", "text", "tags"],
     ("perfci-alerts", "Alert groups by status"): ["untriaged", "acknowledged", "invalid", "fixed"],
@@ -52,16 +57,20 @@ EXPECTED_COLUMNS = {
                                         "explanation", "triage_note", "triaged_by", "created_at", "commit_url"],
 }
 
+NOT_SCALING = {"Serial fraction B (lower is better)", "Scaling efficiency E(N) (higher is better)", "Package energy (RAPL)"}
 # (dashboard file, variable choice by name, panels allowed to be empty for that choice)
 SELECTIONS = {
     "overview": ("overview.json", {}, set()),
     "trend-pmu-eipc": ("metric-trend.json", {"machine": "dut-01", "config": "self-64B", "metric": "eipc", "backend": "pmu"}, set()),
     "trend-sim-ipp": ("metric-trend.json", {"machine": "ci-vm-01", "config": "pcap-64B", "metric": "ipp", "backend": "sim"}, set()),
     "trend-defaults": ("metric-trend.json", {"machine": "dut-02"}, set()),
-    "lean-pmu": ("lean-decomposition.json", {"machine": "dut-02", "config": "self-1518B", "backend": "pmu"}, set()),
+    # self-1518B is not measured as a scaling config: no B, no E(N), no energy
+    "lean-pmu": ("lean-decomposition.json", {"machine": "dut-02", "config": "self-1518B", "backend": "pmu"}, NOT_SCALING),
+    "lean-scaling": ("lean-decomposition.json", {"machine": "dut-01", "config": "self-64B", "backend": "pmu"}, set()),
     # sim measures IPP and cache misses only: its PPS, CUR and eIPC panels are empty by design.
     "lean-sim": ("lean-decomposition.json", {"machine": "ci-vm-01"},
-                 {"PPS (higher is better)", "CUR (higher is better)", "eIPC (higher is better)"}),
+                 {"PPS (higher is better)", "CUR (higher is better)", "eIPC (higher is better)", "PPS at 1 lcore and at N lcores",
+                  "Return on investment: T\u00b2/\u03a3CPU and T\u00b2/P (higher is better)"} | NOT_SCALING),
     "alerts-open": ("alerts.json", {}, set()),
     "alerts-all": ("alerts.json", {"status": "$__all", "machine": ["dut-01", "ci-vm-01"]}, set()),
 }
@@ -231,3 +240,13 @@ def test_alerts_dashboard_counts_what_was_seeded(run_sql, seeded_db):
     assert sum(r["regressions"] + r["improvements"] for r in weekly) == open_count
     every = _run_dashboard(run_sql, seeded_db, "alerts.json", {"status": "$__all", "machine": ["dut-01", "ci-vm-01"]})
     assert {g["machine"] for g in every["Alert groups"][1]} == {"dut-01", "ci-vm-01"}
+
+
+def test_serial_fraction_band_is_the_bootstrap_interval(run_sql, seeded_db):
+    file, chosen, _ = SELECTIONS["lean-scaling"]
+    results = _run_dashboard(run_sql, seeded_db, file, chosen)
+    rows = results["Serial fraction B (lower is better)"][1]
+    assert rows and all(r["min"] == pytest.approx(0.035) and r["max"] == pytest.approx(0.065) for r in rows)
+    assert statistics.median(r["median"] for r in rows) == pytest.approx(0.05, abs=0.01)
+    pps = results["PPS at 1 lcore and at N lcores"][1]
+    assert {r["metric"] for r in pps} == {"pps", "pps_max_lcores"}

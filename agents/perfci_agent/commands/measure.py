@@ -65,10 +65,39 @@ def render(doc: ResultDocument, console: Console) -> None:
         absent = sorted({k for s in doc.samples for k, v in s.raw.items() if v is None})
         if absent:
             console.print(f"absent counters (not supported / not counted): {', '.join(absent)}")
+    render_unavailable(doc, console)
     if not doc.tuning.ok:
         console.print(f"[yellow]host not tuned[/] ({len(doc.tuning.deviations)}): " + "; ".join(doc.tuning.deviations))
     for note in doc.notes:  # physically impossible values, taken out of the result
         console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
+
+
+def _lcore_name(config: str, lcores: int | None, scaling: bool) -> str:
+    """A config changed on the command line gets a name of its own (its series is another one)."""
+    name = config.removesuffix("-scaling")
+    if scaling:
+        return f"{name}-scaling" + (f"-{lcores}" if lcores else "")
+    return f"{name}-{lcores}lc" if lcores and lcores > 1 else name
+
+
+def _cores(text: str | None, core: int | None) -> list[int]:
+    from ..errors import UsageError
+    from ..measure import allowed_cores
+
+    if text is None:
+        return allowed_cores(core)
+    try:
+        listed = [int(c) for c in text.split(",") if c.strip()]
+    except ValueError:
+        raise UsageError(f"--cores takes CPU numbers separated by commas, got {text!r}") from None
+    if not listed or len(set(listed)) != len(listed) or (core is not None and core != listed[0]):
+        raise UsageError(f"--cores must list distinct CPUs{', starting with --core' if core is not None else ''}, got {text!r}")
+    return listed
+
+
+def render_unavailable(doc: ResultDocument, console: Console) -> None:
+    for what, why in sorted(doc.unavailable.items()):
+        console.print(f"{what}: {escape(why)}", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -82,11 +111,15 @@ def register(app: typer.Typer) -> None:
         core: Optional[int] = typer.Option(None, "--core", help="forwarding core (default: the highest allowed CPU)"),
         cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="worktrees and build cache (default: REPO/.perfci)"),
         as_json: bool = typer.Option(False, "--json", help="print the result document as JSON"),
+        lcores: Optional[int] = typer.Option(None, "--lcores", min=1, max=64,
+                                             help="forwarding lcores (with --scaling: the most; default one, or every allowed core)"),
+        scaling: bool = typer.Option(False, "--scaling", help="run each repetition at 1..N lcores and fit Amdahl's serial fraction"),
+        cores: Optional[str] = typer.Option(None, "--cores", help="cores to forward on, in order, e.g. 2,3 (default: --core, then every other allowed core)"),
         sim_family: Optional[str] = typer.Option(None, "--sim-family",
                                                  help="sim: store-buffer model intel-icx|intel-spr|intel-skx|amd-zen4 (default: this CPU's)"),
     ) -> None:
         """Build the dataplane at a commit, run it, count, and derive the lean-model metrics."""
-        from ..measure import measure
+        from ..measure import config_named, measure
 
         err = Console(stderr=True)
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -110,9 +143,14 @@ def register(app: typer.Typer) -> None:
                 progress.update(tasks["run"], completed=kw["reps"])
 
         try:
+            cfg = config_named(config)
+            if lcores is not None or scaling:
+                cfg = cfg.model_copy(update={"lcores": lcores if lcores is not None else cfg.lcores, "scaling": scaling or cfg.scaling})
+                cfg = cfg.model_copy(update={"name": _lcore_name(config, cfg.lcores, cfg.scaling)})
+            forward_cores = _cores(cores, core)
             with progress:
-                doc = measure(repo=repo, commit=commit, backend=backend, reps=reps, config=config, core=core,
-                              cache_dir=cache_dir, progress=on_progress, sim_family=sim_family)
+                doc = measure(repo=repo, commit=commit, backend=backend, reps=reps, config=cfg, core=forward_cores[0],
+                              cache_dir=cache_dir, progress=on_progress, sim_family=sim_family, cores=forward_cores)
         except MeasureError as exc:
             err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             raise typer.Exit(2) from None

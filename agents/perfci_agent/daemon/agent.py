@@ -232,7 +232,7 @@ class Agent:
             doc = measure(repo=mirror, commit=job.commit, backend=host.backend_for_job(job.backend, cfg.backends, self.backends),
                           reps=cfg.repetitions or job.repetitions, config=job.config, core=cfg.core, cache_dir=cfg.cache_dir,
                           progress=StepLog(job.label), should_stop=lambda: self.stop.is_set() or lease.lost is not None,
-                          sim_family=cfg.sim_family or None)
+                          sim_family=cfg.sim_family or None, cores=cfg.cores)
         except Stopped as exc:
             if lease.lost is None:
                 self.release(job, f"agent stopping ({exc})")

@@ -52,6 +52,7 @@ class Outcome:
     alerts: list[dict[str, Any]] = field(default_factory=list)
     bisect: dict[str, Any] = field(default_factory=dict)
     plots: list[Path] = field(default_factory=list)
+    scaling: str = ""  # the head commit at 1 and 2 lcores (tsc), or why not
     problems: list[str] = field(default_factory=list)
 
 
@@ -215,7 +216,31 @@ def run(workdir: Path, source: Path, backend: str = "auto", console: Console | N
                 out.plots.append(target)
             else:
                 out.problems.append(f"perfci plot --metric {metric} exited {done.returncode}; see {logs / f'plot-{metric}.log'}")
+        _scaling(out, repo, workdir, client_env, logs, console)
     return out
+
+
+def _scaling(out: Outcome, repo: Path, workdir: Path, env: dict[str, str], logs: Path, console: Console) -> None:
+    """The head commit at 1 and 2 lcores with tsc (two repetitions, the agent's build cache): the
+    serial fraction on this machine. Its figures are the machine's noise on a shared VM; only the
+    command succeeding is checked."""
+    if len(os.sched_getaffinity(0)) < 2:
+        out.scaling = "not measured: one core allowed (a scaling run needs two)"
+        return
+    console.print("scaling: the head commit at 1 and 2 lcores (tsc, 2 repetitions)")
+    done = _run_cli(["measure", "--repo", str(repo), "--commit", out.commits[-1].sha, "--backend", "tsc", "--config", "self-64B-short",
+                     "--scaling", "--reps", "2", "--cache-dir", str(workdir / "agent" / "cache"), "--json"], env, logs / "scaling.log")
+    if done.returncode != 0:
+        out.problems.append(f"perfci measure --scaling exited {done.returncode}; see {logs / 'scaling.log'}")
+        return
+    values: dict[str, list[float]] = {}
+    for sample in json.loads(done.stdout)["samples"]:
+        for m in sample["metrics"]:
+            values.setdefault(m["metric"], []).append(m["value"])
+    med = {k: sorted(v)[len(v) // 2] for k, v in values.items()}
+    out.scaling = (f"serial fraction B {med['serial_fraction']:.2f} (interval {med['serial_fraction_low']:.2f}-"
+                   f"{med['serial_fraction_high']:.2f}); {med['pps'] / 1e6:.1f} Mpps at 1 lcore, "
+                   f"{med['pps_max_lcores'] / 1e6:.1f} Mpps at 2 (this VM's figures, not the dataplane's)")
 
 
 def _wait_for_machine(admin: ServerClient, agent: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> None:
@@ -302,6 +327,8 @@ def summary(out: Outcome, workdir: Path, console: Console) -> None:
         console.print(f"bisect culprit: {str(culprit.get('sha', ''))[:12]} “{culprit.get('subject', '')}”")
     for plot in out.plots:
         console.print(f"plot: {plot}")
+    if out.scaling:
+        console.print(f"scaling: {out.scaling}")
     console.print(f"logs: {workdir / 'logs'}")
     for problem in out.problems:
         console.print(f"[red]problem:[/] {problem}")

@@ -13,6 +13,11 @@ is not a metric; for CPP: the mismatch between the median of a ratio and the rat
 a factor that was not measured), so the contributions always sum to the target's log change.
 ``share`` is each contribution divided by that total.
 
+Scaling and energy (a scaling config; RAPL where readable) come first when they moved: "serial
+fraction 0.02 → 0.31: throughput at 2 lcores −24.0 % while 1 lcore did not move" (cause
+"scaling" when B got worse and the one-lcore throughput did not move: a shared cache line or a
+lock per packet), and package power with what else ran on the package (RAPL counts every core).
+
 Works with any subset: a ``sim`` alert has no cycles, so its explanation is IPP itself, the
 simulated memory hazards (store-forward blocks, split accesses, 4K aliases: stalls that cost
 cycles and no instructions, named with the function and line where they moved) and the cache
@@ -91,7 +96,7 @@ class CounterMove:
 class Explanation:
     decompositions: tuple[Decomposition, ...]  # cpp first, then pps, as present
     counters: tuple[CounterMove, ...]  # moved counters, largest move first
-    cause: str  # "instructions", "stalls", "busy time", "several", "counters only", "unknown"
+    cause: str  # "instructions", "stalls", "busy time", "scaling", "several", "counters only", "unknown"
     sentence: str
 
 
@@ -194,6 +199,60 @@ def _factor_text(p: Contribution, unchanged_below: float) -> str:
     return text
 
 
+SCALING_UNCHANGED_BELOW = 0.02  # one-lcore PPS "did not move": below the 1-3 % run-to-run noise of tsc
+SERIAL_MOVED = 0.01  # a change of the serial fraction B (absolute) worth naming
+
+
+def lcores_of(values: Mapping[str, float]) -> int | None:
+    """N of a scaling result: PPS(N) / (E(N) · PPS(1)), rounded (exact per sample; medians differ by little)."""
+    p_n, eff, p_1 = values.get("pps_max_lcores"), values.get("scaling_efficiency"), values.get("pps")
+    if not (_usable(p_n) and _usable(eff) and _usable(p_1)):
+        return None
+    return round(p_n / (eff * p_1))
+
+
+def _moved_text(rel: float) -> str:
+    return f"{'rose' if rel > 0 else 'fell'} {abs(100 * rel):.0f} %"
+
+
+def scaling_text(before: Mapping[str, float], after: Mapping[str, float]) -> tuple[str, bool] | None:
+    """("serial fraction 0.02 → 0.31: throughput at 2 lcores fell 24 % while 1 lcore did not move",
+    one-lcore unchanged), or None when B was not measured on both sides or did not move."""
+    b0, b1 = before.get("serial_fraction"), after.get("serial_fraction")
+    if b0 is None or b1 is None or abs(b1 - b0) < SERIAL_MOVED:
+        return None
+    text = f"serial fraction {b0:.2f} \u2192 {b1:.2f}"
+    n = lcores_of(after) or lcores_of(before)
+    p0, p1 = before.get("pps_max_lcores"), after.get("pps_max_lcores")
+    one_still = True
+    if _usable(p0) and _usable(p1):
+        text += f": throughput at {n or 'N'} lcores {_moved_text(p1 / p0 - 1.0)}"
+        s0, s1 = before.get("pps"), after.get("pps")
+        if _usable(s0) and _usable(s1):
+            r = s1 / s0 - 1.0
+            one_still = abs(r) < SCALING_UNCHANGED_BELOW
+            text += " while 1 lcore " + ("did not move" if one_still else _moved_text(r))
+    return text, one_still
+
+
+def energy_text(before: Mapping[str, float], after: Mapping[str, float], unchanged_below: float) -> str | None:
+    """Package power and energy per packet when measured on both sides, with what else ran."""
+    w0, w1 = before.get("power_w"), after.get("power_w")
+    if not (_usable(w0) and _usable(w1)):
+        return None
+    text = f"package power {_pct(w1 / w0 - 1.0)} ({w0:.1f} \u2192 {w1:.1f} W"
+    e0, e1 = before.get("energy_per_packet"), after.get("energy_per_packet")
+    if _usable(e0) and _usable(e1):
+        text += f", {_num(e0)} \u2192 {_num(e1)} nJ/packet"
+    text += ")"
+    o0, o1 = before.get("other_cpus_busy"), after.get("other_cpus_busy")
+    if o0 is not None and o1 is not None:
+        text += f"; RAPL counts the whole package: other CPUs were busy {o0:.2f} \u2192 {o1:.2f} CPUs over the window"
+    else:
+        text += "; RAPL counts the whole package, other cores' work included"
+    return text
+
+
 def explain(before: Mapping[str, float], after: Mapping[str, float], *, unchanged_below: float = 0.005,
             counter_threshold: float = 0.10, sites_before: Sites | None = None, sites_after: Sites | None = None) -> Explanation:
     """Explain one commit range from before/after medians of any lean-model metrics.
@@ -236,6 +295,17 @@ def explain(before: Mapping[str, float], after: Mapping[str, float], *, unchange
         sentence += ": " + counters_text
     elif decs or "ipp" in before:
         sentence += "; no per-packet counter moved"
+    scaled = scaling_text(before, after)
+    if scaled is not None:
+        text, one_lcore_still = scaled
+        worse = catalogue.get("serial_fraction").is_regression(before["serial_fraction"], after["serial_fraction"])
+        if worse and one_lcore_still:
+            cause = "scaling"  # costs nothing on one lcore: shared data or a lock between lcores
+        # one lcore unchanged and no counter moved: its "CPP +0.1 %" would only blur the point
+        sentence = text if one_lcore_still and not counters_text else f"{text}; {sentence}"
+    power = energy_text(before, after, unchanged_below)
+    if power is not None:
+        sentence += f"; {power}"
     return Explanation(decs, counters, cause, sentence)
 
 

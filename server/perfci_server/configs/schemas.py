@@ -37,6 +37,8 @@ class ConfigRead(BaseModel):
     routes: str
     packets: int
     warmup: int
+    lcores: int | None = None
+    scaling: bool = False
     backend: str
     repetitions: int
     enabled: bool
@@ -52,4 +54,6 @@ class ConfigRead(BaseModel):
             routes=self.routes,
             packets=self.packets,
             warmup=self.warmup,
+            lcores=self.lcores,
+            scaling=self.scaling,
         )

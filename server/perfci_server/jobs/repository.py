@@ -54,7 +54,7 @@ _LEASE = "state = 'leased', attempts = jobs.attempts + 1, agent_id = :agent_id, 
 _CLAIMED_COLUMNS = """
     SELECT claimed.id AS job_id, claimed.attempts AS attempt, r.name AS repository, r.clone_url,
            cm.sha AS commit_sha, c.id, c.name, c.harness, c.pkt_size, c.flows, c.routes, c.packets,
-           c.warmup, c.backend, c.repetitions, c.enabled, c.created_at
+           c.warmup, c.lcores, c.scaling, c.backend, c.repetitions, c.enabled, c.created_at
     FROM claimed
     JOIN commits AS cm ON cm.id = claimed.commit_id
     JOIN repositories AS r ON r.id = cm.repository_id

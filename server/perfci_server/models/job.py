@@ -95,6 +95,8 @@ class Run(IdMixin, CreatedAtMixin, Base):
     tuning: Mapped[dict[str, Any] | None]
     # The result document's notes: values it carried that were physically impossible (not stored).
     notes: Mapped[list[str] | None]
+    # what the result could not measure, and why ({"energy": "no RAPL: ..."})
+    unavailable: Mapped[dict[str, Any] | None]
     # sha256 of the canonical result document: a retried identical upload is recognised as such.
     document_sha256: Mapped[str | None] = mapped_column(String(64))
     started_at: Mapped[datetime | None]

@@ -16,10 +16,10 @@ from ..models.base import UTCDateTime
 
 
 _RESULT_COLUMNS = (
-    "status", "reason", "log_tail", "backend", "backend_reason", "build_id", "tuning", "notes",
+    "status", "reason", "log_tail", "backend", "backend_reason", "build_id", "tuning", "notes", "unavailable",
     "started_at", "finished_at", "received_at", "document_sha256",
 )
-_JSON_COLUMNS = ("tuning", "notes")
+_JSON_COLUMNS = ("tuning", "notes", "unavailable")
 _TIMES = tuple(bindparam(name, type_=UTCDateTime()) for name in ("started_at", "finished_at", "received_at"))
 
 # PostgreSQL: the whole outcome of an attempt in one statement and one round trip — the run's
@@ -34,8 +34,7 @@ _TIMES = tuple(bindparam(name, type_=UTCDateTime()) for name in ("started_at", "
 # fails (a second ok run of the job hits the one-ok-run index), none of it is written.
 _STORE_RESULT_POSTGRESQL = text(f"""
 WITH run AS (
-    UPDATE runs SET {", ".join(f"{c} = :{c}" for c in _RESULT_COLUMNS if c not in _JSON_COLUMNS)},
-        tuning = CAST(:tuning AS json), notes = CAST(:notes AS json)
+    UPDATE runs SET {", ".join(f"{c} = :{c}" for c in _RESULT_COLUMNS if c not in _JSON_COLUMNS)}, {", ".join(f"{c} = CAST(:{c} AS json)" for c in _JSON_COLUMNS)}
     WHERE id = :run_id
 ),
 job AS (
@@ -79,8 +78,7 @@ def store_result(
     metric, backend, value.
     """
     if db.is_postgresql(session):
-        params = {**key, **run, **job, "tuning": json.dumps(run["tuning"]), "notes": json.dumps(run["notes"]),
-                  "samples": json.dumps(samples), "metric_values": json.dumps(values)}
+        params = {**key, **run, **job, **{c: json.dumps(run[c]) for c in _JSON_COLUMNS}, "samples": json.dumps(samples), "metric_values": json.dumps(values)}
         session.execute(_STORE_RESULT_POSTGRESQL, params)
         return
     # Elsewhere (SQLite, one writer at a time): the run first, so a second ok run of the job fails

@@ -90,6 +90,7 @@ def ingest(session: Session, agent: AgentIdentity, job_id: int, attempt: int, do
             "build_id": document.build_id,
             "tuning": document.tuning.model_dump(mode="json"),
             "notes": list(document.notes),
+            "unavailable": document.unavailable,
             "started_at": document.started_at,
             "finished_at": document.finished_at,
             "received_at": utcnow(),
