@@ -31,7 +31,8 @@
 #define NB_RXD 1024
 #define NB_TXD 1024
 #define PORT_POOL_SIZE 8191
-#define LPM_TBL8S 256
+#define LPM_TBL8S 256u		/* at least */
+#define LPM_MIN_RULES 1024u
 
 static void
 signal_handler(int signum)
@@ -155,6 +156,11 @@ main(int argc, char **argv)
 			fprintf(stderr, "%s\n", err);
 			return EXIT_USAGE;
 		}
+	} else if (cfg.routes_generate != 0) {
+		if (routes_generate(&rt, cfg.routes_generate) < 0) {
+			fprintf(stderr, "--routes-generate %u: out of memory\n", cfg.routes_generate);
+			return EXIT_FAILURE;
+		}
 	} else {
 		routes_default(&rt);
 	}
@@ -188,19 +194,21 @@ main(int argc, char **argv)
 	pool = harness_pool_create("mbufs", cfg.harness == HARNESS_SELF ?
 			nb_lcores * (cfg.inflight + 2 * FWD_BURST + 1024) : nb_lcores * PORT_POOL_SIZE, socket);
 	lpm = rte_lpm_create("routes", socket, &(struct rte_lpm_config){
-			.max_rules = ROUTES_MAX, .number_tbl8s = LPM_TBL8S });
+			.max_rules = RTE_MAX(rt.nb_routes, LPM_MIN_RULES),
+			.number_tbl8s = RTE_MAX(routes_tbl8_groups(&rt), LPM_TBL8S) });
 	hops = rte_zmalloc_socket("hops", sizeof(*hops) * FWD_MAX_HOPS, RTE_CACHE_LINE_SIZE, socket);
 	if (pool == NULL || lpm == NULL || hops == NULL) {
 		fprintf(stderr, "out of memory (pool, LPM or next hops): %s\n", rte_strerror(rte_errno));
 		goto cleanup;
 	}
 
+	/* before the self harness: it builds its unroutable flows from LPM misses */
+	if (routes_install(&rt, lpm) < 0) {
+		fprintf(stderr, "LPM: cannot install routes\n");
+		goto cleanup;
+	}
 	if (cfg.harness == HARNESS_SELF) {
-		/* the LPM is needed to build templates: install routes with a provisional source MAC */
-		memset(&src_mac, 0, sizeof(src_mac));
-		ret = routes_install(&rt, lpm, hops, &src_mac);
-		if (ret == 0)
-			ret = harness_self_create(self, nb_lcores, &cfg, &rt, lpm, pool, socket);
+		ret = harness_self_create(self, nb_lcores, &cfg, &rt, lpm, pool, socket);
 		self_made = true;
 		if (ret == -EINVAL) {
 			fprintf(stderr, "self harness: --flows %u leaves one of the %u lcores' queues without a flow\n",
@@ -234,11 +242,7 @@ main(int argc, char **argv)
 	rte_eth_macaddr_get(cfg.tx_port, &src_mac);
 	if (rte_is_zero_ether_addr(&src_mac))	/* net_ring ports have none */
 		src_mac = (struct rte_ether_addr){ .addr_bytes = { 0x02, 0, 0, 0, 0, 0x01 } };
-	rte_lpm_delete_all(lpm);
-	if (routes_install(&rt, lpm, hops, &src_mac) < 0) {
-		fprintf(stderr, "LPM: cannot install routes\n");
-		goto ports_done;
-	}
+	routes_set_hops(&rt, hops, &src_mac);
 
 	sync.cfg = &cfg;
 	sync.nb_lcores = nb_lcores;
@@ -283,7 +287,6 @@ main(int argc, char **argv)
 		status = fflush(out) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 	}
 
-ports_done:
 	port_fini(cfg.rx_port);
 	if (cfg.tx_port != cfg.rx_port)
 		port_fini(cfg.tx_port);
@@ -295,6 +298,7 @@ cleanup:
 	rte_mempool_free(pool);
 eal_done:
 	rte_eal_cleanup();
+	routes_free(&rt);
 	if (out != stdout)
 		fclose(out);
 	return status;

@@ -125,7 +125,10 @@ report_write(FILE *f, const struct report *r)
 		"\"miss_pct\": %u, \"inflight\": %u, \"cold_data\": %s, \"burst\": %d, \"routes\": ",
 		c->harness == HARNESS_SELF ? "self" : "ports", c->pkt_size, c->flows,
 		c->miss_pct, c->inflight, c->cold_data ? "true" : "false", FWD_BURST);
-	json_str(f, c->routes_path != NULL ? c->routes_path : "default");
+	if (c->routes_generate != 0)
+		fprintf(f, "\"generated:%u\"", c->routes_generate);
+	else
+		json_str(f, c->routes_path != NULL ? c->routes_path : "default");
 	fprintf(f, ", \"warmup\": %" PRIu64 ", \"packets\": %" PRIu64 ", \"duration_s\": %g, "
 		"\"idle_polls\": %" PRIu64 "},\n", c->warmup, c->packets, c->duration_s, c->idle_polls);
 
