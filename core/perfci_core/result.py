@@ -120,6 +120,25 @@ class Tuning(BaseModel):
     deviations: list[Annotated[str, StringConstraints(max_length=500)]] = Field(default_factory=list, max_length=50)
 
 
+class NoisyRun(BaseModel):
+    """The repetitions spread far beyond the machine's usual noise (``analysis.noise`` decides):
+    the measurement says more about the host at that moment than about the commit."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    metric: Name  # the metric whose spread was judged
+    spread: float = Field(ge=0)  # MAD-sigma / median of the repetitions
+    low: float  # min / median
+    high: float  # max / median
+    threshold: float = Field(ge=0)
+    basis: Annotated[str, StringConstraints(max_length=500)]
+    loadavg: tuple[float, float, float] | None = None
+    steal_pct: float | None = None  # CPU steal over the measurement, % of all CPU time
+    runnable: int | None = None  # tasks running or ready to run at the end
+    cpus: int | None = None
+    remeasured: int = Field(0, ge=0)  # measurements the agent discarded as noisy before this one
+
+
 class ResultDocument(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -136,6 +155,7 @@ class ResultDocument(BaseModel):
     machine_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
     tuning: Tuning = Field(default_factory=Tuning)
     samples: list[Sample] = Field(default_factory=list, max_length=MAX_SAMPLES)
+    noisy: NoisyRun | None = None  # set when the repetitions spread far beyond the usual noise
     started_at: datetime
     finished_at: datetime
 
