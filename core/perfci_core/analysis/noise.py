@@ -66,7 +66,7 @@ def learned_min_effect(relative_noise: float, floor: float, factor: float) -> fl
 # - noisy when spread > max(NOISY_FACTOR x usual, NOISY_MIN_SPREAD) with a usual spread, and
 #   spread > NOISY_SPREAD without one. NOISY_SPREAD = 10 %: the quiet 2-core VM of DESIGN §4 has
 #   a single-run CV of 3.7 % (MAD-sigma lower still), so 10 % is well clear of a quiet host, while
-#   the jobs recorded under load 4-5 (benchmarks/detection/data/tsc-noise.json) spread 9-25 %.
+#   the jobs recorded under load 4-6 (benchmarks/detection/data/tsc-noise.json) spread 19-41 %.
 NOISY_SPREAD = 0.10
 NOISY_FACTOR = 3.0
 NOISY_MIN_SPREAD = 0.03
