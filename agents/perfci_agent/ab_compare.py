@@ -117,12 +117,16 @@ def measured_compare(
     core: int | None = None,
     cache_dir: str | Path | None = None,
     series_source: SeriesSource | None = None,
+    min_effect: float | None = None,
     progress: Callable[..., None] | None = None,
 ) -> MeasuredComparison:
     """Measure and decide. ``series_source(metric, backend)`` gives a metric's series and where
-    it comes from (the server's), or None; the local history is asked next."""
+    it comes from (the server's), or None; the local history is asked next. ``min_effect``
+    (relative) overrides the learned minimum effect for every metric."""
     if not 1 <= pairs <= max_pairs <= 100:
         raise UsageError(f"--pairs must be between 1 and --max-pairs (<= 100), got {pairs} and {max_pairs}")
+    if min_effect is not None and not 0.0 <= min_effect < 1.0:
+        raise UsageError(f"--min-effect is a relative change in [0, 1), got {min_effect}")
     for name in metrics or []:
         try:
             catalogue.get(name)
@@ -143,6 +147,9 @@ def measured_compare(
         if unmeasured:
             raise UsageError(f"backend {chosen} does not measure {', '.join(unmeasured)}")
     effects: dict[str, MinEffect] = {}
+    if min_effect is not None and chosen != "sim":
+        given = MinEffect(min_effect, "given", None, 0, f"{min_effect:.2%} given on the command line (--min-effect)")
+        effects = {name: given for s in run.base.samples for name in [m.metric for m in s.metrics]}
     while True:
         result.verdicts = _decide(root, cache, run, metrics, effects, series_source)
         deciding = metrics[0] if metrics else DECIDING.get(chosen)

@@ -58,6 +58,11 @@ def test_tsc_json_has_pairs_min_effect_source_and_never_decides_on_two_pairs(scr
     assert cpp["test"].startswith("Wilcoxon") and any("cannot reach" in n for n in cpp["notes"])
     assert cpp["min_effect"]["source"] == "floor" and "fixed floor" in cpp["min_effect"]["note"]
     assert set(data["noisy"]) == {"base", "head"}
+    given = perfci(r["base"], r["regressed"], "--measure", "--repo", str(r["repo"]), "--backend", "tsc", "--config", CONFIG,
+                   "--pairs", "1", "--max-pairs", "1", "--min-effect", "0.01", "--metric", "cpp", "--cache-dir", str(r["cache"]), "--json")
+    assert given.exit_code == 0, given.output
+    [cpp] = json.loads(given.stdout)["metrics"]
+    assert cpp["min_effect"]["source"] == "given" and cpp["min_effect"]["value"] == 0.01
 
 
 @pytest.mark.dataplane
@@ -67,6 +72,7 @@ def test_bad_input_exits_2(scratch_repo):
     assert perfci(r["base"], "no-such-rev", *common).exit_code == 2
     assert perfci(r["base"], r["regressed"], *common, "--pairs", "0").exit_code == 2
     assert perfci(r["base"], r["regressed"], *common, "--metric", "nope").exit_code == 2
+    assert perfci(r["base"], r["regressed"], *common, "--min-effect", "2").exit_code == 2
     broken = perfci(r["base"], r["broken"], *common, "--json")
     assert broken.exit_code == 2 and json.loads(broken.stdout)["status"]["head"] == "build_failed"
     assert perfci(r["base"], r["regressed"]).exit_code == 2  # stored results need --repository and --machine

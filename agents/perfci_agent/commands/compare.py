@@ -60,6 +60,7 @@ def compare(
     max_pairs: int = typer.Option(24, "--max-pairs", help="--measure: more pairs while the verdict is UNKNOWN, up to this"),
     seed: Optional[int] = typer.Option(None, "--seed", help="--measure: seed of the order inside each pair (default: drawn, and printed)"),
     metric: Optional[list[str]] = typer.Option(None, "--metric", help="--measure: metric(s) to decide on (default: all; the first decides when to add pairs)"),
+    min_effect: Optional[float] = typer.Option(None, "--min-effect", help="--measure: relative change below which nothing is DIFFERENT (default: learned from the series)"),
     branch: str = typer.Option("main", "--branch", help="--measure with --repository/--machine: the branch whose series gives the minimum effect"),
     core: Optional[int] = typer.Option(None, "--core", help="--measure: forwarding core"),
     cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="--measure: worktrees, builds and results (default: REPO/.perfci)"),
@@ -73,8 +74,8 @@ def compare(
     from rich.table import Table
 
     if measure:
-        _measured(base, head, repository, machine, config, repo, backend, pairs, max_pairs, seed, metric, branch, core,
-                  cache_dir, as_json, server, token)
+        _measured(base, head, repository, machine, config, repo, backend, pairs, max_pairs, seed, metric, min_effect, branch,
+                  core, cache_dir, as_json, server, token)
         return
     if repository is None or machine is None:
         Console(stderr=True).print("[red]error:[/] stored results need --repository and --machine (or measure here: --measure)")
@@ -135,7 +136,8 @@ def _series_source(server: str | None, token: str | None, repository: str, machi
 
 
 def _measured(base: str, head: str, repository: str | None, machine: str | None, config: str, repo: str, backend: str,
-              pairs: int, max_pairs: int, seed: int | None, metrics: list[str] | None, branch: str, core: int | None,
+              pairs: int, max_pairs: int, seed: int | None, metrics: list[str] | None, min_effect: float | None,
+              branch: str, core: int | None,
               cache_dir: str | None, as_json: bool, server: str | None, token: str | None) -> None:
     from rich.console import Console
     from rich.markup import escape
@@ -159,7 +161,7 @@ def _measured(base: str, head: str, repository: str | None, machine: str | None,
     try:
         result = measured_compare(repo, base, head, pairs=pairs, max_pairs=max_pairs, seed=seed, backend=backend,
                                   config=config, metrics=metrics or None, core=core, cache_dir=cache_dir,
-                                  series_source=source, progress=None if as_json else progress)
+                                  series_source=source, min_effect=min_effect, progress=None if as_json else progress)
     except MeasureError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(2) from None
