@@ -3,6 +3,9 @@
     interleave(base, head, pairs)  ->  paired verdict per metric (minimum effect from the series)
         -> while the deciding metric is UNKNOWN and the budget allows: more pairs, same seed
 
+Each look tests at alpha / (number of looks the budget allows), so the loop as a whole calls an
+unchanged commit DIFFERENT at most alpha of the time (:func:`~perfci_core.analysis.paired.sequential_alpha`).
+
 The minimum effect of each metric is the one detection would use on the metric's series on this
 machine x config x backend (:func:`perfci_core.analysis.paired.min_effect_of_series`): the
 server's series when a server, repository and machine are given, else the local history
@@ -19,7 +22,8 @@ from typing import Callable
 
 from perfci_core import metrics as catalogue
 from perfci_core.analysis.compare import Comparison, Verdict
-from perfci_core.analysis.paired import MinEffect, min_effect_of_series, paired_compare
+from perfci_core.analysis.compare import DEFAULT_ALPHA
+from perfci_core.analysis.paired import MinEffect, min_effect_of_series, paired_compare, sequential_alpha
 from perfci_core.analysis.series import Point
 from perfci_core.result import ResultDocument
 
@@ -70,6 +74,7 @@ class MeasuredComparison:
     verdicts: list[MetricVerdict] = field(default_factory=list)
     deciding: str | None = None
     budget: int = 0
+    alpha: float = DEFAULT_ALPHA  # the level of each look (the loop's alpha split over its looks)
 
     @property
     def regressed(self) -> list[MetricVerdict]:
@@ -81,6 +86,7 @@ class MeasuredComparison:
                 "config": base.config.name, "machine_id": base.machine_id, "status": {"base": base.status, "head": head.status},
                 "reason": {"base": base.reason, "head": head.reason},
                 "interleave": self.run.to_dict(), "deciding_metric": self.deciding, "max_pairs": self.budget,
+                "alpha": self.alpha,
                 "noisy": {"base": _dump(base.noisy), "head": _dump(head.noisy)},
                 "metrics": [v.to_dict() for v in self.verdicts],
                 "regressed": [f"{v.metric}/{v.backend}" for v in self.regressed]}
@@ -108,8 +114,8 @@ def measured_compare(
     base: str,
     head: str,
     *,
-    pairs: int = 8,
-    max_pairs: int = 24,
+    pairs: int = 10,
+    max_pairs: int = 26,
     seed: int | None = None,
     backend: str = "auto",
     config: str = "self-64B",
@@ -138,7 +144,7 @@ def measured_compare(
     say = progress or (lambda *a, **k: None)
     run = interleave(root, base, head, pairs, seed=seed, backend=backend, config=config, core=core,
                      cache_dir=cache, progress=say)
-    result = MeasuredComparison(run, budget=max_pairs)
+    result = MeasuredComparison(run, budget=max_pairs, alpha=sequential_alpha(DEFAULT_ALPHA, pairs, max_pairs, PAIRS_STEP))
     if not run.ok:
         return result
     chosen = run.base.backend.value
@@ -146,12 +152,13 @@ def measured_compare(
         unmeasured = [m for m in metrics if catalogue.Backend(chosen) not in catalogue.get(m).backends]
         if unmeasured:
             raise UsageError(f"backend {chosen} does not measure {', '.join(unmeasured)}")
+    alpha = result.alpha
     effects: dict[str, MinEffect] = {}
     if min_effect is not None and chosen != "sim":
         given = MinEffect(min_effect, "given", None, 0, f"{min_effect:.2%} given on the command line (--min-effect)")
         effects = {name: given for s in run.base.samples for name in [m.metric for m in s.metrics]}
     while True:
-        result.verdicts = _decide(root, cache, run, metrics, effects, series_source)
+        result.verdicts = _decide(root, cache, run, metrics, effects, series_source, alpha)
         deciding = metrics[0] if metrics else DECIDING.get(chosen)
         result.deciding = deciding
         verdict = next((v.comparison.verdict for v in result.verdicts if v.metric == deciding), None)
@@ -169,7 +176,7 @@ def measured_compare(
 
 
 def _decide(root: Path, cache: Path, run: Interleaved, metrics: list[str] | None, effects: dict[str, MinEffect],
-            series_source: SeriesSource | None) -> list[MetricVerdict]:
+            series_source: SeriesSource | None, alpha: float) -> list[MetricVerdict]:
     backend = run.base.backend.value
     names = metrics or sorted({m.metric for s in run.base.samples for m in s.metrics if m.backend == run.base.backend})
     verdicts = []
@@ -179,7 +186,7 @@ def _decide(root: Path, cache: Path, run: Interleaved, metrics: list[str] | None
             continue
         if name not in effects:
             effects[name] = _min_effect(root, cache, run, name, series_source)
-        c = paired_compare(before, after, name, backend=backend, min_effect=effects[name].value)
+        c = paired_compare(before, after, name, backend=backend, alpha=alpha, min_effect=effects[name].value)
         verdicts.append(MetricVerdict(name, backend, c, effects[name], list(zip(before, after))))
     return verdicts
 

@@ -7,10 +7,10 @@ Three ways to decide "did HEAD regress against BASE", each on the same simulated
 - **before** -- today's stored-results path: a job of 5 base repetitions, later a job of 5 head
   repetitions, the independent-samples verdict (:func:`perfci_core.analysis.compare.compare`,
   min(KS, Mann-Whitney), alpha 0.01) with the fixed 0.2 % minimum effect;
-- **paired, floor** -- ``perfci compare --measure``'s measurement (8 interleaved pairs, the order
-  inside each pair random, +4 pairs while the verdict is UNKNOWN, at most 24) and its paired
-  verdict (:func:`perfci_core.analysis.paired.paired_compare`, Wilcoxon signed-rank), with the
-  fixed 0.2 % floor;
+- **paired, floor** -- ``perfci compare --measure``'s measurement (10 interleaved pairs, the order
+  inside each pair random, +4 pairs while the verdict is UNKNOWN, at most 26) and its paired
+  verdict (:func:`perfci_core.analysis.paired.paired_compare`, Wilcoxon signed-rank, each of the
+  5 looks at alpha 0.01 / 5), with the fixed 0.2 % floor;
 - **paired, learned** -- the same with the minimum effect learned from the series' own noise
   (:func:`perfci_core.analysis.paired.min_effect_of_series` on a 30-commit history of 5-repetition
   jobs measured on the same host): what ``perfci compare --measure`` does when the series is known.
@@ -51,12 +51,14 @@ sys.path[:0] = [str(ROOT / "core")]
 
 from perfci_core.analysis.compare import Verdict, compare  # noqa: E402
 from perfci_core.analysis.detect import Settings  # noqa: E402
-from perfci_core.analysis.paired import min_effect_of_series, paired_compare  # noqa: E402
+from perfci_core.analysis.compare import DEFAULT_ALPHA  # noqa: E402
+from perfci_core.analysis.paired import min_effect_of_series, paired_compare, sequential_alpha  # noqa: E402
 
 RECORDED = ROOT / "benchmarks" / "detection" / "data" / "tsc-noise.json"
 BASE_CPP = 80.0
 BLOCK_REPS = 5  # repetitions per job today (the agent's default)
-PAIRS, PAIRS_STEP, MAX_PAIRS = 8, 4, 24  # perfci compare --measure's defaults
+PAIRS, PAIRS_STEP, MAX_PAIRS = 10, 4, 26  # perfci compare --measure's defaults
+LOOK_ALPHA = sequential_alpha(DEFAULT_ALPHA, PAIRS, MAX_PAIRS, PAIRS_STEP)
 HISTORY_COMMITS = 30
 STEPS = (0.01, 0.02, 0.05)
 FLOOR = Settings().min_change
@@ -142,12 +144,13 @@ def before(host, step: float) -> tuple[bool, bool, int]:
 
 
 def paired(host, step: float, min_effect: float) -> tuple[bool, bool, int]:
-    """perfci compare --measure's loop: 8 pairs, +4 while UNKNOWN, at most 24 (one job)."""
+    """perfci compare --measure's loop: 10 pairs, +4 while UNKNOWN, at most 26 (one job)."""
     if isinstance(host, SimulatedHost):
         host.new_job()
     base, head = host.pairs(PAIRS)
     while True:
-        c = paired_compare(BASE_CPP * base, BASE_CPP * (1 + step) * head, "cpp", backend="tsc", min_effect=min_effect)
+        c = paired_compare(BASE_CPP * base, BASE_CPP * (1 + step) * head, "cpp", backend="tsc", alpha=LOOK_ALPHA,
+                           min_effect=min_effect)
         if c.verdict is not Verdict.UNKNOWN or len(base) >= MAX_PAIRS:
             break
         more_base, more_head = host.pairs(min(PAIRS_STEP, MAX_PAIRS - len(base)))

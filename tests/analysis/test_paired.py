@@ -136,3 +136,25 @@ def test_minimum_effect_falls_back_to_the_floor_with_a_note():
         assert me.source == "floor" and me.value == pytest.approx(0.002) and me.noise is None
         assert "fixed floor" in me.note and "machine x self-64B" in me.note
     assert MIN_SERIES_POINTS == 5
+
+
+def test_adding_pairs_while_unknown_keeps_the_false_positive_rate_at_alpha():
+    from perfci_core.analysis.paired import looks, sequential_alpha
+
+    assert looks(10, 26, 4) == 5 and looks(8, 8, 4) == 1
+    assert sequential_alpha(0.01, 10, 26, 4) == pytest.approx(0.002)
+    assert min_attainable_p(10) <= sequential_alpha(0.01, 10, 26, 4)  # the first look can decide
+    alpha = sequential_alpha(0.01, 10, 26, 4)
+    false = 0
+    trials = 300
+    for seed in range(trials):
+        rng = np.random.default_rng(1000 + seed)
+        a, b = interleaved(rng, 10, 0.0)
+        while True:
+            c = paired_compare(a, b, "cpp", backend="tsc", alpha=alpha, min_effect=0.002)
+            if c.verdict is not Verdict.UNKNOWN or len(a) >= 26:
+                break
+            more_a, more_b = interleaved(rng, 4, 0.0)
+            a, b = np.r_[a, more_a], np.r_[b, more_b]
+        false += c.verdict is Verdict.DIFFERENT
+    assert false / trials <= 0.02  # alpha 0.01 over the whole loop (binomial slack for 300 trials)

@@ -64,6 +64,22 @@ def min_attainable_p(n: int) -> float:
     return 1.0 if n < 1 else min(1.0, 2.0 / 2.0**n)
 
 
+def looks(pairs: int, max_pairs: int, step: int) -> int:
+    """How many times a loop that starts with ``pairs`` and adds ``step`` pairs while UNKNOWN, up
+    to ``max_pairs``, may test."""
+    if step < 1 or max_pairs <= pairs:
+        return 1
+    return 1 + math.ceil((max_pairs - pairs) / step)
+
+
+def sequential_alpha(alpha: float, pairs: int, max_pairs: int, step: int) -> float:
+    """The significance level of each test in such a loop: ``alpha / looks`` (Bonferroni). Testing
+    again after every added batch at the full ``alpha`` would call a commit that did not change
+    DIFFERENT up to ``looks`` times as often; splitting ``alpha`` over the looks keeps the whole
+    loop's false-positive rate at ``alpha`` or below."""
+    return alpha / looks(pairs, max_pairs, step)
+
+
 def paired_high_threshold(n: int, standardized_effect: float) -> float:
     """The two-sided p-value a signed-rank test typically gives over ``n`` pairs when the true
     shift is ``standardized_effect`` standard deviations of the per-pair difference:
