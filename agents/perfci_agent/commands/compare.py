@@ -106,6 +106,10 @@ def compare(
         console.print(table)
         if not result["metrics"]:
             console.print("[yellow]no metric was measured on both commits[/] (machine x config)")
+        for side in ("base", "head"):
+            if result.get(f"noisy_{side}"):
+                console.print(f"[yellow]{side}'s run was marked noisy[/] by its agent (repetitions spread far beyond the "
+                              "machine's usual noise): measure the two interleaved here with --measure", soft_wrap=True)
     raise typer.Exit(1 if regressed else 0)
 
 

@@ -191,19 +191,30 @@ def detect_config(session: Session, branch_id: int, machine_id: int, config_id: 
     judge_from = positions[0] if positions[0] == first else positions[min(STALE_MARGIN, len(positions) - 1)]
 
     points: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    noisy: set[tuple[str, str, int]] = set()
     at: dict[str, tuple[int, int]] = {}
     for row in alert_sql.window_values(session, branch_id, machine_id, config_id, positions):
         points[(row.metric, row.backend)][row.position].append(row.value)
+        if row.noisy:
+            noisy.add((row.metric, row.backend, row.position))
         at[row.sha] = (row.commit_id, row.position)
     sha_at = {position: sha for sha, (_, position) in at.items()}
 
     book = _Book(session, branch_id, machine_id)
     for (metric, backend), by_position in sorted(points.items()):
-        series = [Point.of(sha_at[p], values) for p, values in sorted(by_position.items())]
+        series = [Point.of(sha_at[p], _weighed(values, (metric, backend, p) in noisy)) for p, values in sorted(by_position.items())]
         found = _changes(series, metric, backend, config_id, at)
         outcome.found += len(found)
         book.reconcile((config_id, metric, backend), found, judge_from, outcome)
     book.finish(settings, outcome)
+
+
+def _weighed(values: list[float], noisy: bool) -> list[float]:
+    """A run the agent marked noisy counts as one repetition (its median), not all of them:
+    detection then gives its commit the noise of a single run (a sqrt(n) wider band) and the
+    per-commit test little to go on, so a host's bad moment is down-weighted rather than taken as
+    the commit's level. Not dropped: a commit measured only while the host was busy still shows."""
+    return [float(np.median(values))] if noisy and len(values) > 1 else values
 
 
 def _changes(series: list[Point], metric: str, backend: str, config_id: int, at: dict[str, tuple[int, int]]) -> list[Found]:

@@ -93,6 +93,8 @@ class Run(IdMixin, CreatedAtMixin, Base):
     backend_reason: Mapped[str] = mapped_column(Text, default="")
     build_id: Mapped[str | None] = mapped_column(String(200))
     tuning: Mapped[dict[str, Any] | None]
+    # The agent's noisy mark (ResultDocument.noisy): repetitions spread far beyond the usual noise.
+    noisy: Mapped[dict[str, Any] | None]
     # sha256 of the canonical result document: a retried identical upload is recognised as such.
     document_sha256: Mapped[str | None] = mapped_column(String(64))
     started_at: Mapped[datetime | None]
