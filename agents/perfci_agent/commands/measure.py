@@ -65,6 +65,10 @@ def render(doc: ResultDocument, console: Console) -> None:
         absent = sorted({k for s in doc.samples for k, v in s.raw.items() if v is None})
         if absent:
             console.print(f"absent counters (not supported / not counted): {', '.join(absent)}")
+    if doc.noisy is not None:
+        from ..noisy import describe
+
+        console.print(f"[yellow]{escape(describe(doc.noisy))}[/]", soft_wrap=True)
     if not doc.tuning.ok:
         console.print(f"[yellow]host not tuned[/] ({len(doc.tuning.deviations)}): " + "; ".join(doc.tuning.deviations))
 
