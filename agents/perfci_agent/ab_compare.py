@@ -156,7 +156,7 @@ def measured_compare(
     effects: dict[str, MinEffect] = {}
     if min_effect is not None and chosen != "sim":
         given = MinEffect(min_effect, "given", None, 0, f"{min_effect:.2%} given on the command line (--min-effect)")
-        effects = {name: given for s in run.base.samples for name in [m.metric for m in s.metrics]}
+        effects = {m.metric: given for s in run.base.samples for m in s.metrics}
     while True:
         result.verdicts = _decide(root, cache, run, metrics, effects, series_source, alpha)
         deciding = metrics[0] if metrics else DECIDING.get(chosen)

@@ -114,26 +114,33 @@ def compare(
 
 
 def _series_source(server: str | None, token: str | None, repository: str, machine: str, branch: str, config: str):
-    """(metric, backend) -> the server's series of this machine x config along ``branch``."""
+    """(metric, backend) -> the server's series of this machine x config along ``branch``.
+
+    The repository and machine are resolved now, before anything is measured (a wrong name exits
+    2 at once); a series the server cannot give later becomes a note, and the local history is
+    asked next: the measurement is never lost to a server error."""
+    from perfci_core.analysis.series import Point
+
+    from ..server_api import ApiError, ServerClient, ServerUnreachable
+
+    ids = ask_server(server, token, lambda c: (_resolve(c, "/repositories", repository, "repository"),
+                                               _resolve(c, "/machines", machine, "machine")))
+
     def source(metric: str, backend: str):
-        def call(client: Any):
-            repository_id = _resolve(client, "/repositories", repository, "repository")
-            machine_id = _resolve(client, "/machines", machine, "machine")
-            points, after = [], None
-            while True:
-                query = {"repository_id": repository_id, "branch": branch, "machine_id": machine_id, "config": config,
-                         "metric": metric, "backend": backend, "limit": 5000}
-                page = client.get("/series", **query, **({"after_position": after} if after is not None else {}))
-                points += page["points"]
-                after = page["next_after_position"]
-                if after is None:
-                    break
-            return points
-
-        from perfci_core.analysis.series import Point
-
-        points = ask_server(server, token, call)
         where = f"the server's series of {metric}/{backend} on machine {machine} x {config} along {branch}"
+        points, after = [], None
+        try:
+            with ServerClient.from_env(server, token) as client:
+                while True:
+                    query = {"repository_id": ids[0], "branch": branch, "machine_id": ids[1], "config": config,
+                             "metric": metric, "backend": backend, "limit": 5000}
+                    page = client.get("/series", **query, **({"after_position": after} if after is not None else {}))
+                    points += page["points"]
+                    after = page["next_after_position"]
+                    if after is None:
+                        break
+        except (ApiError, ServerUnreachable) as exc:
+            return [], f"{where} (not available: {exc})"
         return [Point.of(p["commit"], [s["value"] for s in p["samples"]]) for p in points], where
 
     return source

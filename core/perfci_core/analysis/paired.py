@@ -38,7 +38,7 @@ The minimum effect comes from the series' own noise, as detection takes it
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -228,7 +228,3 @@ def min_effect_of_series(
     return MinEffect(value, "series", noise, len(s),
                      f"{where}: learned from {len(s)} commits (per-commit noise {noise:.2%}, "
                      f"minimum effect max({floor:.2%}, {settings.noise_factor:g} x noise))")
-
-
-def with_note(c: Comparison, note: str) -> Comparison:
-    return replace(c, notes=c.notes + (note,))
