@@ -19,13 +19,14 @@ from perfci_core import metrics
 from perfci_core.result import BenchConfig, ResultDocument, Sample
 
 from . import events as ev
-from . import energy, fingerprint, lcores, tuning
+from . import energy, fingerprint, lcores, noisy, tuning
 from .backends import Backend, Choice, select
 from .backends.pmu import PmuBackend
 from .backends.sim import SimBackend
 from .backends.tsc import TscBackend
 from .cpuinfo import read_cpuid
 from .errors import BuildFailed, RunFailed, UsageError
+from .hostload import cpu_snapshot
 from .workspace import Workspace, repo_root, resolve_commit
 
 CONFIGS: dict[str, BenchConfig] = {
@@ -88,8 +89,11 @@ def measure(
     """Measure ``commit``. ``should_stop`` is asked before each repetition (a running one is
     always finished); when it answers true, :class:`Stopped` is raised. ``sim_family`` sets the
     store-buffer model of ``sim``'s hazard simulator (default: this CPU's family). ``cores``: the
-    cores this measurement may forward on, ``core`` first (scaling and multi-lcore configs)."""
+    cores this measurement may forward on, ``core`` first (scaling and multi-lcore configs). An ``ok``
+    result whose repetitions spread far beyond this machine's usual noise is marked ``noisy``
+    (:mod:`.noisy`)."""
     started = _now()
+    host_before = cpu_snapshot()
     say = progress or (lambda *a, **k: None)
     root = repo_root(repo)
     sha = resolve_commit(root, commit)
@@ -172,7 +176,7 @@ def measure(
         say("done", reps=n)
     except RunFailed as exc:
         return doc("run_failed", samples, f"run {len(samples) + 1}/{n} failed: {exc}", exc.log_tail or None, build_id)
-    return doc("ok", samples, build_id=build_id or f"{sha[:12]}-release")
+    return noisy.mark(doc("ok", samples, build_id=build_id or f"{sha[:12]}-release"), ws.cache_dir, host_before)
 
 
 _NO_ENERGY = {

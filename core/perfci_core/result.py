@@ -115,6 +115,25 @@ class Tuning(BaseModel):
     deviations: list[Annotated[str, StringConstraints(max_length=500)]] = Field(default_factory=list, max_length=50)
 
 
+class NoisyRun(BaseModel):
+    """The repetitions spread far beyond the machine's usual noise (``analysis.noise`` decides):
+    the measurement says more about the host at that moment than about the commit."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    metric: Name  # the metric whose spread was judged
+    spread: float = Field(ge=0)  # MAD-sigma / median of the repetitions
+    low: float  # min / median
+    high: float  # max / median
+    threshold: float = Field(ge=0)
+    basis: Annotated[str, StringConstraints(max_length=500)]
+    loadavg: tuple[float, float, float] | None = None
+    steal_pct: float | None = None  # CPU steal over the measurement, % of all CPU time
+    runnable: int | None = None  # tasks running or ready to run at the end
+    cpus: int | None = None
+    remeasured: int = Field(0, ge=0)  # measurements the agent discarded as noisy before this one
+
+
 class ResultDocument(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -133,6 +152,7 @@ class ResultDocument(BaseModel):
     samples: list[Sample] = Field(default_factory=list, max_length=MAX_SAMPLES)
     # What this result could not measure and why (e.g. "energy": "no RAPL: ..."): absent, never a number.
     unavailable: dict[Name, Annotated[str, StringConstraints(max_length=2000)]] = Field(default_factory=dict, max_length=20)
+    noisy: NoisyRun | None = None  # set when the repetitions spread far beyond the usual noise
     started_at: datetime
     finished_at: datetime
     # What a reader of the result must know about it: values flagged as impossible (below).

@@ -33,3 +33,13 @@ def noisy(level: np.ndarray, rng: np.random.Generator, kind: str = "normal", cv:
             raise ValueError(kind)
         out.append((f"c{i:04d}", lv * (1.0 + e)))
     return out
+
+
+def drifting_host(n_runs: int, rng: np.random.Generator, cv: float = 0.02, walk: float = 0.01,
+                  burst_rate: float = 0.1, burst: tuple[float, float] = (0.3, 1.5)) -> np.ndarray:
+    """Multiplicative host slow-down per run, in run order: a random walk (the host's load
+    drifting, ``walk`` per run), bursts (a run ``burst`` slower with probability ``burst_rate``:
+    another job landed on the CPU) and the run's own noise ``cv``."""
+    level = np.cumsum(walk * rng.standard_normal(n_runs))
+    bursts = (rng.random(n_runs) < burst_rate) * rng.uniform(*burst, n_runs)
+    return np.exp(level + cv * rng.standard_normal(n_runs)) * (1.0 + bursts)

@@ -5,6 +5,10 @@ Each commit the search asks for is built and measured with :func:`perfci_agent.m
 :class:`~.cache.ResultCache`, and results cached by earlier runs are used before anything is
 measured. A commit that does not build (or whose dataplane fails) is skipped. Once the culprit is
 confirmed, :mod:`.profile` says which functions' costs moved between its parent and it.
+
+On a noisy backend (pmu, tsc), a step that measures two commits (the endpoints, a confirmation, more
+repetitions of an undecided pair) runs them interleaved (:mod:`perfci_agent.interleave`), so the
+two commits it compares saw the same host states; a step that wants one commit measures it alone.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from perfci_core.result import ResultDocument
 from .. import events, fingerprint
 from ..cpuinfo import read_cpuid
 from ..errors import UsageError
+from ..interleave import interleave
 from ..measure import config_named, default_core, measure
 from ..workspace import Workspace, repo_root
 from .cache import ResultCache
@@ -32,6 +37,7 @@ from .profile import Profile, callgrind_profile, hazard_profile, perf_profile
 
 log = logging.getLogger(__name__)
 Progress = Callable[..., None]
+NOISY_BACKENDS = ("pmu", "tsc")  # sim counts are exact: nothing for interleaving to cancel
 
 
 @dataclass
@@ -152,6 +158,9 @@ class LocalBisect:
         self.stored: set[Path] = set()  # documents this run added to the cache
         self.machine_id: str | None = None
         self.backend_reason = ""
+        self._step: core.Measure | None = None  # the step being measured (its commits are interleaved)
+        self._pending: dict[tuple[int, bool], ResultDocument] = {}
+        self.interleavings: list[dict] = []  # seed and order of every interleaved measurement
 
     # --- measuring ---------------------------------------------------------------------------
 
@@ -176,10 +185,49 @@ class LocalBisect:
             self.stored.add(stored)
         return doc
 
+    def _on_step(self, step: core.Measure) -> None:
+        self._step = step
+        self.say("step", why=step.why, wants=step.wants, fresh=step.fresh)
+
+    def _interleaved(self, index: int, fresh: bool) -> ResultDocument | None:
+        """On a noisy backend, a step that wants two commits measures them interleaved in one
+        go (:mod:`..interleave`: both builds first, A B A B ... in a seeded random order), so the
+        two commits it compares saw the same host states; the other commit's document waits in
+        ``self._pending`` for the search to ask for it. None: measure ``index`` alone."""
+        pending = self._pending.pop((index, fresh), None)
+        if pending is not None:
+            return pending
+        step = self._step
+        if self.backend not in NOISY_BACKENDS or step is None or step.fresh != fresh or len(step.wants) != 2:
+            return None
+        (i, want_i), (j, want_j) = step.wants
+        if index not in (i, j):
+            return None
+        have = {k: len(self.commits[k].fresh if fresh else self.commits[k].values) for k in (i, j)}
+        pairs = max(want_i - have[i], want_j - have[j], 1)
+        sides = {"base": i, "head": j}
+        self.say("interleave", indices=(i, j), pairs=pairs, fresh=fresh)
+        done = interleave(self.root, self.commits[i].info.sha, self.commits[j].info.sha, pairs, backend=self.backend,
+                          config=self.config, core=self.core, cache_dir=self.cache_dir,
+                          progress=lambda event, **kw: self.say("interleave_" + event, **kw))
+        if not done.ok:
+            return None  # a commit that does not build or run: measured alone, as any other
+        self.interleavings.append({"indices": [i, j], "fresh": fresh, **done.to_dict()})
+        for side, doc in (("base", done.base), ("head", done.head)):
+            k = sides[side]
+            self.builds.add(k)
+            self.machine_id, self.backend_reason = doc.machine_id, doc.backend_reason
+            stored = self.cache.store(self.config, doc)
+            if stored:
+                self.stored.add(stored)
+            if k != index:
+                self._pending[(k, fresh)] = doc
+        return done.base if index == i else done.head
+
     def _sample(self, index: int, count: int, fresh: bool) -> list[float] | None:
         rec = self.commits[index]
         self.say("sample", index=index, sha=rec.info.sha, count=count, fresh=fresh)
-        doc = self._measure(index, count)
+        doc = self._interleaved(index, fresh) or self._measure(index, count)
         if doc.status != "ok":
             rec.status, rec.reason = doc.status, doc.reason or doc.status
             log.info("commit %s skipped: %s", rec.info.sha[:12], rec.reason)
@@ -230,7 +278,7 @@ class LocalBisect:
         if first is not None:
             bisection.record(0, first)
         self._seed(bisection)
-        outcome = core.run(bisection, self._sample, on_step=lambda m: self.say("step", why=m.why, wants=m.wants, fresh=m.fresh))
+        outcome = core.run(bisection, self._sample, on_step=self._on_step)
         profiles = self._profiles(outcome) if outcome.culprit is not None and outcome.status in ("culprit", "ambiguous") else []
         return self._report(outcome, bisection.state.steps, profiles)
 

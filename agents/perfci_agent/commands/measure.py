@@ -66,6 +66,10 @@ def render(doc: ResultDocument, console: Console) -> None:
         if absent:
             console.print(f"absent counters (not supported / not counted): {', '.join(absent)}")
     render_unavailable(doc, console)
+    if doc.noisy is not None:
+        from ..noisy import describe
+
+        console.print(f"[yellow]{escape(describe(doc.noisy))}[/]", soft_wrap=True)
     if not doc.tuning.ok:
         console.print(f"[yellow]host not tuned[/] ({len(doc.tuning.deviations)}): " + "; ".join(doc.tuning.deviations))
     for note in doc.notes:  # physically impossible values, taken out of the result

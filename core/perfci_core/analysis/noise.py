@@ -17,6 +17,7 @@ The per-metric noise model is learned from the series itself, never configured p
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,3 +51,61 @@ def learned_min_effect(relative_noise: float, floor: float, factor: float) -> fl
     if not math.isfinite(relative_noise) or relative_noise < 0:
         raise ValueError(f"relative noise must be finite and >= 0, got {relative_noise!r}")
     return max(floor, factor * relative_noise)
+
+
+# --- noisy runs ----------------------------------------------------------------------------------
+#
+# A measurement whose repetitions spread far beyond the machine's usual noise says more about the
+# host at that moment (other work on the CPUs, steal) than about the commit. The one place that
+# decides it:
+#
+# - spread = MAD-sigma of the repetitions / their median (robust: one +19 % run of a quiet host,
+#   DESIGN §4, does not make a run noisy; half the runs at 40-266 % of the median does);
+# - "usual" = the machine's usual spread: the median spread of its earlier runs of the same backend
+#   and config when at least NOISY_HISTORY of them are known, else unknown;
+# - noisy when spread > max(NOISY_FACTOR x usual, NOISY_MIN_SPREAD) with a usual spread, and
+#   spread > NOISY_SPREAD without one. NOISY_SPREAD = 10 %: the quiet 2-core VM of DESIGN §4 has
+#   a single-run CV of 3.7 % (MAD-sigma lower still), so 10 % is well clear of a quiet host, while
+#   the jobs recorded under load 4-6 (benchmarks/detection/data/tsc-noise.json) spread 19-41 %.
+NOISY_SPREAD = 0.10
+NOISY_FACTOR = 3.0
+NOISY_MIN_SPREAD = 0.03
+NOISY_HISTORY = 5
+NOISY_MIN_REPS = 3  # fewer repetitions say nothing about their spread
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How far one measurement's repetitions spread around their median."""
+
+    relative: float  # MAD-sigma / |median|
+    low: float  # min / median
+    high: float  # max / median
+    n: int
+
+
+def spread_of(values: np.ndarray) -> Spread | None:
+    """The spread of one measurement's repetitions; None with fewer than NOISY_MIN_REPS finite
+    values or a zero median (no relative spread exists)."""
+    a = np.asarray(values, dtype=float)
+    a = a[np.isfinite(a)]
+    if a.size < NOISY_MIN_REPS:
+        return None
+    med = float(np.median(a))
+    if med == 0.0:
+        return None
+    return Spread(mad_sigma(a) / abs(med), float(a.min()) / med, float(a.max()) / med, int(a.size))
+
+
+def usual_spread(earlier: list[float]) -> float | None:
+    """The machine's usual spread from the spreads of its earlier (not noisy) runs."""
+    known = [s for s in earlier if math.isfinite(s) and s >= 0]
+    return float(np.median(known)) if len(known) >= NOISY_HISTORY else None
+
+
+def noisy_threshold(usual: float | None) -> tuple[float, str]:
+    """The spread above which a run is noisy, and what it is based on (for the result's note)."""
+    if usual is None:
+        return NOISY_SPREAD, f"the absolute threshold {NOISY_SPREAD:.0%} (this machine's usual spread is not known yet)"
+    limit = max(NOISY_FACTOR * usual, NOISY_MIN_SPREAD)
+    return limit, f"{NOISY_FACTOR:g} x this machine's usual spread {usual:.2%} (at least {NOISY_MIN_SPREAD:.0%})"

@@ -177,14 +177,16 @@ def first_measured_position(session: Session, branch_id: int, machine_id: int, c
 def window_values(
     session: Session, branch_id: int, machine_id: int, config_id: int, positions: Sequence[int]
 ) -> Sequence[Row[Any]]:
-    """(position, commit_id, sha, metric, backend, value) of every sample at these positions,
-    in commit order."""
+    """(position, commit_id, sha, metric, backend, value, noisy) of every sample at these
+    positions, in commit order; ``noisy``: the sample's run carries the agent's noisy mark."""
     if not positions:
         return []
     statement = (
-        select(BranchCommit.position, MetricValue.commit_id, Commit.sha, MetricValue.metric, MetricValue.backend, MetricValue.value)
+        select(BranchCommit.position, MetricValue.commit_id, Commit.sha, MetricValue.metric, MetricValue.backend, MetricValue.value,
+               Run.noisy.is_not(None).label("noisy"))
         .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
         .join(Commit, Commit.id == MetricValue.commit_id)
+        .join(Run, Run.id == MetricValue.run_id)
         .where(
             BranchCommit.branch_id == branch_id,
             BranchCommit.position.in_(list(positions)),

@@ -33,7 +33,7 @@ import numpy as np
 
 from perfci_core.analysis.series import CleanSeries
 
-FORMAT = 1  # bump when the stored layout changes
+FORMAT = 2  # bump when the stored layout changes
 
 Key = tuple[str, str]  # (metric, backend)
 
@@ -74,18 +74,23 @@ class Window:
 
     def put_rows(self, rows: Iterable[Any], positions: Iterable[int]) -> None:
         """Replace every point at ``positions`` by ``rows`` (position, commit_id, sha, metric,
-        backend, value) — all the values stored at those positions."""
+        backend, value, noisy) — all the values stored at those positions."""
         wanted = set(positions)
         for by_position in self.points.values():
             for position in wanted & by_position.keys():
                 del by_position[position]
         values: dict[tuple[Key, int], list[float]] = {}
+        noisy: set[tuple[Key, int]] = set()
         for row in rows:
             values.setdefault(((row.metric, row.backend), row.position), []).append(row.value)
+            if getattr(row, "noisy", False):
+                noisy.add(((row.metric, row.backend), row.position))
             self.commit_ids[row.position], self.shas[row.position] = row.commit_id, row.sha
         for (key, position), vs in values.items():
             arr = np.asarray(vs, dtype=float)
             arr = arr[np.isfinite(arr)]
+            if (key, position) in noisy and arr.size > 1:
+                arr = _weighed(arr)
             if arr.size:
                 self.points.setdefault(key, {})[position] = Point(arr, float(np.median(arr)))
 
@@ -180,3 +185,11 @@ class Window:
         if start != values.size:
             raise ValueError("repetition counts do not match the values")
         return window
+
+
+def _weighed(values: np.ndarray) -> np.ndarray:
+    """A run the agent marked noisy counts as one repetition (its median), not all of them:
+    detection then gives its commit the noise of a single run (a sqrt(n) wider band) and the
+    per-commit test little to go on, so a host's bad moment is down-weighted rather than taken as
+    the commit's level. Not dropped: a commit measured only while the host was busy still shows."""
+    return np.asarray([float(np.median(values))])

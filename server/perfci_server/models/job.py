@@ -97,6 +97,8 @@ class Run(IdMixin, CreatedAtMixin, Base):
     notes: Mapped[list[str] | None]
     # what the result could not measure, and why ({"energy": "no RAPL: ..."})
     unavailable: Mapped[dict[str, Any] | None]
+    # The agent's noisy mark (ResultDocument.noisy): repetitions spread far beyond the usual noise.
+    noisy: Mapped[dict[str, Any] | None]
     # sha256 of the canonical result document: a retried identical upload is recognised as such.
     document_sha256: Mapped[str | None] = mapped_column(String(64))
     started_at: Mapped[datetime | None]

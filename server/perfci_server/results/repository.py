@@ -16,10 +16,10 @@ from ..models.base import UTCDateTime
 
 
 _RESULT_COLUMNS = (
-    "status", "reason", "log_tail", "backend", "backend_reason", "build_id", "tuning", "notes", "unavailable",
+    "status", "reason", "log_tail", "backend", "backend_reason", "build_id", "tuning", "notes", "unavailable", "noisy",
     "started_at", "finished_at", "received_at", "document_sha256",
 )
-_JSON_COLUMNS = ("tuning", "notes", "unavailable")
+_JSON_COLUMNS = ("tuning", "notes", "unavailable", "noisy")
 _TIMES = tuple(bindparam(name, type_=UTCDateTime()) for name in ("started_at", "finished_at", "received_at"))
 
 # PostgreSQL: the whole outcome of an attempt in one statement and one round trip — the run's
@@ -78,7 +78,9 @@ def store_result(
     metric, backend, value.
     """
     if db.is_postgresql(session):
-        params = {**key, **run, **job, **{c: json.dumps(run[c]) for c in _JSON_COLUMNS}, "samples": json.dumps(samples), "metric_values": json.dumps(values)}
+        # None stays SQL NULL (a run with no noisy mark), not a JSON null
+        params = {**key, **run, **job, **{c: None if run[c] is None else json.dumps(run[c]) for c in _JSON_COLUMNS},
+                  "samples": json.dumps(samples), "metric_values": json.dumps(values)}
         session.execute(_STORE_RESULT_POSTGRESQL, params)
         return
     # Elsewhere (SQLite, one writer at a time): the run first, so a second ok run of the job fails
@@ -144,3 +146,13 @@ def values_of_commit(session: Session, commit_id: int, machine_id: int, config_i
         .order_by(MetricValue.metric, MetricValue.backend, MetricValue.rep)
     )
     return session.execute(statement).all()
+
+
+def run_is_noisy(session: Session, commit_id: int, machine_id: int, config_id: int) -> bool:
+    """Whether the commit's successful run on machine x config carries the agent's noisy mark."""
+    statement = (
+        select(Run.noisy)
+        .join(Job, Job.id == Run.job_id)
+        .where(Job.commit_id == commit_id, Job.machine_id == machine_id, Job.config_id == config_id, Run.status == "ok")
+    )
+    return any(mark is not None for mark in session.scalars(statement))

@@ -66,3 +66,7 @@ class Comparison(BaseModel):
     base: str
     head: str
     metrics: list[MetricComparison]
+    # the agent marked the commit's run noisy (repetitions spread far beyond the machine's usual
+    # noise): its verdicts say more about the host at that moment than about the commit
+    noisy_base: bool = False
+    noisy_head: bool = False

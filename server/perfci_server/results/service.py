@@ -91,6 +91,7 @@ def ingest(session: Session, agent: AgentIdentity, job_id: int, attempt: int, do
             "tuning": document.tuning.model_dump(mode="json"),
             "notes": list(document.notes),
             "unavailable": document.unavailable,
+            "noisy": document.noisy.model_dump(mode="json") if document.noisy is not None else None,
             "started_at": document.started_at,
             "finished_at": document.finished_at,
             "received_at": utcnow(),
@@ -187,11 +188,12 @@ def compare(session: Session, repository_id: int, base: str, head: str, machine_
     config_row = config_sql.by_name(session, config)
     if config_row is None:
         raise NotFound(f"no benchmark config {config!r}")
-    values = []
+    values, noisy = [], []
     for sha in (base, head):
         commit = repo_sql.commit_by_sha(session, repository_id, sha)
         if commit is None:
             raise NotFound(f"no commit {sha} in repository {repository_id}")
+        noisy.append(result_sql.run_is_noisy(session, commit.id, machine_id, config_row.id))
         grouped: dict[tuple[str, str], list[float]] = defaultdict(list)
         for row in result_sql.values_of_commit(session, commit.id, machine_id, config_row.id):
             grouped[(row.metric, row.backend)].append(row.value)
@@ -218,7 +220,8 @@ def compare(session: Session, repository_id: int, base: str, head: str, machine_
                 worse=definition.is_regression(stat.before_median, stat.after_median),
             )
         )
-    return Comparison(repository_id=repository_id, machine_id=machine_id, config=config, base=base, head=head, metrics=results)
+    return Comparison(repository_id=repository_id, machine_id=machine_id, config=config, base=base, head=head, metrics=results,
+                      noisy_base=noisy[0], noisy_head=noisy[1])
 
 
 # Two commits are SAME when they differ by less than detection's minimum effect.

@@ -1,0 +1,230 @@
+"""Paired verdicts: two commits measured interleaved, decided on the per-pair differences.
+
+Why pairs. The repetitions of one job run back to back and share the host's state at that moment
+(load from other work, frequency, cache pressure), so on a busy host a block of ``before`` runs and
+a later block of ``after`` runs differ by whatever the host did in between: the independent-samples
+test of :mod:`.compare` reads that drift as a change (a comment-only commit called a -54 % PPS
+regression). Measuring A B A B ... with the order inside each pair drawn at random makes the two
+runs of a pair share the host's state, and the random order makes the sign of any drift inside a
+pair a coin toss.
+
+The statistic. Per pair ``r_i = ln(after_i / before_i)`` (log ratios: a +5 % and a -5 % move weigh
+the same and the host's multiplicative slow-down cancels; counts that can be zero use the plain
+differences ``after_i - before_i`` instead). The test is the **Wilcoxon signed-rank
+test** on ``r`` (scipy, exact distribution for the sizes used here):
+
+- it is the rank test for paired data, so one burst pair (a run +150 % while a neighbour ran)
+  moves one rank, not the mean as it would in a paired t-test;
+- under "no change" the randomised order makes each ``r_i`` symmetric about zero whatever the
+  host did, which is exactly the signed-rank test's null hypothesis: its p-value is then valid
+  without assuming the noise is normal or stationary;
+- against a sign test it uses the sizes of the differences, so it needs fewer pairs (asymptotic
+  relative efficiency 3/pi = 0.95 vs the t-test under normal noise; the sign test 2/pi = 0.64).
+  Its smallest two-sided p is ``2 / 2^n``: 8 pairs are needed to reach alpha = 0.01; with fewer
+  the verdict is UNKNOWN and the caller measures more pairs.
+
+The verdict follows :func:`.compare.compare` exactly (DIFFERENT, SAME when significant but below
+the minimum effect, SAME when the p-value is weaker than what a minimum-size change would
+typically give — and, here, only when the paired effect itself is below the minimum effect: a
+weak p-value next to a large estimated change means "measure more pairs", not "no change" —
+else UNKNOWN), with the paired effect ``exp(median r) - 1`` in place of the ratio
+of medians, and :func:`paired_high_threshold` for the SAME threshold. The deterministic backend
+(``sim``) keeps the exact-change rule: pairing adds nothing to bit-identical counts.
+
+The minimum effect comes from the series' own noise, as detection takes it
+(:func:`min_effect_of_series`), with the fixed floor and a note saying so when no series is known.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+
+from perfci_core import metrics as catalogue
+
+from .compare import DEFAULT_ALPHA, DEFAULT_TOLERANCE, Comparison, Kind, Verdict, compare, kind_of
+from .detect import Settings as DetectionSettings
+from .detect import series_noise
+from .noise import MAD_TO_SIGMA, learned_min_effect, mad_sigma
+from .series import CleanSeries, Point, clean, relative_change, resolve_metric
+
+# Pitman efficiency of the signed-rank test relative to the t-test under normal noise: its z for a
+# shift of d standard deviations over n pairs is about sqrt(n * 3 / pi) * d.
+_WILCOXON_ARE = 3.0 / math.pi
+MIN_SERIES_POINTS = 5  # fewer measured commits than this say too little about a series' noise
+BURST_K = 3.0
+
+
+def min_attainable_p(n: int) -> float:
+    """Smallest two-sided exact signed-rank p-value over ``n`` pairs: 2 / 2^n."""
+    return 1.0 if n < 1 else min(1.0, 2.0 / 2.0**n)
+
+
+def looks(pairs: int, max_pairs: int, step: int) -> int:
+    """How many times a loop that starts with ``pairs`` and adds ``step`` pairs while UNKNOWN, up
+    to ``max_pairs``, may test."""
+    if step < 1 or max_pairs <= pairs:
+        return 1
+    return 1 + math.ceil((max_pairs - pairs) / step)
+
+
+def sequential_alpha(alpha: float, pairs: int, max_pairs: int, step: int) -> float:
+    """The significance level of each test in such a loop: ``alpha / looks`` (Bonferroni). Testing
+    again after every added batch at the full ``alpha`` would call a commit that did not change
+    DIFFERENT up to ``looks`` times as often; splitting ``alpha`` over the looks keeps the whole
+    loop's false-positive rate at ``alpha`` or below."""
+    return alpha / looks(pairs, max_pairs, step)
+
+
+def paired_high_threshold(n: int, standardized_effect: float) -> float:
+    """The two-sided p-value a signed-rank test typically gives over ``n`` pairs when the true
+    shift is ``standardized_effect`` standard deviations of the per-pair difference:
+    ``2 (1 - Phi(sqrt(3 n / pi) d))``. 1.0 (never SAME) for no pairs or an unknown effect."""
+    if n < 1 or not standardized_effect > 0:
+        return 1.0
+    if math.isinf(standardized_effect):
+        return 0.0
+    return float(2.0 * stats.norm.sf(math.sqrt(_WILCOXON_ARE * n) * standardized_effect))
+
+
+def burst_pairs(r: np.ndarray) -> np.ndarray:
+    """Which pairs to keep: a pair whose ``|r|`` exceeds :data:`BURST_K` x the robust size of the
+    pairs' differences (1.4826 x median |r|) had a run disturbed by a burst of other work; at most
+    a third of the pairs (the largest) are left out. The rule looks only at ``|r|``, never at the
+    sign, so under "no change" the signs of the kept pairs are still fair coin tosses and the
+    signed-rank test stays exact; a burst in a base run would otherwise take the top rank with a
+    random sign and cost the test most of its power."""
+    size = np.abs(r)
+    scale = MAD_TO_SIGMA * float(np.median(size))
+    keep = np.ones(r.size, dtype=bool)
+    if scale == 0.0 or r.size < 4:
+        return keep
+    worst = np.argsort(size)[::-1][: r.size // 3]
+    keep[worst[size[worst] > BURST_K * scale]] = False
+    return keep
+
+
+def pair_differences(before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Per-pair ``ln(after / before)`` when every value is positive (``True``), else the plain
+    differences ``after - before`` (``False``: counts that can be zero)."""
+    if (before > 0).all() and (after > 0).all():
+        return np.log(after / before), True
+    return after - before, False
+
+
+def paired_compare(
+    before: Sequence[float] | np.ndarray,
+    after: Sequence[float] | np.ndarray,
+    metric: str | catalogue.Metric | None = None,
+    *,
+    backend: catalogue.Backend | str | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = 0.0,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> Comparison:
+    """SAME / DIFFERENT / UNKNOWN from paired repetitions: ``before[i]`` and ``after[i]`` were
+    measured next to each other. ``rel_change`` is the paired effect ``exp(median ln ratio) - 1``;
+    ``p_value`` the Wilcoxon signed-rank p (``p_ks``/``p_mwu`` are NaN: not computed). A pair with
+    a non-finite value is dropped with a note; unequal lengths are bad input (ValueError)."""
+    a = np.asarray(before, dtype=float).ravel()
+    b = np.asarray(after, dtype=float).ravel()
+    if a.size != b.size:
+        raise ValueError(f"paired samples need equal lengths, got {a.size} before and {b.size} after")
+    if backend is not None and catalogue.Backend(backend) is catalogue.Backend.SIM:
+        return compare(a, b, metric, backend=backend, tolerance=tolerance)  # the exact-change rule
+    m = resolve_metric(metric) if metric is not None else None
+    notes: list[str] = []
+    finite = np.isfinite(a) & np.isfinite(b)
+    if not finite.all():
+        notes.append(f"dropped {int((~finite).sum())} pair(s) with a non-finite value")
+        a, b = a[finite], b[finite]
+    n = int(a.size)
+    if n == 0:
+        notes.append("no pair: no verdict")
+        return Comparison(Verdict.UNKNOWN, 1.0, math.nan, math.nan, math.nan, min_effect, Kind.NONE, 0, 0, False,
+                          p_ks=math.nan, p_mwu=math.nan, notes=tuple(notes))
+    r, logs = pair_differences(a, b)
+    keep = burst_pairs(r)
+    if not keep.all():
+        notes.append(f"{int((~keep).sum())} of {n} pair(s) left out: their |difference| is beyond "
+                     f"{BURST_K:g} x the pairs' typical size (a run disturbed by other work on the host)")
+        a, b, r = a[keep], b[keep], r[keep]
+        n = int(r.size)
+    effect = float(np.median(r))
+    level = float(np.median(a))
+    rel = math.expm1(effect) if logs else relative_change(level, level + effect)
+    if not np.any(r):
+        p = 1.0  # every pair identical: no evidence of a difference
+    else:
+        # zsplit: a pair that did not move counts half for each side instead of being dropped
+        p = float(stats.wilcoxon(r, zero_method="zsplit", alternative="two-sided").pvalue)
+
+    spread = mad_sigma(r)
+    threshold = math.log1p(min_effect) if logs else min_effect * abs(level)
+    if min_attainable_p(n) > alpha:
+        high = 1.0
+        notes.append(f"{n} pair(s) cannot reach p <= {alpha:g} (the signed-rank test needs "
+                     f"{math.ceil(math.log2(2.0 / alpha))})")
+    elif spread == 0.0:
+        high = 0.0 if min_effect > 0 else 1.0
+    else:
+        high = paired_high_threshold(n, threshold / spread)
+
+    before_median, after_median = float(np.median(a)), float(np.median(b))
+    if p <= alpha and abs(rel) >= min_effect and rel != 0.0:
+        verdict = Verdict.DIFFERENT
+    elif p <= alpha:
+        verdict = Verdict.SAME
+        notes.append(f"significant but {rel:+.3%} is below the minimum effect {min_effect:.3%}")
+    elif p > high and abs(rel) < min_effect:
+        verdict = Verdict.SAME
+    else:
+        verdict = Verdict.UNKNOWN
+    kind = Kind.NONE
+    if verdict is Verdict.DIFFERENT:
+        kind = kind_of(m, 1.0, 1.0 + rel) if m is not None else Kind.CHANGE
+    return Comparison(verdict, p, before_median, after_median, rel, min_effect, kind, n, n, False,
+                      p_ks=math.nan, p_mwu=math.nan, high_threshold=high, notes=tuple(notes))
+
+
+@dataclass(frozen=True)
+class MinEffect:
+    """The minimum effect a comparison uses and where it came from."""
+
+    value: float  # relative (0.01 = 1 %)
+    source: str  # "series" (learned from the series' noise) or "floor" (the fixed floor)
+    noise: float | None  # the series' relative per-commit noise, when learned
+    points: int  # measured commits the noise was learned from
+    note: str
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "source": self.source, "noise": self.noise, "points": self.points, "note": self.note}
+
+
+def min_effect_of_series(
+    series: CleanSeries | Sequence[Point | tuple[str, float | Sequence[float]]] | None,
+    where: str = "the series",
+    settings: DetectionSettings = DetectionSettings(),
+) -> MinEffect:
+    """The minimum effect detection would use on ``series`` (commit order, every repetition):
+    ``max(floor, factor x relative per-commit noise)`` with detection's own noise estimate.
+    Without a series of at least :data:`MIN_SERIES_POINTS` measured commits, the fixed floor,
+    with a note saying so (``where`` names the series in the notes)."""
+    floor = settings.min_change
+    s = None
+    if series is not None:
+        s = series if isinstance(series, CleanSeries) else clean(series)
+    if s is None or len(s) < MIN_SERIES_POINTS:
+        have = 0 if s is None else len(s)
+        return MinEffect(floor, "floor", None, have,
+                         f"{where}: {have} measured commit(s), fewer than {MIN_SERIES_POINTS}: "
+                         f"the fixed floor {floor:.2%} is used, not the series' noise")
+    noise, _ = series_noise(s)
+    value = learned_min_effect(noise, floor, settings.noise_factor)
+    return MinEffect(value, "series", noise, len(s),
+                     f"{where}: learned from {len(s)} commits (per-commit noise {noise:.2%}, "
+                     f"minimum effect max({floor:.2%}, {settings.noise_factor:g} x noise))")

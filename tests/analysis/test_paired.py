@@ -1,0 +1,160 @@
+"""The paired verdict on simulated batch drift: interleaved pairs, the signed-rank test, the
+minimum effect learned from a series."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from perfci_core.analysis.compare import Kind, Verdict, compare
+from perfci_core.analysis.paired import (
+    MIN_SERIES_POINTS,
+    min_attainable_p,
+    min_effect_of_series,
+    paired_compare,
+    paired_high_threshold,
+)
+
+from .synth import drifting_host, levels, noisy
+
+BASE_CPP = 80.0
+JOB_JUMP = 0.05
+
+
+def interleaved(rng: np.random.Generator, pairs: int, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """A B A B ... on a drifting host, the order inside each pair random, head ``step`` slower."""
+    host = drifting_host(2 * pairs, rng)
+    head_first = rng.integers(0, 2, pairs).astype(bool)
+    first, second = host[0::2], host[1::2]
+    base = BASE_CPP * np.where(head_first, second, first)
+    head = BASE_CPP * (1 + step) * np.where(head_first, first, second)
+    return base, head
+
+
+def blocks(rng: np.random.Generator, reps: int, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """Today's measurement: a job of base repetitions, then a job of head repetitions, the host
+    in another state for the second job (a 5 % jump between jobs, as other work comes and goes)."""
+    host = drifting_host(2 * reps, rng)
+    between = np.exp(JOB_JUMP * rng.standard_normal())
+    return BASE_CPP * host[:reps], BASE_CPP * (1 + step) * host[reps:] * between
+
+
+def test_a_comment_only_pair_under_strong_drift_is_same():
+    # the same host state that fools the back-to-back test into DIFFERENT
+    fooled = 0
+    for seed in range(40):
+        a, b = blocks(np.random.default_rng(seed), 8, 0.0)
+        fooled += compare(a, b, "cpp", backend="tsc", min_effect=0.002).verdict is Verdict.DIFFERENT
+        a, b = interleaved(np.random.default_rng(seed), 16, 0.0)
+        c = paired_compare(a, b, "cpp", backend="tsc", min_effect=0.03)
+        assert c.verdict is not Verdict.DIFFERENT, (seed, c)
+    assert fooled >= 10  # the drift is strong enough to matter for blocks
+    a, b = interleaved(np.random.default_rng(7), 30, 0.0)
+    assert paired_compare(a, b, "cpp", backend="tsc", min_effect=0.03).verdict is Verdict.SAME
+
+
+def test_a_real_five_percent_step_is_different_and_a_regression():
+    # bursts hit about one pair in five here: a few runs stay UNKNOWN (more pairs decide them)
+    verdicts = []
+    for seed in range(40):
+        a, b = interleaved(np.random.default_rng(100 + seed), 16, 0.05)
+        c = paired_compare(a, b, "cpp", backend="tsc", min_effect=0.02)
+        verdicts.append(c.verdict)
+        assert c.verdict is not Verdict.SAME, (seed, c)
+        if c.verdict is Verdict.DIFFERENT:
+            assert c.kind is Kind.REGRESSION  # cycles per packet up
+            assert c.rel_change == pytest.approx(0.05, abs=0.03)
+    assert verdicts.count(Verdict.DIFFERENT) >= 30, verdicts
+    c = paired_compare(b, a, "pps", backend="tsc", min_effect=0.02)
+    assert c.verdict is Verdict.DIFFERENT and c.kind is Kind.REGRESSION and c.rel_change < 0
+
+
+def test_p_value_is_the_signed_rank_test_on_log_ratios():
+    a = np.array([10.0, 11.0, 9.0, 10.5, 10.2, 9.8, 10.1, 10.4, 9.9])
+    b = a * np.array([1.01, 1.03, 0.995, 1.02, 1.015, 1.04, 1.005, 1.025, 1.03])
+    c = paired_compare(a, b, "cpp", backend="tsc")
+    assert c.p_value == pytest.approx(stats.wilcoxon(np.log(b / a)).pvalue)
+    assert c.rel_change == pytest.approx(math.expm1(np.median(np.log(b / a))))
+    assert c.n_before == c.n_after == 9 and math.isnan(c.p_ks)
+
+
+def test_fewer_than_eight_pairs_cannot_decide():
+    assert min_attainable_p(7) > 0.01 >= min_attainable_p(8)
+    a = np.linspace(10, 11, 7)
+    c = paired_compare(a, a * 1.5, "cpp", backend="tsc", min_effect=0.01)
+    assert c.verdict is Verdict.UNKNOWN and any("cannot reach" in n for n in c.notes)
+    c = paired_compare(np.linspace(10, 11, 8), np.linspace(10, 11, 8) * 1.5, "cpp", backend="tsc", min_effect=0.01)
+    assert c.verdict is Verdict.DIFFERENT and c.p_value == pytest.approx(2 / 2**8)
+
+
+def test_significant_but_below_the_minimum_effect_is_same():
+    rng = np.random.default_rng(3)
+    a = rng.normal(100, 1, 30)
+    b = a * 1.004 * np.exp(rng.normal(0, 0.0005, 30))
+    assert paired_compare(a, b, "cpp", min_effect=0.01).verdict is Verdict.SAME
+    assert paired_compare(a, b, "cpp", min_effect=0.001).verdict is Verdict.DIFFERENT
+
+
+def test_high_threshold_closed_form():
+    assert paired_high_threshold(12, 0.5) == pytest.approx(2 * stats.norm.sf(math.sqrt(3 * 12 / math.pi) * 0.5))
+    assert paired_high_threshold(12, 0.0) == 1.0
+
+
+def test_sim_keeps_the_exact_rule():
+    c = paired_compare([100.0, 100.0], [100.05, 100.05], "ipp", backend="sim")
+    assert c.exact and c.verdict is Verdict.DIFFERENT
+    assert paired_compare([100.0], [100.0], "ipp", backend="sim").verdict is Verdict.SAME
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="equal lengths"):
+        paired_compare([1.0, 2.0], [1.0], "cpp")
+    c = paired_compare([1.0, math.nan], [1.0, 2.0], "cpp")
+    assert c.n_before == 1 and any("non-finite" in n for n in c.notes)
+    assert paired_compare([], [], "cpp").verdict is Verdict.UNKNOWN
+    # counts that can be zero: plain differences, the change relative to the base median
+    before = np.r_[0.0, np.full(8, 0.2)]
+    c = paired_compare(before, before + np.linspace(0.09, 0.11, 9), "sf_blocks_pp")
+    assert c.rel_change == pytest.approx(0.5) and c.verdict is Verdict.DIFFERENT
+    assert paired_compare(np.zeros(9), np.full(9, 0.5), "sf_blocks_pp").rel_change == math.inf
+
+
+def test_minimum_effect_learned_from_the_series_noise():
+    rng = np.random.default_rng(11)
+    quiet = noisy(levels(60, {}), rng, cv=0.002, reps=5)
+    loud = noisy(levels(60, {}), rng, cv=0.04, reps=5)
+    q, l = min_effect_of_series(quiet), min_effect_of_series(loud)
+    assert q.source == l.source == "series" and q.points == 60
+    assert q.value == pytest.approx(0.002)  # the floor: a quiet series' noise is below it
+    assert 0.005 < l.value < 0.03 and l.noise is not None and l.value == pytest.approx(0.5 * l.noise)
+
+
+def test_minimum_effect_falls_back_to_the_floor_with_a_note():
+    for series in (None, [("c1", [1.0, 1.1]), ("c2", [1.0])]):
+        me = min_effect_of_series(series, where="machine x self-64B")
+        assert me.source == "floor" and me.value == pytest.approx(0.002) and me.noise is None
+        assert "fixed floor" in me.note and "machine x self-64B" in me.note
+    assert MIN_SERIES_POINTS == 5
+
+
+def test_adding_pairs_while_unknown_keeps_the_false_positive_rate_at_alpha():
+    from perfci_core.analysis.paired import looks, sequential_alpha
+
+    assert looks(10, 26, 4) == 5 and looks(8, 8, 4) == 1
+    assert sequential_alpha(0.01, 10, 26, 4) == pytest.approx(0.002)
+    assert min_attainable_p(10) <= sequential_alpha(0.01, 10, 26, 4)  # the first look can decide
+    alpha = sequential_alpha(0.01, 10, 26, 4)
+    false = 0
+    trials = 300
+    for seed in range(trials):
+        rng = np.random.default_rng(1000 + seed)
+        a, b = interleaved(rng, 10, 0.0)
+        while True:
+            c = paired_compare(a, b, "cpp", backend="tsc", alpha=alpha, min_effect=0.002)
+            if c.verdict is not Verdict.UNKNOWN or len(a) >= 26:
+                break
+            more_a, more_b = interleaved(rng, 4, 0.0)
+            a, b = np.r_[a, more_a], np.r_[b, more_b]
+        false += c.verdict is Verdict.DIFFERENT
+    assert false / trials <= 0.02  # alpha 0.01 over the whole loop (binomial slack for 300 trials)
