@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from perfci_server.alerts import repository as alert_sql
-from perfci_server.alerts.service import _weighed
+from perfci_server.alerts.window import Window
 from perfci_server.models import BranchCommit, Job, Run
 from server_support import result_document
 
@@ -54,8 +54,11 @@ def test_the_mark_is_stored_and_compare_reports_it(client, session, queued_jobs)
     rows = alert_sql.window_values(session, branch_id, agent["machine_id"], config_id, positions)
     flags = {(r.sha, r.noisy) for r in rows}
     assert (head_job["commit"], True) in flags and (base_job["commit"], False) in flags
-    assert _weighed([31.0, 80.0, 124.0, 78.0, 95.0], True) == [80.0]
-    assert _weighed([7.6, 7.7], False) == [7.6, 7.7]
+    window = Window()
+    window.put_rows(rows, positions)
+    cpp = {window.shas[p]: point.samples.tolist() for p, point in window.points[("cpp", "tsc")].items()}
+    assert cpp[head_job["commit"]] == [80.0]  # the noisy run: its median only
+    assert len(cpp[base_job["commit"]]) > 1  # an ordinary run: every repetition
 
 
 def test_a_mark_that_does_not_follow_the_contract_is_refused(client, session, queued_jobs):
