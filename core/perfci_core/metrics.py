@@ -91,6 +91,15 @@ CATALOGUE: dict[str, Metric] = {
         Metric("alias_4k_pp", "loads/packet", _L, "loads that 4K-alias a store in flight (address bits 11:0 match), per packet",
                frozenset({_S}), _HAZARD_FLOOR, alerts=False),
         Metric("branch_misses_pp", "misses/packet", _L, "branch mispredictions per packet", frozenset({_P})),
+        # Coherence traffic between lcores (simulated: memhazard's line-sharing model). Exactly 0
+        # with one lcore, and 0 with several that share nothing per packet: any rise is a line
+        # that lcores now pass between them, the cost that grows with the core count.
+        Metric("line_transfers_pp", "transfers/packet", _L,
+               "cache-line transfers between lcores per packet: stores to a line another lcore holds", frozenset({_S}),
+               _HAZARD_FLOOR),
+        Metric("read_transfers_pp", "transfers/packet", _L,
+               "cache-line transfers between lcores per packet: loads of a line another lcore wrote", frozenset({_S}),
+               _HAZARD_FLOOR),
     )
 }
 
@@ -173,7 +182,8 @@ SITE_PREFIX = "sim.site."
 
 def derive_sim(raw: Mapping[str, float | None]) -> dict[str, float]:
     """Simulated (valgrind) per-packet metrics: exact IPP of the forwarding function, memory
-    hazards of the same window (memhazard), cache misses (cachegrind)."""
+    hazards of the same window and cache-line transfers between lcores (memhazard), cache misses
+    (cachegrind)."""
     packets = raw.get("sim.fwd_packets")
     out = {
         "ipp": _ratio(raw.get("sim.fwd_instructions"), packets),
@@ -182,6 +192,8 @@ def derive_sim(raw: Mapping[str, float | None]) -> dict[str, float]:
         "split_loads_pp": _ratio(raw.get("sim.split_loads"), packets),
         "split_stores_pp": _ratio(raw.get("sim.split_stores"), packets),
         "alias_4k_pp": _ratio(raw.get("sim.alias_4k"), packets),
+        "line_transfers_pp": _ratio(raw.get("sim.line_transfers"), packets),
+        "read_transfers_pp": _ratio(raw.get("sim.read_transfers"), packets),
         "l1d_misses_pp": _ratio(raw.get("sim.d1_misses"), raw.get("sim.cache_packets")),
         "llc_misses_pp": _ratio(raw.get("sim.ll_misses"), raw.get("sim.cache_packets")),
     }

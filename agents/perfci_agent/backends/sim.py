@@ -141,7 +141,9 @@ def parse_cachegrind_function(text: str, function: str = FWD_FUNCTION) -> dict[s
 
 HAZARD_SITES = 5  # per hazard kind, the sites named in the raw keys (most events first)
 RAW_HAZARDS = {"sf_blocked": "sim.sf_blocks", "split_loads": "sim.split_loads", "split_stores": "sim.split_stores",
-               "alias_4k": "sim.alias_4k", "sf_forwarded": "sim.sf_forwarded"}
+               "alias_4k": "sim.alias_4k", "sf_forwarded": "sim.sf_forwarded", "line_transfers": "sim.line_transfers",
+               "read_transfers": "sim.read_transfers"}
+SITE_KINDS = ("sf_blocked", "split_loads", "split_stores", "alias_4k", "line_transfers", "read_transfers")
 
 
 def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
@@ -153,7 +155,8 @@ def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
                 f"sim.hz_family.{report.family}": 1.0})
     if family.default:
         raw["sim.hz_family_default"] = 1.0  # the CPU is not a modelled family (see backend_reason)
-    for kind in ("sf_blocked", "split_loads", "split_stores", "alias_4k"):
+    raw.update({f"sim.hz_{k}": float(v) for k, v in report.sharing.items()})
+    for kind in SITE_KINDS:
         for site in report.top_sites(kind, HAZARD_SITES):
             raw[f"{SITE_PREFIX}{RAW_HAZARDS[kind][4:]}.{site.label}"[:128]] = float(site.count)
     return raw
@@ -198,9 +201,12 @@ class SimBackend:
     def _hazard_spec(self, binary: Path, core: int, config: BenchConfig, workdir: Path, out: Path) -> runner.RunSpec:
         """memhazard: instructions and hazards of the window. valgrind must keep every load the
         program makes (``allregs-at-mem-access``: by default it drops loads whose value is dead in
-        its IR)."""
+        its IR). ``--fair-sched=yes``: with several lcores, valgrind's ticket lock runs the threads
+        in turn, one timeslice each; its default pipe lock lets the kernel pick, often the same
+        thread again, and one lcore could run far ahead of the others (the line-transfer counts
+        do not depend on that order, the memory the tool holds until the others catch up does)."""
         return self._spec(binary, core, config, workdir,
-                          [f"--tool={TOOL_NAME}", f"--window-fn={FWD_FUNCTION}", f"--family={self.family.name}",
+                          [f"--tool={TOOL_NAME}", f"--window-fn={FWD_FUNCTION}", f"--family={self.family.name}", "--fair-sched=yes",
                            "--vex-iropt-register-updates=allregs-at-mem-access", "--read-inline-info=yes", "--fullpath-after=",
                            f"--out-file={out}"], self.tool_lib())
 
