@@ -2,14 +2,16 @@
 
 Command line (dataplane/README.md):
 
-    [wrapper...] taskset -c CORE perfci-fwd -l CORE --no-huge -m 512 --no-pci
+    [wrapper...] taskset -c CORES perfci-fwd -l CORES --no-huge -m 512 --no-pci
         --log-level=lib.*:error --file-prefix perfci-<pid>-<n>
         -- --harness self --packets N --warmup N [--idle --idle-polls N]
            [--perf-ctl FD --perf-ack FD] --report FILE
 
 ``wrapper`` is ``perf stat ... --`` or ``valgrind ...``; taskset sits *inside* perf so perf
 itself is not pinned to the forwarding core, and execs the dataplane (same process).
-``--file-prefix`` keeps EAL runtime files of concurrent runs apart.
+``--file-prefix`` keeps EAL runtime files of concurrent runs apart. CORES is one core, or
+several (``a,b``: the dataplane forwards on every one of them, each lcore with its own queue
+pair, and the report gains a per-lcore breakdown under ``lcores``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class RunSpec:
     binary: Path
     core: int
     config: BenchConfig
+    cores: list[int] = field(default_factory=list)  # every forwarding core (EAL -l); empty: `core` alone
     idle: bool = False
     idle_polls: int = 1_000_000
     workdir: Path | None = None  # cwd; routes files are relative to dataplane/
@@ -49,6 +52,17 @@ class RunSpec:
     pin_outer: bool = False  # taskset before the wrapper (valgrind runs the program itself)
     env: dict[str, str] | None = None  # the whole environment (None: inherit this process's)
     stable_stack: bool = False  # pad the environment so the stack starts at the same address
+
+    def __post_init__(self) -> None:
+        if self.cores and self.core not in self.cores:
+            raise ValueError(f"core {self.core} is not among the forwarding cores {list(self.cores)}")
+        if len(set(self.cores)) != len(self.cores) or any(c < 0 for c in self.cores):
+            raise ValueError(f"forwarding cores must be distinct CPU numbers, got {list(self.cores)}")
+
+    @property
+    def core_list(self) -> str:
+        """The forwarding cores as EAL's -l and taskset -c take them (``a,b``)."""
+        return ",".join(str(c) for c in sorted(self.cores or (self.core,)))
 
     def app_args(self, report: Path) -> list[str]:
         c = self.config
@@ -65,8 +79,8 @@ class RunSpec:
 
     def argv(self, report: Path) -> list[str]:
         prefix = f"perfci-{os.getpid()}-{next(_counter)}"
-        eal = ["-l", str(self.core), "--no-huge", "-m", "512", "--no-pci", "--log-level=lib.*:error", "--file-prefix", prefix]
-        taskset = [shutil.which("taskset") or "taskset", "-c", str(self.core)]
+        eal = ["-l", self.core_list, "--no-huge", "-m", "512", "--no-pci", "--log-level=lib.*:error", "--file-prefix", prefix]
+        taskset = [shutil.which("taskset") or "taskset", "-c", self.core_list]
         app = [str(self.binary), *eal, "--", *self.app_args(report)]
         if self.pin_outer:
             return [*taskset, *self.wrapper, *app]

@@ -12,9 +12,11 @@ Throughput comes from the port counters read through DPDK telemetry at the start
 the measured interval, the same way for all three; cycles/packet = TSC Hz / packets per second
 (wall cycles of the forwarding core, RX driver included). perfci-fwd's own busy cycles/packet
 is printed too, and the self-fed harness's figures (tsc cycles/packet, callgrind instructions
-per packet of fwd_burst) close the table.
+per packet of fwd_burst) close the table: with the built-in 16-route table, with a large generated
+table (--routes-generate, flows spread over it), and with 10 % of flows unroutable (--miss-pct 10:
+the instructions a dropped packet costs).
 
-    .venv/bin/python benchmarks/dataplane/run.py [--seconds 3] [--reps 3]
+    .venv/bin/python benchmarks/dataplane/run.py [--seconds 3] [--reps 3] [--self-only]
 """
 
 from __future__ import annotations
@@ -40,6 +42,13 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = Path("/usr/share/dpdk/examples")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "perfci-bench"
 L3FWD_ROUTES = [f"198.18.{i}.0/24" for i in range(16)]  # l3fwd's built-in IPv4 LPM table
+# The large table: 16384 generated routes (/24s scattered over the address space, 1 in 16 a /32), with
+# 4096 flows (= the mbufs in flight) so that every packet in flight looks up its own tbl24 line and page.
+# Lookups cost the same with more routes: tbl24 is 64 MiB whatever the table holds, and what the
+# traffic touches of it is bounded by the flows in flight (4096 scattered lines and pages here);
+# installing is O(n^2) in rte_lpm_add (65536 routes: 4 s, 1M: ~20 min; under valgrind 50x more).
+LARGE_TABLE = ["--routes-generate", "16384", "--flows", "4096"]
+MISSES = ["--miss-pct", "10"]
 
 
 def core() -> int:
@@ -170,9 +179,14 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="measured interval per run")
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--reps", type=int, default=3, help="runs per app (median reported)")
+    ap.add_argument("--self-only", action="store_true", help="only the self-fed harness's figures (no peers)")
     args = ap.parse_args()
 
     fwd = compile_tree(REPO / "dataplane", REPO / "dataplane" / "build")
+    if args.self_only:
+        with tempfile.TemporaryDirectory(prefix="perfci-bench-") as tmp_s:
+            self_fed(fwd, core(), Path(tmp_s), max(args.reps, 5))
+        return 0
     l3fwd = build_l3fwd()
     lc = core()
     tmp = Path(tempfile.mkdtemp(prefix="perfci-bench-"))
@@ -211,17 +225,7 @@ def main() -> int:
         busy_cpp.append(w["cycles"]["busy"] / w["packets"]["rx"])
         tsc_hz = report["tsc_hz"]
 
-    # the self-fed harness: pure forwarding cost, and the exact instruction count
-    self_cpp = []
-    for _ in range(max(args.reps, 5)):
-        out = subprocess.run([str(fwd), "-l", str(lc), "--no-huge", "-m", "512", "--no-pci",
-                              f"--file-prefix=b{uuid.uuid4().hex[:8]}", "--log-level=lib.*:error", "--",
-                              "--packets", "20000000", "--warmup", "1000000"],
-                             capture_output=True, text=True, check=True).stdout
-        w = json.loads(out)["window"]
-        self_cpp.append(w["cycles"]["busy"] / w["packets"]["rx"])
-    ipp = callgrind_ipp(fwd, lc, tmp)
-
+    self_fed(fwd, lc, tmp, max(args.reps, 5))
     floor = median(results["dpdk-testpmd io"])
     l3 = median(results["l3fwd lpm"])
     cpp = {name: [tsc_hz / (x * 1e6) for x in xs] for name, xs in results.items()}
@@ -237,23 +241,48 @@ def main() -> int:
     print(f"forwarding work above the driver floor, cycles/packet: "
           f"l3fwd {tsc_hz / (l3 * 1e6) - tsc_hz / (floor * 1e6):.1f}, "
           f"perfci-fwd {tsc_hz / (median(results['perfci-fwd']) * 1e6) - tsc_hz / (floor * 1e6):.1f}")
-    print(f"self-fed harness: {median(self_cpp):.2f} tsc cycles/packet (median of {len(self_cpp)}; "
-          f"range {min(self_cpp):.2f}-{max(self_cpp):.2f}), "
-          f"{ipp:.4f} callgrind instructions/packet in fwd_burst")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
-def callgrind_ipp(fwd: Path, lc: int, tmp: Path) -> float:
+def self_fed(fwd: Path, lc: int, tmp: Path, reps: int) -> None:
+    """The self-fed harness: pure forwarding cost (tsc, alternating cases run by run, so that drift on
+    a shared machine hits every case alike) and the exact instruction count (callgrind)."""
+    cases = {"16 routes": [], "large table": LARGE_TABLE, "10 % misses": MISSES}
+    cpp: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(reps):
+        for name, extra in cases.items():
+            out = subprocess.run([str(fwd), "-l", str(lc), "--no-huge", "-m", "512", "--no-pci",
+                                  f"--file-prefix=b{uuid.uuid4().hex[:8]}", "--log-level=lib.*:error", "--",
+                                  "--packets", "20000000", "--warmup", "1000000", *extra],
+                                 capture_output=True, text=True, check=True).stdout
+            w = json.loads(out)["window"]
+            cpp[name].append(w["cycles"]["busy"] / w["packets"]["rx"])
+    print(f"\nself-fed harness, core {lc}, load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs:")
+    print(f"{'case':<14} {'tsc cycles/pkt':>15} {'range':>15} {'instructions/pkt':>17}")
+    ipp, dropped = {}, {}
+    for name, extra in cases.items():
+        ipp[name], dropped[name] = callgrind_ipp(fwd, lc, tmp, *extra)
+        print(f"{name:<14} {median(cpp[name]):15.2f} {min(cpp[name]):7.2f}-{max(cpp[name]):<7.2f} {ipp[name]:17.4f}"
+              f"   (median and range of {len(cpp[name])} runs; callgrind, fwd_burst)")
+    drop_share = dropped["10 % misses"]
+    extra = (ipp["10 % misses"] - ipp["16 routes"]) / drop_share
+    print(f"a dropped packet costs {extra:+.1f} instructions over a forwarded one "
+          f"({100 * drop_share:.1f} % of packets dropped: {ipp['16 routes']:.2f} -> {ipp['10 % misses']:.2f} per packet)")
+
+
+def callgrind_ipp(fwd: Path, lc: int, tmp: Path, *extra: str) -> tuple[float, float]:
+    """(instructions per packet of fwd_burst, share of packets dropped), counting every call."""
     out = tmp / "callgrind.out"
     run = subprocess.run(["valgrind", "--tool=callgrind", "--toggle-collect=fwd_burst",
                           f"--callgrind-out-file={out}", str(fwd), "-l", str(lc), "--no-huge", "-m", "512",
                           "--no-pci", f"--file-prefix=b{uuid.uuid4().hex[:8]}", "--log-level=lib.*:error", "--",
-                          "--packets", "100000", "--warmup", "1000"], capture_output=True, text=True, check=True)
-    packets = json.loads(run.stdout)["total"]["fwd_packets"]
+                          "--packets", "100000", "--warmup", "1000", *extra], capture_output=True, text=True, check=True)
+    report = json.loads(run.stdout)
+    w = report["window"]["packets"]
     from perfci_agent.backends.sim import parse_callgrind_total  # the agent's one callgrind reader
 
-    return parse_callgrind_total(out.read_text()) / packets
+    return parse_callgrind_total(out.read_text()) / report["total"]["fwd_packets"], sum(w["dropped"].values()) / w["rx"]
 
 
 if __name__ == "__main__":

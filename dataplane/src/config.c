@@ -9,6 +9,7 @@
 #include <rte_common.h>
 
 #include "config.h"
+#include "routes.h"
 
 #define DEFAULT_PKT_SIZE 64
 #define DEFAULT_FLOWS 1024
@@ -25,6 +26,7 @@ enum {
 	OPT_RX_PORT,
 	OPT_TX_PORT,
 	OPT_ROUTES,
+	OPT_ROUTES_GENERATE,
 	OPT_PKT_SIZE,
 	OPT_FLOWS,
 	OPT_MISS_PCT,
@@ -46,6 +48,7 @@ static const struct option long_options[] = {
 	{ "rx-port", required_argument, NULL, OPT_RX_PORT },
 	{ "tx-port", required_argument, NULL, OPT_TX_PORT },
 	{ "routes", required_argument, NULL, OPT_ROUTES },
+	{ "routes-generate", required_argument, NULL, OPT_ROUTES_GENERATE },
 	{ "pkt-size", required_argument, NULL, OPT_PKT_SIZE },
 	{ "flows", required_argument, NULL, OPT_FLOWS },
 	{ "miss-pct", required_argument, NULL, OPT_MISS_PCT },
@@ -72,6 +75,7 @@ config_usage(const char *prog)
 		"  --rx-port N            ports harness: RX port (default 0)\n"
 		"  --tx-port N            ports harness: TX port (default 0)\n"
 		"  --routes FILE          route table (default: built-in)\n"
+		"  --routes-generate N    a generated table of N routes (/24s and 1 in 16 /32s), up to %u\n"
 		"  --pkt-size BYTES       self: frame size %d-%d (default %d)\n"
 		"  --flows N              self: destination addresses (default %d)\n"
 		"  --miss-pct P           self: percent of flows without a route (default 0)\n"
@@ -85,7 +89,7 @@ config_usage(const char *prog)
 		"  --report FILE          write the JSON report to FILE (default stdout)\n"
 		"  --perf-ctl FD          perf stat --control fd: enable/disable at the window\n"
 		"  --perf-ack FD          ... and its ack descriptor\n",
-		prog, MIN_PKT_SIZE, MAX_PKT_SIZE, DEFAULT_PKT_SIZE, DEFAULT_FLOWS,
+		prog, ROUTES_MAX, MIN_PKT_SIZE, MAX_PKT_SIZE, DEFAULT_PKT_SIZE, DEFAULT_FLOWS,
 		DEFAULT_INFLIGHT, DEFAULT_WARMUP, DEFAULT_PACKETS, DEFAULT_IDLE_POLLS);
 }
 
@@ -136,6 +140,11 @@ parse_one(struct app_config *cfg, int opt, const char *arg)
 		return 0;
 	case OPT_ROUTES:
 		cfg->routes_path = arg;
+		return 0;
+	case OPT_ROUTES_GENERATE:
+		if (parse_u64(arg, 1, ROUTES_MAX, &v) < 0)
+			return bad("routes-generate", arg, "expected a route count, 1-4194304");
+		cfg->routes_generate = (uint32_t)v;
 		return 0;
 	case OPT_PKT_SIZE:
 		if (parse_u64(arg, MIN_PKT_SIZE, MAX_PKT_SIZE, &v) < 0)
@@ -227,6 +236,10 @@ config_parse(struct app_config *cfg, int argc, char **argv)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "unexpected argument '%s'\n", argv[optind]);
+		goto usage;
+	}
+	if (cfg->routes_path != NULL && cfg->routes_generate != 0) {
+		fprintf(stderr, "--routes and --routes-generate exclude each other\n");
 		goto usage;
 	}
 	if ((cfg->perf_ctl_fd < 0) != (cfg->perf_ack_fd < 0)) {

@@ -16,6 +16,7 @@ struct app_config {
 	uint16_t rx_port;
 	uint16_t tx_port;
 	const char *routes_path;	/* NULL: built-in table */
+	uint32_t routes_generate;	/* > 0: a generated table of this many routes */
 	uint32_t pkt_size;
 	uint32_t flows;
 	uint32_t miss_pct;

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <stdio.h>
 #include <string.h>
 
 #include <rte_eth_ring.h>
@@ -7,6 +8,7 @@
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
+#include <rte_thash.h>
 #include <rte_udp.h>
 
 #include "harness.h"
@@ -186,55 +188,137 @@ harness_self_refill(struct harness *h)
 		top_up(h, h->inflight - held, h->miss_flows, &h->next_miss);
 }
 
-int
-harness_self_create(struct harness *h, const struct app_config *cfg,
-		const struct route_table *rt, struct rte_lpm *lpm, struct rte_mempool *pool, int socket)
+/*
+ * The 40-byte Toeplitz key most NICs (ixgbe, i40e, mlx5) start with, and a
+ * redirection table filled round-robin over the queues, as drivers set it up.
+ */
+static const uint8_t rss_key[40] = {
+	0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,
+	0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
+	0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
+};
+#define RSS_RETA_SIZE 128
+
+/* The RX queue RSS would steer a flow to. */
+static unsigned int
+rss_queue(const struct flow_tpl *f, unsigned int nb_queues)
+{
+	struct rte_ipv4_tuple t = { .src_addr = f->src, .dst_addr = f->dst,
+				    .sport = f->sport, .dport = f->dport };
+
+	if (nb_queues == 1)
+		return 0;
+	return (rte_softrss((uint32_t *)&t, RTE_THASH_V4_L4_LEN, rss_key) % RSS_RETA_SIZE) % nb_queues;
+}
+
+/* One queue's rings and its share of the flows (in flow order: unroutable ones first). */
+static int
+queue_create(struct harness *h, uint16_t q, const struct app_config *cfg, const struct flow_tpl *all,
+		const uint8_t *queue_of, uint32_t miss_flows, struct rte_mempool *pool, int socket)
 {
 	unsigned int ring_size = rte_align32pow2(cfg->inflight + 1);
-	uint32_t i;
-	int port;
+	char name[RTE_RING_NAMESIZE];
+	uint32_t i, n = 0;
 
 	memset(h, 0, sizeof(*h));
+	h->queue = q;
 	h->pool = pool;
 	h->inflight = cfg->inflight;
 	/* refill a quarter of the ring at a time: few, large, cheap batches */
 	h->low_water = cfg->inflight - cfg->inflight / 4;
-	h->flows = cfg->flows;
 	h->pkt_size = cfg->pkt_size;
 	h->cold_data = cfg->cold_data;
-	h->rx_ring = rte_ring_create("self_rx", ring_size, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
-	h->tx_ring = rte_ring_create("self_tx", ring_size, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
-	h->tpl = rte_zmalloc_socket("flows", sizeof(*h->tpl) * cfg->flows, RTE_CACHE_LINE_SIZE, socket);
+	for (i = 0; i < cfg->flows; i++)
+		if (queue_of[i] == q)
+			n++;
+	if (n == 0)
+		return -EINVAL;
+	snprintf(name, sizeof(name), q == 0 ? "self_rx" : "self_rx%u", q);
+	h->rx_ring = rte_ring_create(name, ring_size, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+	snprintf(name, sizeof(name), q == 0 ? "self_tx" : "self_tx%u", q);
+	h->tx_ring = rte_ring_create(name, ring_size, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+	h->tpl = rte_zmalloc_socket("flows", sizeof(*h->tpl) * n, RTE_CACHE_LINE_SIZE, socket);
 	if (h->rx_ring == NULL || h->tx_ring == NULL || h->tpl == NULL)
 		return -ENOMEM;
-	port = rte_eth_from_rings("net_self", &h->rx_ring, 1, &h->tx_ring, 1, (unsigned int)socket);
-	if (port < 0)
-		return -rte_errno;
-	h->port = (uint16_t)port;
-	/* flows [0, miss_flows) have no route (see flow_dst) */
-	h->miss_flows = (uint32_t)(((uint64_t)cfg->miss_pct * cfg->flows + 99) / 100);
 	for (i = 0; i < cfg->flows; i++) {
-		h->tpl[i].src = RTE_IPV4(198, 18, 0, 0) + (i & 0xffff);
-		h->tpl[i].dst = flow_dst(rt, lpm, h->miss_flows, i);
-		h->tpl[i].sport = (uint16_t)(1024 + (i & 0x7fff));
-		h->tpl[i].dport = 9;
+		if (queue_of[i] != q)
+			continue;
+		if (i < miss_flows)
+			h->miss_flows++;
+		h->tpl[h->flows++] = all[i];
 	}
-	if (!cfg->idle && top_up(h, h->inflight, h->flows, &h->next_flow) != h->inflight)
-		return -ENOMEM;
 	return 0;
 }
 
+int
+harness_self_create(struct harness *h, unsigned int nb_queues, const struct app_config *cfg,
+		const struct route_table *rt, struct rte_lpm *lpm, struct rte_mempool *pool, int socket)
+{
+	struct rte_ring *rx[RTE_MAX_QUEUES_PER_PORT], *tx[RTE_MAX_QUEUES_PER_PORT];
+	struct flow_tpl *all;
+	uint8_t *queue_of;
+	uint32_t i, miss_flows;
+	unsigned int q;
+	int port, ret = 0;
+
+	if (nb_queues == 0 || nb_queues > UINT8_MAX + 1u)	/* queue_of[] holds a byte */
+		return -EINVAL;
+	memset(h, 0, sizeof(*h) * nb_queues);
+	all = rte_zmalloc_socket("all_flows", sizeof(*all) * cfg->flows, RTE_CACHE_LINE_SIZE, socket);
+	queue_of = rte_zmalloc_socket("flow_queues", cfg->flows, RTE_CACHE_LINE_SIZE, socket);
+	if (all == NULL || queue_of == NULL) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* flows [0, miss_flows) have no route (see flow_dst) */
+	miss_flows = (uint32_t)(((uint64_t)cfg->miss_pct * cfg->flows + 99) / 100);
+	for (i = 0; i < cfg->flows; i++) {
+		all[i].src = RTE_IPV4(198, 18, 0, 0) + (i & 0xffff);
+		all[i].dst = flow_dst(rt, lpm, miss_flows, i);
+		all[i].sport = (uint16_t)(1024 + (i & 0x7fff));
+		all[i].dport = 9;
+		queue_of[i] = (uint8_t)rss_queue(&all[i], nb_queues);
+	}
+	for (q = 0; q < nb_queues && ret == 0; q++) {
+		ret = queue_create(&h[q], (uint16_t)q, cfg, all, queue_of, miss_flows, pool, socket);
+		rx[q] = h[q].rx_ring;
+		tx[q] = h[q].tx_ring;
+	}
+	if (ret != 0)
+		goto out;
+	port = rte_eth_from_rings("net_self", rx, nb_queues, tx, nb_queues, (unsigned int)socket);
+	if (port < 0) {
+		ret = -rte_errno;
+		goto out;
+	}
+	for (q = 0; q < nb_queues; q++) {
+		h[q].port = (uint16_t)port;
+		if (!cfg->idle && top_up(&h[q], h[q].inflight, h[q].flows, &h[q].next_flow) != h[q].inflight) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
+out:
+	rte_free(all);
+	rte_free(queue_of);
+	return ret;
+}
+
 void
-harness_self_free(struct harness *h)
+harness_self_free(struct harness *h, unsigned int nb_queues)
 {
 	struct rte_mbuf *m[HARNESS_BATCH];
-	unsigned int n;
+	unsigned int n, q;
 
-	while ((n = rte_ring_sc_dequeue_burst(h->rx_ring, (void **)m, HARNESS_BATCH, NULL)) != 0)
-		rte_pktmbuf_free_bulk(m, n);
-	while ((n = rte_ring_sc_dequeue_burst(h->tx_ring, (void **)m, HARNESS_BATCH, NULL)) != 0)
-		rte_pktmbuf_free_bulk(m, n);
-	rte_free(h->tpl);
-	rte_ring_free(h->rx_ring);
-	rte_ring_free(h->tx_ring);
+	for (q = 0; q < nb_queues; q++) {
+		if (h[q].rx_ring != NULL)
+			while ((n = rte_ring_sc_dequeue_burst(h[q].rx_ring, (void **)m, HARNESS_BATCH, NULL)) != 0)
+				rte_pktmbuf_free_bulk(m, n);
+		if (h[q].tx_ring != NULL)
+			while ((n = rte_ring_sc_dequeue_burst(h[q].tx_ring, (void **)m, HARNESS_BATCH, NULL)) != 0)
+				rte_pktmbuf_free_bulk(m, n);
+		rte_free(h[q].tpl);
+		rte_ring_free(h[q].rx_ring);
+		rte_ring_free(h[q].tx_ring);
+	}
 }

@@ -4,6 +4,7 @@
  * then the application options (see README.md).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "config.h"
 #include "fwd.h"
 #include "harness.h"
+#include "lcore.h"
 #include "report.h"
 #include "routes.h"
 #include "window.h"
@@ -29,9 +31,8 @@
 #define NB_RXD 1024
 #define NB_TXD 1024
 #define PORT_POOL_SIZE 8191
-#define LPM_TBL8S 256
-
-static volatile bool force_quit;
+#define LPM_TBL8S 256u		/* at least */
+#define LPM_MIN_RULES 1024u
 
 static void
 signal_handler(int signum)
@@ -40,25 +41,51 @@ signal_handler(int signum)
 		force_quit = true;
 }
 
-/* One RX and one TX queue, started. */
+/*
+ * nb_rx RX and nb_tx TX queues, started. Several RX queues need RSS to spread
+ * the traffic (rss; the self harness spreads its flows itself): without it, or
+ * with too few queues, why says so and -ENOTSUP is returned.
+ */
 static int
-port_init(uint16_t port, struct rte_mempool *pool)
+port_init(uint16_t port, struct rte_mempool *pool, uint16_t nb_rx, uint16_t nb_tx, bool rss,
+		char *why, size_t len)
 {
+	struct rte_eth_dev_info info;
 	struct rte_eth_conf conf;
-	uint16_t nb_rxd = NB_RXD, nb_txd = NB_TXD;
+	uint16_t nb_rxd = NB_RXD, nb_txd = NB_TXD, q;
 	int socket = rte_eth_dev_socket_id(port);
+	uint64_t hf;
 	int ret;
 
+	snprintf(why, len, "port %u", port);
 	if (!rte_eth_dev_is_valid_port(port))
 		return -ENODEV;
+	ret = rte_eth_dev_info_get(port, &info);
+	if (ret != 0)
+		return ret;
 	memset(&conf, 0, sizeof(conf));
-	ret = rte_eth_dev_configure(port, 1, 1, &conf);
+	if (info.max_rx_queues < nb_rx || info.max_tx_queues < nb_tx) {
+		snprintf(why, len, "port %u (%s) has %u RX / %u TX queues; one lcore per queue pair needs %u / %u",
+			 port, info.driver_name, info.max_rx_queues, info.max_tx_queues, nb_rx, nb_tx);
+		return -ENOTSUP;
+	}
+	if (rss && nb_rx > 1) {
+		hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP);
+		if (hf == 0) {
+			snprintf(why, len, "port %u (%s) has no RSS: it cannot spread traffic over %u RX "
+				 "queues; forward on one lcore", port, info.driver_name, nb_rx);
+			return -ENOTSUP;
+		}
+		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+		conf.rx_adv_conf.rss_conf.rss_hf = hf;	/* with the PMD's default key */
+	}
+	ret = rte_eth_dev_configure(port, nb_rx, nb_tx, &conf);
 	if (ret == 0)
 		ret = rte_eth_dev_adjust_nb_rx_tx_desc(port, &nb_rxd, &nb_txd);
-	if (ret == 0)
-		ret = rte_eth_rx_queue_setup(port, 0, nb_rxd, socket, NULL, pool);
-	if (ret == 0)
-		ret = rte_eth_tx_queue_setup(port, 0, nb_txd, socket, NULL);
+	for (q = 0; q < nb_rx && ret == 0; q++)
+		ret = rte_eth_rx_queue_setup(port, q, nb_rxd, socket, NULL, pool);
+	for (q = 0; q < nb_tx && ret == 0; q++)
+		ret = rte_eth_tx_queue_setup(port, q, nb_txd, socket, NULL);
 	if (ret == 0)
 		ret = rte_eth_dev_start(port);
 	if (ret == 0)
@@ -72,116 +99,6 @@ port_fini(uint16_t port)
 	if (rte_eth_dev_stop(port) != 0)
 		fprintf(stderr, "port %u: stop failed\n", port);
 	rte_eth_dev_close(port);
-}
-
-struct loop {
-	const struct app_config *cfg;
-	struct fwd_lcore *lc;
-	struct harness *self;	/* NULL for the ports harness */
-	uint16_t rx_port;
-	struct poll_stats st;
-	struct window w;
-};
-
-static bool
-window_ready(const struct loop *l)
-{
-	if (l->cfg->idle)
-		return l->st.empty_polls >= l->cfg->warmup;
-	return l->lc->cnt.rx >= l->cfg->warmup;
-}
-
-static const char *
-window_done(const struct loop *l, uint64_t now, uint64_t deadline)
-{
-	if (l->cfg->idle) {
-		if (l->st.empty_polls - l->w.at_start.empty_polls >= l->cfg->idle_polls)
-			return "idle_polls";
-	} else if (l->lc->cnt.rx - l->w.cnt_at_start.rx >= l->cfg->packets) {
-		return "packets";
-	}
-	if (deadline != 0 && now >= deadline)
-		return "duration";
-	return NULL;
-}
-
-static int
-window_open(struct loop *l)
-{
-	if (perf_control(l->cfg->perf_ctl_fd, l->cfg->perf_ack_fd, "enable") < 0) {
-		fprintf(stderr, "perf control: enable failed: %s\n", strerror(errno));
-		return -1;
-	}
-	l->w.open = 1;
-	l->w.at_start = l->st;
-	l->w.cnt_at_start = l->lc->cnt;
-	l->w.start_tsc = rte_rdtsc();
-	return 0;
-}
-
-static int
-window_close(struct loop *l, uint64_t now, const char *reason)
-{
-	l->w.end_tsc = now;
-	l->w.closed = 1;
-	l->w.stop_reason = reason;
-	if (perf_control(l->cfg->perf_ctl_fd, l->cfg->perf_ack_fd, "disable") < 0) {
-		fprintf(stderr, "perf control: disable failed: %s\n", strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-/*
- * The poll loop. One TSC read per poll attributes the time since the previous
- * read to a busy poll (RX returned packets; fwd_burst ran) or an empty poll.
- * The self harness refills its RX ring in large batches below a low-water
- * mark, timed apart as harness cycles, so that it never counts as forwarding.
- */
-static int
-poll_loop(struct loop *l)
-{
-	struct rte_mbuf *pkts[FWD_BURST];
-	uint64_t now, prev, deadline = 0;
-	bool refill = l->self != NULL && !l->cfg->idle;
-	const char *done;
-	uint16_t nb;
-
-	prev = rte_rdtsc();
-	while (!force_quit) {
-		if (!l->w.open && window_ready(l)) {
-			if (window_open(l) < 0)
-				return -1;
-			prev = l->w.start_tsc;
-			if (l->cfg->duration_s > 0)
-				deadline = l->w.start_tsc +
-					(uint64_t)(l->cfg->duration_s * (double)rte_get_tsc_hz());
-		}
-		if (refill && harness_self_low(l->self)) {
-			harness_self_refill(l->self);
-			now = rte_rdtsc();
-			l->st.harness_cycles += now - prev;
-			prev = now;
-		}
-		nb = rte_eth_rx_burst(l->rx_port, 0, pkts, FWD_BURST);
-		if (nb != 0)
-			fwd_burst(l->lc, pkts, nb);
-		now = rte_rdtsc();
-		if (nb != 0) {
-			l->st.busy_cycles += now - prev;
-			l->st.busy_polls++;
-		} else {
-			l->st.idle_cycles += now - prev;
-			l->st.empty_polls++;
-		}
-		prev = now;
-		if (l->w.open && (done = window_done(l, now, deadline)) != NULL)
-			return window_close(l, now, done);
-	}
-	if (l->w.open)
-		return window_close(l, rte_rdtsc(), "signal");
-	l->w.stop_reason = "signal";
-	return 0;
 }
 
 /* Splits argv at "--": EAL options before it, application options after. */
@@ -205,19 +122,21 @@ int
 main(int argc, char **argv)
 {
 	static struct route_table rt;
-	static struct fwd_lcore lc;
+	static struct lcore_run runs[RTE_MAX_LCORE];
+	static struct harness self[RTE_MAX_LCORE];
+	static struct window_sync sync;
 	struct fwd_hop *hops = NULL;
-	struct harness self;
 	struct app_config cfg;
 	struct rte_lpm *lpm = NULL;
 	struct rte_mempool *pool;
 	struct rte_ether_addr src_mac;
-	struct loop l;
 	struct report r;
 	char err[512];
 	char **app_argv;
 	FILE *out = stdout;
 	int eal_argc, app_argc, ret, socket, status = EXIT_FAILURE;
+	unsigned int lcore_id, n, nb_lcores;
+	bool self_made = false;
 	char *argv0 = argv[0];
 
 	eal_argc = split_args(argc, argv, &app_argv);
@@ -236,6 +155,11 @@ main(int argc, char **argv)
 		if (routes_load(&rt, cfg.routes_path, err, sizeof(err)) < 0) {
 			fprintf(stderr, "%s\n", err);
 			return EXIT_USAGE;
+		}
+	} else if (cfg.routes_generate != 0) {
+		if (routes_generate(&rt, cfg.routes_generate) < 0) {
+			fprintf(stderr, "--routes-generate %u: out of memory\n", cfg.routes_generate);
+			return EXIT_FAILURE;
 		}
 	} else {
 		routes_default(&rt);
@@ -258,63 +182,107 @@ main(int argc, char **argv)
 	signal(SIGTERM, signal_handler);
 	socket = (int)rte_socket_id();
 
-	memset(&l, 0, sizeof(l));
-	memset(&self, 0, sizeof(self));
-	pool = harness_pool_create("mbufs",
-			cfg.harness == HARNESS_SELF ? cfg.inflight + 2 * FWD_BURST + 1024 : PORT_POOL_SIZE,
-			socket);
+	/* every lcore of -l forwards, the main one included, each on its own queue pair */
+	nb_lcores = rte_lcore_count();
+	if ((cfg.idle ? cfg.idle_polls : cfg.packets) < nb_lcores) {
+		fprintf(stderr, "--%s %" PRIu64 " gives some of the %u lcores nothing to do\n",
+			cfg.idle ? "idle-polls" : "packets", cfg.idle ? cfg.idle_polls : cfg.packets, nb_lcores);
+		status = EXIT_USAGE;
+		goto eal_done;
+	}
+	/* the self harness's pool: each queue's in-flight packets, a burst either side, a spare */
+	pool = harness_pool_create("mbufs", cfg.harness == HARNESS_SELF ?
+			nb_lcores * (cfg.inflight + 2 * FWD_BURST + 1024) : nb_lcores * PORT_POOL_SIZE, socket);
 	lpm = rte_lpm_create("routes", socket, &(struct rte_lpm_config){
-			.max_rules = ROUTES_MAX, .number_tbl8s = LPM_TBL8S });
+			.max_rules = RTE_MAX(rt.nb_routes, LPM_MIN_RULES),
+			.number_tbl8s = RTE_MAX(routes_tbl8_groups(&rt), LPM_TBL8S) });
 	hops = rte_zmalloc_socket("hops", sizeof(*hops) * FWD_MAX_HOPS, RTE_CACHE_LINE_SIZE, socket);
 	if (pool == NULL || lpm == NULL || hops == NULL) {
 		fprintf(stderr, "out of memory (pool, LPM or next hops): %s\n", rte_strerror(rte_errno));
 		goto cleanup;
 	}
 
+	/* before the self harness: it builds its unroutable flows from LPM misses */
+	if (routes_install(&rt, lpm) < 0) {
+		fprintf(stderr, "LPM: cannot install routes\n");
+		goto cleanup;
+	}
 	if (cfg.harness == HARNESS_SELF) {
-		/* the LPM is needed to build templates: install routes with a provisional source MAC */
-		memset(&src_mac, 0, sizeof(src_mac));
-		if (routes_install(&rt, lpm, hops, &src_mac) < 0 ||
-		    (ret = harness_self_create(&self, &cfg, &rt, lpm, pool, socket)) < 0) {
+		ret = harness_self_create(self, nb_lcores, &cfg, &rt, lpm, pool, socket);
+		self_made = true;
+		if (ret == -EINVAL) {
+			fprintf(stderr, "self harness: --flows %u leaves one of the %u lcores' queues without a flow\n",
+				cfg.flows, nb_lcores);
+			status = EXIT_USAGE;
+			goto cleanup;
+		}
+		if (ret < 0) {
 			fprintf(stderr, "self harness: %s\n", rte_strerror(-ret));
 			goto cleanup;
 		}
-		l.self = &self;
-		cfg.rx_port = cfg.tx_port = self.port;
+		cfg.rx_port = cfg.tx_port = self[0].port;
 	}
-	ret = port_init(cfg.rx_port, pool);
-	if (ret == 0 && cfg.tx_port != cfg.rx_port)
-		ret = port_init(cfg.tx_port, pool);
+	if (cfg.tx_port == cfg.rx_port) {
+		ret = port_init(cfg.rx_port, pool, nb_lcores, nb_lcores, cfg.harness == HARNESS_PORTS,
+				err, sizeof(err));
+	} else {
+		ret = port_init(cfg.rx_port, pool, nb_lcores, 1, true, err, sizeof(err));
+		if (ret == 0)
+			ret = port_init(cfg.tx_port, pool, 1, nb_lcores, false, err, sizeof(err));
+	}
 	if (ret != 0) {
-		fprintf(stderr, "port %u/%u: %s\n", cfg.rx_port, cfg.tx_port, rte_strerror(-ret));
+		if (ret == -ENOTSUP) {	/* why says it all */
+			fprintf(stderr, "%s\n", err);
+			status = EXIT_USAGE;
+		} else {
+			fprintf(stderr, "%s: %s\n", err, rte_strerror(-ret));
+		}
 		goto cleanup;
 	}
 	rte_eth_macaddr_get(cfg.tx_port, &src_mac);
 	if (rte_is_zero_ether_addr(&src_mac))	/* net_ring ports have none */
 		src_mac = (struct rte_ether_addr){ .addr_bytes = { 0x02, 0, 0, 0, 0, 0x01 } };
-	rte_lpm_delete_all(lpm);
-	if (routes_install(&rt, lpm, hops, &src_mac) < 0) {
-		fprintf(stderr, "LPM: cannot install routes\n");
-		goto cleanup;
+	routes_set_hops(&rt, hops, &src_mac);
+
+	sync.cfg = &cfg;
+	sync.nb_lcores = nb_lcores;
+	/* runs[0] is the main lcore's (queue 0), then the workers' in increasing id */
+	runs[0].lcore_id = rte_get_main_lcore();
+	n = 1;
+	RTE_LCORE_FOREACH_WORKER(lcore_id)
+		runs[n++].lcore_id = lcore_id;
+	for (n = 0; n < nb_lcores; n++) {
+		struct lcore_run *run = &runs[n];
+
+		run->lc.lpm = lpm;
+		run->lc.hops = hops;
+		run->lc.tx_port = cfg.tx_port;
+		run->lc.tx_queue = (uint16_t)n;
+		run->sync = &sync;
+		run->self = cfg.harness == HARNESS_SELF ? &self[n] : NULL;
+		run->rx_port = cfg.rx_port;
+		run->queue = (uint16_t)n;
+		run->packets = lcore_share(cfg.packets, n, nb_lcores);
+		run->idle_polls = lcore_share(cfg.idle_polls, n, nb_lcores);
 	}
+	for (n = 1; n < nb_lcores; n++)
+		rte_eal_remote_launch(lcore_main, &runs[n], runs[n].lcore_id);
+	ret = lcore_main(&runs[0]);
+	for (n = 1; n < nb_lcores; n++)
+		if (rte_eal_wait_lcore(runs[n].lcore_id) != 0)
+			ret = -1;
 
-	lc.lpm = lpm;
-	lc.hops = hops;
-	lc.tx_port = cfg.tx_port;
-	lc.tx_queue = 0;
-	l.cfg = &cfg;
-	l.lc = &lc;
-	l.rx_port = cfg.rx_port;
-
-	if (poll_loop(&l) == 0) {
-		r = (struct report){ .cfg = &cfg, .lc = &lc, .w = &l.w, .end = &l.st,
-			.cnt_end = &lc.cnt, .lcore = rte_lcore_id(), .rx_port = cfg.rx_port,
-			.tx_port = cfg.tx_port, .tx_mac = &src_mac };
-		if (!l.w.open) {
-			/* never opened: report an empty window */
-			l.w.at_start = l.st;
-			l.w.cnt_at_start = lc.cnt;
+	if (ret == 0 && !sync.failed) {
+		for (n = 0; n < nb_lcores; n++) {
+			if (!runs[n].w.open) {
+				/* never opened: report an empty window */
+				runs[n].w.at_start = runs[n].st;
+				runs[n].w.cnt_at_start = runs[n].lc.cnt;
+			}
 		}
+		r = (struct report){ .cfg = &cfg, .runs = runs, .nb_lcores = nb_lcores, .sync = &sync,
+			.lcore = rte_get_main_lcore(), .rx_port = cfg.rx_port, .tx_port = cfg.tx_port,
+			.tx_mac = &src_mac };
 		report_write(out, &r);
 		status = fflush(out) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 	}
@@ -323,12 +291,14 @@ main(int argc, char **argv)
 	if (cfg.tx_port != cfg.rx_port)
 		port_fini(cfg.tx_port);
 cleanup:
-	if (l.self != NULL)
-		harness_self_free(&self);
+	if (self_made)
+		harness_self_free(self, nb_lcores);
 	rte_free(hops);
 	rte_lpm_free(lpm);
 	rte_mempool_free(pool);
+eal_done:
 	rte_eal_cleanup();
+	routes_free(&rt);
 	if (out != stdout)
 		fclose(out);
 	return status;

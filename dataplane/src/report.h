@@ -7,22 +7,23 @@
 #include <rte_ether.h>
 
 #include "config.h"
-#include "fwd.h"
-#include "window.h"
+#include "lcore.h"
 
 struct report {
 	const struct app_config *cfg;
-	const struct fwd_lcore *lc;
-	const struct window *w;
-	const struct poll_stats *end;	/* poll stats when the window closed */
-	const struct fwd_counters *cnt_end;
-	unsigned int lcore;
+	const struct lcore_run *runs;	/* every forwarding lcore, main lcore first */
+	unsigned int nb_lcores;
+	const struct window_sync *sync;	/* the shared window */
+	unsigned int lcore;		/* the main lcore */
 	uint16_t rx_port;
 	uint16_t tx_port;
 	const struct rte_ether_addr *tx_mac;
 };
 
-/* Writes the JSON report (schema perfci-fwd.report/1, see README.md). */
+/*
+ * Writes the JSON report (schema perfci-fwd.report/1, see README.md): the
+ * window's counters summed over the lcores, and each lcore's under "lcores".
+ */
 void report_write(FILE *f, const struct report *r);
 
 #endif /* PERFCI_REPORT_H */

@@ -18,6 +18,7 @@ struct poll_stats {
 struct window {
 	uint64_t start_tsc;
 	uint64_t end_tsc;
+	uint64_t deadline;		/* --duration: TSC to stop at; 0: none */
 	struct poll_stats at_start;
 	struct fwd_counters cnt_at_start;
 	const char *stop_reason;	/* "packets", "duration", "idle_polls", "signal" */

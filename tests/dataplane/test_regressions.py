@@ -3,9 +3,11 @@
 Each patch is applied with `git apply` to a copy of the current tree and built. The agent's own
 backends measure it (one implementation of each measurement): instructions per packet of
 fwd_burst must rise for (a), (c), (d) and (e); simulated store-forward blocks per packet must
-appear for (a) and (f), while (f) moves instructions per packet by less than 1 %; for (b), prefetch removed, the instruction
-count falls slightly while tsc cycles per packet rise with packet data cold (--cold-data), decided
-by the analysis core's two-sample verdict over alternating fresh-process runs.
+appear for (a) and (f), while (f) moves instructions per packet by less than 1 %; for (b), prefetch
+removed, the instruction count falls by exactly the one prefetch per packet (what it costs in cycles
+with packet data cold is a timing: benchmarks/dataplane/timed_checks.py measures it); (g), a counter
+shared by all lcores, adds exactly one instruction per forwarded packet on one lcore (what it costs
+is the cache line bouncing between lcores: a timing on two lcores, or the sim backend's sharing count).
 """
 
 from __future__ import annotations
@@ -16,24 +18,21 @@ from pathlib import Path
 
 import pytest
 
-from perfci_agent import runner
 from perfci_agent.backends.sim import SimBackend
 from perfci_agent.errors import RunFailed
-from perfci_core import metrics
 from perfci_core.analysis.compare import Kind, Verdict, compare
 from perfci_core.result import BenchConfig
 
-from .fwd import DATAPLANE, build, eal_args, forwarding_core, run_fwd
+from .fwd import DATAPLANE, build, forwarding_core
 
 PATCHES = {p.stem: p for p in sorted((DATAPLANE / "regressions").glob("*.patch"))}
 IPP_UP = ["a-store-forward-block", "c-per-packet-tx", "d-helper-out-of-line", "e-full-barrier"]
 SF_BLOCKS = ["a-store-forward-block", "f-ttl-word-over-checksum"]  # loads blocked by store forwarding
 SIM_CONFIG = BenchConfig(packets=50_000, warmup=1_000)
-ROUND_PAIRS, ROUNDS = 10, 3
 
 
-def test_the_six_known_regressions_are_there():
-    assert sorted(PATCHES) == sorted(IPP_UP + ["b-prefetch-removed", "f-ttl-word-over-checksum"])
+def test_the_seven_known_regressions_are_there():
+    assert sorted(PATCHES) == sorted(IPP_UP + ["b-prefetch-removed", "f-ttl-word-over-checksum", "g-shared-counter"])
     for path in PATCHES.values():
         first = path.read_text().splitlines()[0]
         assert first.startswith("Regression (") and len(first) > 40, f"{path.name}: no one-line description"
@@ -64,12 +63,6 @@ def sim_metrics(binary: Path, tmp_path: Path) -> dict[str, float]:
 
 def ipp(binary: Path, tmp_path: Path) -> float:
     return sim_metrics(binary, tmp_path)["ipp"]
-
-
-def cpp(binary: Path) -> float:
-    """tsc cycles/packet with packet data cold, as a NIC's DMA leaves it (--cold-data)."""
-    report = run_fwd(binary, eal_args(), ["--packets", "2000000", "--warmup", "200000", "--cold-data"]).report
-    return metrics.derive_tsc(runner.tsc_raw(report))["cpp"]
 
 
 @pytest.fixture(scope="module")
@@ -115,17 +108,18 @@ def test_sim_without_the_forwarding_symbol_says_what_is_missing(fwd_bin, tmp_pat
         SimBackend(cache_sim=False).sample(stripped, forwarding_core(), SIM_CONFIG, DATAPLANE, rep=0)
 
 
-def test_prefetch_removal_costs_cycles_not_instructions(builds, base_ipp, tmp_path):
-    assert ipp(builds["b-prefetch-removed"], tmp_path) < base_ipp  # one prefetch fewer per packet
-    # With packet data in the caches the hardware prefetcher hides the loss; with data cold, as
-    # after a NIC's DMA, the missing prefetch costs ~6 % here. Alternating runs, so that drift on
-    # a shared machine hits both sides alike; more pairs while the verdict is UNKNOWN, up to a cap.
-    before, after = [], []
-    for _ in range(ROUNDS):
-        for _ in range(ROUND_PAIRS):
-            before.append(cpp(builds["base"]))
-            after.append(cpp(builds["b-prefetch-removed"]))
-        verdict = compare(before, after, "cpp", backend="tsc")
-        if verdict.verdict is not Verdict.UNKNOWN:
-            break
-    assert verdict.verdict is Verdict.DIFFERENT and verdict.kind is Kind.REGRESSION, verdict
+def test_prefetch_removal_removes_one_instruction_per_packet(builds, base_sim, tmp_path):
+    """The mechanism, exactly: one prefetch per packet gone and nothing added (no hazard either), so
+    instruction counts cannot see this regression; its cycles with packet data cold are a figure of
+    benchmarks/dataplane/timed_checks.py."""
+    after = sim_metrics(builds["b-prefetch-removed"], tmp_path)
+    assert after["ipp"] == pytest.approx(base_sim["ipp"] - 1, abs=1e-9), (base_sim["ipp"], after["ipp"])
+    assert after["sf_blocks_pp"] == base_sim["sf_blocks_pp"] == 0
+
+
+def test_shared_counter_adds_one_instruction_per_packet_on_one_lcore(builds, base_sim, tmp_path):
+    """(g) costs one read-modify-write per forwarded packet: invisible on one lcore (+1 instruction,
+    no hazard), a cache line bounced between cores on several."""
+    after = sim_metrics(builds["g-shared-counter"], tmp_path)
+    assert after["ipp"] == pytest.approx(base_sim["ipp"] + 1, abs=1e-9), (base_sim["ipp"], after["ipp"])
+    assert after["sf_blocks_pp"] == 0
