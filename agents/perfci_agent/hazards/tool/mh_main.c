@@ -264,7 +264,7 @@ in_flight(const struct mh_access *st, ULong now)
 	return now - st->seq <= rob_size;
 }
 
-static void share_access(Addr addr, UWord size, Addr iaddr, Bool store, Bool counted);
+static void share_access(Addr addr, UWord size, Addr iaddr, Bool store, Bool counted, UWord pending);
 
 static void
 on_load(Addr addr, UWord size, Addr iaddr, UWord pending, Bool rmw)
@@ -276,7 +276,7 @@ on_load(Addr addr, UWord size, Addr iaddr, UWord pending, Bool rmw)
 
 	loads++;
 	if (!rmw) /* a read-modify-write's load is part of its store's ownership request */
-		share_access(addr, size, iaddr, False, True);
+		share_access(addr, size, iaddr, False, True, pending);
 	if (crosses_line(addr, size))
 		count_site(iaddr, MH_SPLIT_LOAD);
 	/* Youngest store first: the youngest that overlaps decides. */
@@ -307,7 +307,7 @@ on_store(Addr addr, UWord size, Addr iaddr, UWord pending)
 	stores++;
 	if (crosses_line(addr, size))
 		count_site(iaddr, MH_SPLIT_STORE);
-	share_access(addr, size, iaddr, True, True);
+	share_access(addr, size, iaddr, True, True, pending);
 	sb->entry[sb->head] = (struct mh_access){ addr, size, own_clock(pending) };
 	sb->head = (sb->head + 1) % MH_MAX_STORE_BUFFER;
 	if (sb->used < sb_size)
@@ -360,7 +360,7 @@ static void
 on_touch_w(Addr addr, UWord size, UWord store, UWord flags)
 {
 	if (flags & MH_F_GUARD)
-		share_access(addr, size, 0, store != 0, False);
+		share_access(addr, size, 0, store != 0, False, 0); /* code outside the window takes no time */
 }
 
 static void
@@ -454,11 +454,12 @@ share_line(ThreadId tid, Addr line, Addr iaddr, Bool store, Bool counted)
 	}
 }
 
-static void share_later(Addr line, Addr iaddr, Bool store, Bool counted);
+static void share_later(Addr line, Addr iaddr, Bool store, Bool counted, UWord pending);
 static Bool logging(void);
 
+/* pending: the instructions of the superblock before this access, not yet in window_instrs */
 static void
-share_access(Addr addr, UWord size, Addr iaddr, Bool store, Bool counted)
+share_access(Addr addr, UWord size, Addr iaddr, Bool store, Bool counted, UWord pending)
 {
 	Addr first = addr / MH_LINE, last = (addr + size - 1) / MH_LINE, line;
 
@@ -468,7 +469,7 @@ share_access(Addr addr, UWord size, Addr iaddr, Bool store, Bool counted)
 	}
 	for (line = first; line <= last; line++) { /* a split access touches both lines */
 		if (logging())
-			share_later(line, iaddr, store, counted);
+			share_later(line, iaddr, store, counted, pending);
 		else
 			share_line(running_tid, line, iaddr, store, counted);
 	}
@@ -512,7 +513,7 @@ struct mh_log {
 #define MH_LOG_MAX (1u << 21)     /* apply everything when a log grows this long */
 
 static struct mh_log *logs;
-static ULong logged_accesses, late_accesses, pending; /* applied after younger ones: a thread that held the others back too long */
+static ULong logged_accesses, late_accesses, unapplied; /* applied after younger ones: a thread that held the others back too long */
 static ULong applied_up_to;
 static ThreadId top_tid; /* the highest thread id that can hold a sharer bit and has run */
 
@@ -586,7 +587,7 @@ apply_logs(ULong until)
 			applied_up_to = next->time_flags >> 2;
 		share_line(from, next->line, next->iaddr, next->time_flags & 1, (next->time_flags & 2) != 0);
 		logs[from].head++;
-		pending--;
+		unapplied--;
 	}
 	for (ThreadId t = 1; t <= top_tid; t++) {
 		struct mh_log *l = &logs[t];
@@ -600,11 +601,11 @@ apply_logs(ULong until)
 static Bool
 logging(void)
 {
-	return in_rotation(running_tid) && (pending > 0 || rotation_size() >= 2);
+	return in_rotation(running_tid) && (unapplied > 0 || rotation_size() >= 2);
 }
 
 static void
-share_later(Addr line, Addr iaddr, Bool store, Bool counted)
+share_later(Addr line, Addr iaddr, Bool store, Bool counted, UWord pending)
 {
 	struct mh_log *l = &logs[running_tid];
 
@@ -625,8 +626,8 @@ share_later(Addr line, Addr iaddr, Bool store, Bool counted)
 		}
 	}
 	logged_accesses++;
-	pending++;
-	l->ev[l->used++] = (struct mh_event){ virtual_time(running_tid) << 2 | (counted ? 2 : 0) | (store ? 1 : 0), line, iaddr };
+	unapplied++;
+	l->ev[l->used++] = (struct mh_event){ (virtual_time(running_tid) + pending) << 2 | (counted ? 2 : 0) | (store ? 1 : 0), line, iaddr };
 	if (l->used - l->head >= MH_LOG_MAX)
 		apply_logs(~0ULL); /* someone is holding everyone back: its later accesses will be late */
 	else if ((l->used - l->head) % MH_LOG_FLUSH == 0)
@@ -644,9 +645,8 @@ join_rotation(ThreadId tid)
 	for (t = 1; t <= top_tid; t++)
 		if (t != tid && in_rotation(t) && virtual_time(t) > now)
 			now = virtual_time(t);
-	threads[tid].base = 0;
-	if (now > virtual_time(tid))
-		threads[tid].base = now - virtual_time(tid);
+	if (now > virtual_time(tid)) /* never back: its logged accesses stay in order */
+		threads[tid].base += now - virtual_time(tid);
 }
 
 /* Someone left the rotation: what only it held back can be applied. */
@@ -676,7 +676,7 @@ on_thread_stop(ThreadId tid, ULong blocks_done)
 {
 	(void)tid;
 	(void)blocks_done;
-	if (pending > 0)
+	if (unapplied > 0)
 		apply_logs(horizon());
 }
 
