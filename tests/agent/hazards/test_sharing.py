@@ -98,3 +98,13 @@ def test_the_counts_do_not_depend_on_how_valgrind_interleaved_the_threads(tool_l
     first = reports[0]
     for r in reports[1:]:
         assert (r.instructions, r.counts, r.sites) == (first.instructions, first.counts, first.sites)
+
+
+def test_the_explanation_names_the_transfers_and_where_they_moved():
+    from perfci_core.analysis.explain import explain
+
+    before = {"ipp": 65.82, "line_transfers_pp": 0.0, "read_transfers_pp": 0.024}
+    after = {"ipp": 66.82, "line_transfers_pp": 0.5, "read_transfers_pp": 0.024}
+    e = explain(before, after, sites_before={}, sites_after={("line_transfers", "forward_one@fwd.c:190"): 0.48})
+    assert e.cause == "several"  # an instruction more, and a stall
+    assert "line transfers per packet from zero (0 \u2192 0.500) in forward_one (fwd.c:190)" in e.sentence
