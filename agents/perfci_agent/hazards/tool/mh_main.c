@@ -495,7 +495,9 @@ share_access(Addr addr, UWord size, Addr iaddr, Bool store, Bool counted, UWord 
  * window instruction, and it does not depend on how valgrind interleaved the
  * threads: the counts are the same run to run as long as each thread's own
  * execution is (lcores that forward from queues of their own, without
- * blocking system calls). A thread in a system call, or gone, leaves the
+ * blocking system calls) and so is where the others are when a thread first
+ * forwards (how far lcore 0 got before lcore 1 started: with --fair-sched=yes
+ * the same, checked run to run). A thread in a system call, or gone, leaves the
  * rotation (its time would hold everyone back) and rejoins at the others'
  * time. --fair-sched=yes (a ticket lock: threads run in turn) keeps the
  * threads within a timeslice of each other, and the logs short.
@@ -513,7 +515,8 @@ struct mh_log {
 #define MH_LOG_MAX (1u << 21)     /* apply everything when a log grows this long */
 
 static struct mh_log *logs;
-static ULong logged_accesses, late_accesses, unapplied; /* applied after younger ones: a thread that held the others back too long */
+static ULong logged_accesses, unapplied;
+static ULong late_accesses; /* applied after younger ones: a thread held the others back too long */
 static ULong applied_up_to;
 static ThreadId top_tid; /* the highest thread id that can hold a sharer bit and has run */
 
