@@ -16,7 +16,10 @@ per packet of fwd_burst) close the table: with the built-in 16-route table, with
 table (--routes-generate, flows spread over it), and with 10 % of flows unroutable (--miss-pct 10:
 the instructions a dropped packet costs).
 
-    .venv/bin/python benchmarks/dataplane/run.py [--seconds 3] [--reps 3] [--self-only]
+    .venv/bin/python benchmarks/dataplane/run.py [--seconds 3] [--reps 3] [--self-only] [--baseline-fwd FILE]
+
+``--baseline-fwd FILE`` builds a second perfci-fwd with FILE in place of dataplane/src/fwd.c (e.g.
+``git show REV:dataplane/src/fwd.c > /tmp/fwd.c``) and runs the self-fed cases on both, alternating.
 """
 
 from __future__ import annotations
@@ -180,12 +183,16 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--reps", type=int, default=3, help="runs per app (median reported)")
     ap.add_argument("--self-only", action="store_true", help="only the self-fed harness's figures (no peers)")
+    ap.add_argument("--baseline-fwd", type=Path, help="also measure the self-fed cases with this fwd.c")
     args = ap.parse_args()
 
     fwd = compile_tree(REPO / "dataplane", REPO / "dataplane" / "build")
+    with tempfile.TemporaryDirectory(prefix="perfci-bench-") as tmp_s:
+        builds = {"this tree": fwd}
+        if args.baseline_fwd:
+            builds = {"baseline": build_with_fwd(args.baseline_fwd, Path(tmp_s)), **builds}
+        self_fed(builds, core(), Path(tmp_s), max(args.reps, 5))
     if args.self_only:
-        with tempfile.TemporaryDirectory(prefix="perfci-bench-") as tmp_s:
-            self_fed(fwd, core(), Path(tmp_s), max(args.reps, 5))
         return 0
     l3fwd = build_l3fwd()
     lc = core()
@@ -225,7 +232,6 @@ def main() -> int:
         busy_cpp.append(w["cycles"]["busy"] / w["packets"]["rx"])
         tsc_hz = report["tsc_hz"]
 
-    self_fed(fwd, lc, tmp, max(args.reps, 5))
     floor = median(results["dpdk-testpmd io"])
     l3 = median(results["l3fwd lpm"])
     cpp = {name: [tsc_hz / (x * 1e6) for x in xs] for name, xs in results.items()}
@@ -245,30 +251,41 @@ def main() -> int:
     return 0
 
 
-def self_fed(fwd: Path, lc: int, tmp: Path, reps: int) -> None:
-    """The self-fed harness: pure forwarding cost (tsc, alternating cases run by run, so that drift on
-    a shared machine hits every case alike) and the exact instruction count (callgrind)."""
+def self_fed(builds: dict[str, Path], lc: int, tmp: Path, reps: int) -> None:
+    """The self-fed harness: pure forwarding cost (tsc; every build and case in turn, rep after rep,
+    so that drift on a shared machine hits them alike) and the exact instruction count (callgrind)."""
     cases = {"16 routes": [], "large table": LARGE_TABLE, "10 % misses": MISSES}
-    cpp: dict[str, list[float]] = {name: [] for name in cases}
+    cpp: dict[tuple[str, str], list[float]] = {(b, c): [] for b in builds for c in cases}
     for _ in range(reps):
-        for name, extra in cases.items():
-            out = subprocess.run([str(fwd), "-l", str(lc), "--no-huge", "-m", "512", "--no-pci",
+        for (build, name), xs in cpp.items():
+            out = subprocess.run([str(builds[build]), "-l", str(lc), "--no-huge", "-m", "512", "--no-pci",
                                   f"--file-prefix=b{uuid.uuid4().hex[:8]}", "--log-level=lib.*:error", "--",
-                                  "--packets", "20000000", "--warmup", "1000000", *extra],
+                                  "--packets", "5000000", "--warmup", "500000", *cases[name]],
                                  capture_output=True, text=True, check=True).stdout
             w = json.loads(out)["window"]
-            cpp[name].append(w["cycles"]["busy"] / w["packets"]["rx"])
-    print(f"\nself-fed harness, core {lc}, load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs:")
-    print(f"{'case':<14} {'tsc cycles/pkt':>15} {'range':>15} {'instructions/pkt':>17}")
-    ipp, dropped = {}, {}
-    for name, extra in cases.items():
-        ipp[name], dropped[name] = callgrind_ipp(fwd, lc, tmp, *extra)
-        print(f"{name:<14} {median(cpp[name]):15.2f} {min(cpp[name]):7.2f}-{max(cpp[name]):<7.2f} {ipp[name]:17.4f}"
-              f"   (median and range of {len(cpp[name])} runs; callgrind, fwd_burst)")
-    drop_share = dropped["10 % misses"]
-    extra = (ipp["10 % misses"] - ipp["16 routes"]) / drop_share
-    print(f"a dropped packet costs {extra:+.1f} instructions over a forwarded one "
-          f"({100 * drop_share:.1f} % of packets dropped: {ipp['16 routes']:.2f} -> {ipp['10 % misses']:.2f} per packet)")
+            xs.append(w["cycles"]["busy"] / w["packets"]["rx"])
+    print(f"\nself-fed harness, core {lc}, load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs, "
+          f"median and range of {reps} runs each:")
+    print(f"{'build':<10} {'case':<14} {'tsc cycles/pkt':>15} {'range':>15} {'instructions/pkt':>17}")
+    for build, binary in builds.items():
+        ipp, dropped = {}, {}
+        for name, extra in cases.items():
+            ipp[name], dropped[name] = callgrind_ipp(binary, lc, tmp, *extra)
+            xs = cpp[(build, name)]
+            print(f"{build:<10} {name:<14} {median(xs):15.2f} {min(xs):7.2f}-{max(xs):<7.2f} {ipp[name]:17.4f}")
+        share = dropped["10 % misses"]
+        print(f"{build:<10} a dropped packet costs {(ipp['10 % misses'] - ipp['16 routes']) / share:+.1f} instructions "
+              f"over a forwarded one ({100 * share:.1f} % dropped: {ipp['16 routes']:.2f} -> {ipp['10 % misses']:.2f} per packet)")
+    print("(instructions/packet: callgrind, fwd_burst, every call counted)")
+
+
+def build_with_fwd(fwd_c: Path, tmp: Path) -> Path:
+    """This tree's dataplane with another fwd.c."""
+    root = tmp / "baseline"
+    top_builds = lambda d, names: [n for n in names if Path(d) == REPO / "dataplane" and n.startswith("build")]  # noqa: E731
+    shutil.copytree(REPO / "dataplane", root / "dataplane", ignore=top_builds)
+    shutil.copy(fwd_c, root / "dataplane" / "src" / "fwd.c")
+    return compile_tree(root / "dataplane", root / "build")
 
 
 def callgrind_ipp(fwd: Path, lc: int, tmp: Path, *extra: str) -> tuple[float, float]:

@@ -184,6 +184,34 @@ forward_one(struct fwd_lcore *lc, const struct rte_lpm *lpm, const struct fwd_ho
 	return true;
 }
 
+/*
+ * Pass 1 of fwd_burst, route lookups l3fwd-style, eight per unrolled iteration:
+ * each packet's tbl24 entry is loaded with no branch depending on it, so the
+ * lookups of the whole burst overlap their cache misses (a large table's
+ * entries are rarely cached). Headers are prefetched FWD_PREFETCH_AHEAD
+ * packets ahead of the lookup that first reads them.
+ */
+static __rte_always_inline void
+lookups(const struct rte_lpm *lpm, struct rte_mbuf **pkts, struct rte_ether_hdr **eth,
+		uint32_t *entry, unsigned int n)
+{
+	unsigned int i, ahead = RTE_MIN(n, (unsigned int)FWD_PREFETCH_AHEAD);
+
+	for (i = 0; i < ahead; i++) {
+		eth[i] = rte_pktmbuf_mtod(pkts[i], struct rte_ether_hdr *);
+		rte_prefetch0(eth[i]);
+	}
+#pragma GCC unroll 8
+	for (i = 0; i < n - ahead; i++) {
+		eth[i + ahead] = rte_pktmbuf_mtod(pkts[i + ahead], struct rte_ether_hdr *);
+		rte_prefetch0(eth[i + ahead]);
+		entry[i] = tbl24_entry(lpm, eth[i]);
+	}
+#pragma GCC unroll 8
+	for (; i < n; i++)
+		entry[i] = tbl24_entry(lpm, eth[i]);
+}
+
 uint16_t
 fwd_burst(struct fwd_lcore *lc, struct rte_mbuf **pkts, uint16_t nb_rx)
 {
@@ -192,32 +220,17 @@ fwd_burst(struct fwd_lcore *lc, struct rte_mbuf **pkts, uint16_t nb_rx)
 	/* locals: stores to packet memory would otherwise force reloads through lc */
 	const struct fwd_hop *hops = lc->hops;
 	const struct rte_lpm *lpm = lc->lpm;
-	unsigned int i, n = nb_rx, ahead = RTE_MIN(n, (unsigned int)FWD_PREFETCH_AHEAD);
+	unsigned int i, n = nb_rx;
 	uint16_t nb_tx, sent;
 
 	lc->cnt.calls++;
 	lc->cnt.rx += nb_rx;
 
-	/*
-	 * Pass 1, route lookups l3fwd-style, four per unrolled iteration: each
-	 * packet's tbl24 entry is loaded with no branch depending on it, so the
-	 * lookups of the whole burst overlap their cache misses (a large table's
-	 * entries are rarely cached). Headers are prefetched FWD_PREFETCH_AHEAD
-	 * packets ahead of the lookup that first reads them.
-	 */
-	for (i = 0; i < ahead; i++) {
-		eth[i] = rte_pktmbuf_mtod(pkts[i], struct rte_ether_hdr *);
-		rte_prefetch0(eth[i]);
-	}
-#pragma GCC unroll 4
-	for (i = 0; i < n - ahead; i++) {
-		eth[i + ahead] = rte_pktmbuf_mtod(pkts[i + ahead], struct rte_ether_hdr *);
-		rte_prefetch0(eth[i + ahead]);
-		entry[i] = tbl24_entry(lpm, eth[i]);
-	}
-#pragma GCC unroll 4
-	for (; i < n; i++)
-		entry[i] = tbl24_entry(lpm, eth[i]);
+	/* a full burst, the common case under load, gets the loop with constant trip counts */
+	if (likely(n == FWD_BURST))
+		lookups(lpm, pkts, eth, entry, FWD_BURST);
+	else
+		lookups(lpm, pkts, eth, entry, n);
 
 	/*
 	 * Pass 2, one packet at a time. Until the first drop, pkts[] is already

@@ -31,7 +31,8 @@ def test_self_fed_report_is_complete_and_consistent(fwd_bin):
     # every TSC cycle of the window is a busy poll, an empty poll or harness refill
     assert c["busy"] + c["idle"] + c["harness"] == c["window"]
     assert w["polls"]["busy"] * 32 == w["packets"]["rx"]  # the ring is never short
-    assert 2 < c["busy"] / w["packets"]["rx"] < 200  # cycles per packet, plausibly
+    # cycles per packet: at least a few (a floor no machine beats); no ceiling, a loaded host has none
+    assert c["busy"] / w["packets"]["rx"] > 2
     total = report["total"]
     assert total["fwd_packets"] >= w["packets"]["rx"] + 100_000
     assert total["fwd_calls"] * 32 == total["fwd_packets"]
