@@ -12,8 +12,10 @@ lcores, the shared window's wall-clock length) from the report, and, when energy
 
 Backends: ``tsc`` runs everything here (energy included). ``pmu`` takes its own 1-lcore sample
 (perf owns the window's control FIFOs, so no energy) and the wider runs are rdtsc-accounted runs
-made here. ``sim`` is refused for more than one lcore: valgrind runs a program's threads one at a
-time, so nothing it measures scales.
+made here. ``sim`` is refused for a scaling config: valgrind runs a program's threads one at a
+time, so no throughput it sees scales; at a fixed count above one its hazard simulator runs the
+dataplane on that many lcores and counts the cache-line transfers between them (the cachegrind
+pass stays on one: it models one cache).
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ def counts_for(config: BenchConfig, allotted: Sequence[int], backend: metrics.Ba
     want = config.lcores or (len(allotted) if config.scaling else 1)
     if want > len(allotted):
         raise UsageError(f"config {config.name!r} needs {want} lcores; this agent is allotted {len(allotted)} ({', '.join(map(str, allotted))})")
-    if backend is metrics.Backend.SIM and (config.scaling or want > 1):
-        raise UsageError("sim measures one lcore: valgrind runs a program's threads one at a time, so nothing it counts scales; "
-                         "use --backend tsc or pmu for lcore counts above one")
+    if backend is metrics.Backend.SIM and config.scaling:
+        raise UsageError("sim does not measure scaling: valgrind runs a program's threads one at a time, so no throughput it "
+                         "sees scales; use --backend tsc or pmu for a scaling config (sim runs a fixed lcore count: its "
+                         "hazard simulator counts the cache-line transfers between them)")
     if backend is metrics.Backend.PMU and not config.scaling and want > 1:
         raise UsageError("pmu counts one forwarding lcore (perf stat -C on one core); use --backend tsc for a fixed count above one")
     if config.scaling:

@@ -121,10 +121,11 @@ def measure(
         return probe_cache[0]
 
     choice = select(backend, probe)
-    if backend == "auto" and choice.backend is metrics.Backend.SIM and (cfg.scaling or (cfg.lcores or 1) > 1):
-        # valgrind runs threads one at a time: nothing it measures scales
-        choice = Choice(metrics.Backend.TSC, f"{choice.reason}; but sim measures one lcore: the dataplane's rdtsc accounting (tsc) "
-                                             "for a run on several lcores")
+    if backend == "auto" and choice.backend is metrics.Backend.SIM and cfg.scaling:
+        # valgrind runs threads one at a time: no throughput it sees scales (a fixed lcore count
+        # stays sim: its hazard simulator counts the line transfers between the lcores)
+        choice = Choice(metrics.Backend.TSC, f"{choice.reason}; but sim does not measure scaling: the dataplane's rdtsc "
+                                             "accounting (tsc) for a scaling config")
     impl: Backend
     if choice.backend.value == "pmu":
         impl = PmuBackend(probe(), mapping)

@@ -122,6 +122,15 @@ CATALOGUE: dict[str, Metric] = {
         # What else ran on the package while its energy was read: context, never alerted on.
         Metric("other_cpus_busy", "CPUs", _L, "busy CPU-equivalents outside the forwarding lcores during the energy window",
                frozenset({_P, _T}), alerts=False),
+        # Coherence traffic between lcores (simulated: memhazard's line-sharing model). Exactly 0
+        # with one lcore, and 0 with several that share nothing per packet: any rise is a line
+        # that lcores now pass between them, the cost that grows with the core count.
+        Metric("line_transfers_pp", "transfers/packet", _L,
+               "cache-line transfers between lcores per packet: stores to a line another lcore holds", frozenset({_S}),
+               _HAZARD_FLOOR),
+        Metric("read_transfers_pp", "transfers/packet", _L,
+               "cache-line transfers between lcores per packet: loads of a line another lcore wrote", frozenset({_S}),
+               _HAZARD_FLOOR),
     )
 }
 
@@ -213,7 +222,8 @@ SITE_PREFIX = "sim.site."
 
 def derive_sim(raw: Mapping[str, float | None]) -> dict[str, float]:
     """Simulated (valgrind) per-packet metrics: exact IPP of the forwarding function, memory
-    hazards of the same window (memhazard), cache misses (cachegrind)."""
+    hazards of the same window and cache-line transfers between lcores (memhazard), cache misses
+    (cachegrind)."""
     packets = raw.get("sim.fwd_packets")
     out = {
         "ipp": _ratio(raw.get("sim.fwd_instructions"), packets),
@@ -222,6 +232,8 @@ def derive_sim(raw: Mapping[str, float | None]) -> dict[str, float]:
         "split_loads_pp": _ratio(raw.get("sim.split_loads"), packets),
         "split_stores_pp": _ratio(raw.get("sim.split_stores"), packets),
         "alias_4k_pp": _ratio(raw.get("sim.alias_4k"), packets),
+        "line_transfers_pp": _ratio(raw.get("sim.line_transfers"), packets),
+        "read_transfers_pp": _ratio(raw.get("sim.read_transfers"), packets),
         "l1d_misses_pp": _ratio(raw.get("sim.d1_misses"), raw.get("sim.cache_packets")),
         "llc_misses_pp": _ratio(raw.get("sim.ll_misses"), raw.get("sim.cache_packets")),
     }

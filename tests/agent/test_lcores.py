@@ -28,6 +28,8 @@ def test_counts_for_each_kind_of_config():
     assert lcores.counts_for(BenchConfig(scaling=True), [5, 4, 3, 2], P) == [1, 2, 3, 4]
     assert lcores.counts_for(BenchConfig(scaling=True, lcores=3), [5, 4, 3, 2], T) == [1, 2, 3]
     assert lcores.counts_for(BenchConfig(lcores=2), [1, 0], T) == [2]
+    # sim at a fixed count above one: the hazard simulator counts the line transfers between lcores
+    assert lcores.counts_for(BenchConfig(lcores=2), [1, 0], S) == [2]
 
 
 @pytest.mark.parametrize("config, allotted, backend, why", [

@@ -20,6 +20,14 @@ not a power of two), :data:`DEFAULT_GEOMETRY` — I1 32 KiB 8-way, D1 32 KiB 8-w
 
 The memhazard and cachegrind passes run side by side on two cores when the process has two.
 
+Several lcores: when the config asks for more than one (``lcores``, or the backend's own
+``lcores``), the memhazard pass runs the dataplane on that many lcores (EAL ``-l``, one RX/TX
+queue pair each) and also counts the cache-line transfers between them per packet
+(``line_transfers_pp``, ``read_transfers_pp``; exactly 0 on one lcore). valgrind runs one thread
+at a time whatever the CPU count, so the lcores need only exist (CPUs this process may use). The
+cachegrind pass stays on one lcore: cachegrind simulates one cache for every thread, not one per
+core, so its misses would be those of no real machine.
+
 Packet counts are small under valgrind (:meth:`~perfci_core.result.BenchConfig.as_run_by`); the result's
 config records what actually ran.
 """
@@ -141,7 +149,9 @@ def parse_cachegrind_function(text: str, function: str = FWD_FUNCTION) -> dict[s
 
 HAZARD_SITES = 5  # per hazard kind, the sites named in the raw keys (most events first)
 RAW_HAZARDS = {"sf_blocked": "sim.sf_blocks", "split_loads": "sim.split_loads", "split_stores": "sim.split_stores",
-               "alias_4k": "sim.alias_4k", "sf_forwarded": "sim.sf_forwarded"}
+               "alias_4k": "sim.alias_4k", "sf_forwarded": "sim.sf_forwarded", "line_transfers": "sim.line_transfers",
+               "read_transfers": "sim.read_transfers"}
+SITE_KINDS = ("sf_blocked", "split_loads", "split_stores", "alias_4k", "line_transfers", "read_transfers")
 
 
 def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
@@ -153,7 +163,8 @@ def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
                 f"sim.hz_family.{report.family}": 1.0})
     if family.default:
         raw["sim.hz_family_default"] = 1.0  # the CPU is not a modelled family (see backend_reason)
-    for kind in ("sf_blocked", "split_loads", "split_stores", "alias_4k"):
+    raw.update({f"sim.hz_{k}": float(v) for k, v in report.sharing.items()})
+    for kind in SITE_KINDS:
         for site in report.top_sites(kind, HAZARD_SITES):
             raw[f"{SITE_PREFIX}{RAW_HAZARDS[kind][4:]}.{site.label}"[:128]] = float(site.count)
     return raw
@@ -164,7 +175,10 @@ class SimBackend:
     default_reps = 2  # deterministic: the second run checks that (identical IPP)
 
     def __init__(self, timeout: float = 600.0, geometry: Geometry | None = None, cache_sim: bool = True,
-                 family: str | None = None, tool_cache: Path | None = None) -> None:
+                 family: str | None = None, tool_cache: Path | None = None, lcores: int = 1) -> None:
+        if lcores < 1:
+            raise ValueError(f"lcores must be 1 or more, got {lcores}")
+        self.lcores = lcores
         self.timeout = timeout
         self.geometry = geometry or read_geometry()
         self.cache_sim = cache_sim
@@ -185,24 +199,36 @@ class SimBackend:
             self._lib = memhazard_lib(self.tool_cache)
         return self._lib
 
+    def forwarding_cores(self, core: int, config: BenchConfig) -> list[int]:
+        """``core`` and as many more CPUs of this process as the config's lcores need."""
+        lcores = int(getattr(config, "lcores", 0) or self.lcores)
+        others = [c for c in sorted(os.sched_getaffinity(0)) if c != core]
+        if lcores - 1 > len(others):
+            raise RunFailed(f"{lcores} lcores asked for, but this process may use only {len(others) + 1} CPU(s) "
+                            f"({sorted(os.sched_getaffinity(0))}): EAL needs one CPU number per lcore")
+        return [core, *others[:lcores - 1]]
+
     def _spec(self, binary: Path, core: int, config: BenchConfig, workdir: Path, tool_args: list[str],
-              valgrind_lib: Path | None = None) -> runner.RunSpec:
+              valgrind_lib: Path | None = None, cores: list[int] | None = None) -> runner.RunSpec:
         """A valgrind run whose stack starts at the same address every time: a fixed environment,
         padded (simulated hazards and cache misses depend on stack addresses)."""
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
         if valgrind_lib is not None:
             env["VALGRIND_LIB"] = str(valgrind_lib)
-        return runner.RunSpec(binary, core, config, workdir=workdir, timeout=self.timeout,
+        return runner.RunSpec(binary, core, config, cores=cores or [], workdir=workdir, timeout=self.timeout,
                               wrapper=[self.valgrind, "-q", *tool_args], pin_outer=True, env=env, stable_stack=True)
 
     def _hazard_spec(self, binary: Path, core: int, config: BenchConfig, workdir: Path, out: Path) -> runner.RunSpec:
         """memhazard: instructions and hazards of the window. valgrind must keep every load the
         program makes (``allregs-at-mem-access``: by default it drops loads whose value is dead in
-        its IR)."""
+        its IR). ``--fair-sched=yes``: with several lcores, valgrind's ticket lock runs the threads
+        in turn, one timeslice each; its default pipe lock lets the kernel pick, often the same
+        thread again, and one lcore could run far ahead of the others (the line-transfer counts
+        do not depend on that order, the memory the tool holds until the others catch up does)."""
         return self._spec(binary, core, config, workdir,
-                          [f"--tool={TOOL_NAME}", f"--window-fn={FWD_FUNCTION}", f"--family={self.family.name}",
+                          [f"--tool={TOOL_NAME}", f"--window-fn={FWD_FUNCTION}", f"--family={self.family.name}", "--fair-sched=yes",
                            "--vex-iropt-register-updates=allregs-at-mem-access", "--read-inline-info=yes", "--fullpath-after=",
-                           f"--out-file={out}"], self.tool_lib())
+                           f"--out-file={out}"], self.tool_lib(), self.forwarding_cores(core, config))
 
     def sample(self, binary: Path, core: int, config: BenchConfig, workdir: Path, rep: int) -> Sample:
         """One memhazard run (instructions + hazards) and, side by side on another core when
@@ -229,6 +255,7 @@ class SimBackend:
                                 f"non-inlined function; built with symbols, not stripped)")
             raw["sim.fwd_instructions"] = float(report.instructions)
             raw["sim.fwd_packets"] = packets
+            raw["sim.lcores"] = float(len(results[0].report.get("lcores") or [None]))
             raw.update(hazard_raw(report, self.family))
             if self.cache_sim:
                 try:

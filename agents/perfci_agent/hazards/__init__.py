@@ -5,7 +5,10 @@ Debian's valgrind package ships). In the same window as callgrind's ``--toggle-c
 it counts the instructions (identical to callgrind's count) and replays every load and store
 through a store-buffer model of one microarchitecture family: loads blocked by store forwarding,
 loads and stores split across a cache line, loads that 4K-alias a store in flight, each also per
-function and source line. The family rules and sizes, with their sources, are in
+function and source line. With several threads (one per lcore) it also counts the cache-line
+transfers between them that a coherent cache would make (stores to lines another thread holds,
+loads of lines another thread wrote), with the threads' accesses ordered as cores running in
+lockstep would make them, whatever order valgrind ran them in. The family rules and sizes, with their sources, are in
 ``tool/mh_main.c``; :mod:`.family` picks one from CPUID.
 
 - :mod:`.tool`   builds the tool once per source version and assembles the ``VALGRIND_LIB`` folder

@@ -1,6 +1,6 @@
 """memhazard's output file -> :class:`HazardReport`.
 
-The file is ``key value`` lines (totals) followed by one ``site KIND COUNT | FRAME | FRAME ...``
+The file (``memhazard 2``) is ``key value`` lines (totals) followed by one ``site KIND COUNT | FRAME | FRAME ...``
 line per instruction address and hazard kind. Each frame is valgrind's description of the
 address, ``0xADDR: FUNCTION (FILE:LINE)`` (``???`` and ``(in OBJECT)`` without debug info), the
 innermost inlined call first. A site is named after the innermost frame in the program's own
@@ -14,7 +14,12 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-KINDS = ("sf_blocked", "sf_forwarded", "split_loads", "split_stores", "alias_4k")
+KINDS = ("sf_blocked", "sf_forwarded", "split_loads", "split_stores", "alias_4k", "line_transfers", "read_transfers")
+HEADER = "memhazard 2"
+# How the cache-line sharing model went (tool/mh_main.c, "Sharing" and "Time"): threads that ran
+# the window, lines it tracked, and what it could not follow (never expected on the dataplane).
+SHARING_KEYS = ("forwarding_threads", "lines_tracked", "untracked_lines", "untracked_thread_accesses", "logged_accesses",
+                "late_accesses")
 _SITE = re.compile(r"^site (\w+) (\d+)((?: \| .*)+)$")
 _FRAME = re.compile(r"^0x[0-9A-Fa-f]+: (.*?)(?: \((in )?([^()]*)\))?$")
 SYSTEM_PREFIXES = ("/usr/", "/lib/")
@@ -61,6 +66,7 @@ class HazardReport:
     stores: int
     counts: dict[str, int]
     sites: tuple[Site, ...] = field(default=())
+    sharing: dict[str, int] = field(default_factory=dict)  # SHARING_KEYS
 
     def top_sites(self, kind: str, n: int) -> list[Site]:
         """The ``n`` sites of ``kind`` with the most events; sites of one function and line merged."""
@@ -77,8 +83,10 @@ def parse_report(text: str) -> HazardReport:
     values: dict[str, str] = {}
     sites: list[Site] = []
     lines = text.splitlines()
-    if not lines or lines[0].strip() != "memhazard 1":
-        raise ValueError("not a memhazard output file (no 'memhazard 1' header)")
+    if not lines or not lines[0].startswith("memhazard "):
+        raise ValueError(f"not a memhazard output file (no '{HEADER}' header)")
+    if lines[0].strip() != HEADER:
+        raise ValueError(f"memhazard output of another version ({lines[0].strip()!r}, expected {HEADER!r}): rebuild the tool")
     for line in lines[1:]:
         if line.startswith("site "):
             m = _SITE.match(line)
@@ -94,7 +102,7 @@ def parse_report(text: str) -> HazardReport:
             family=values["family"], store_buffer=int(values["store_buffer"]), rob=int(values["rob"]),
             window_fn=values["window_fn"], windows=int(values["windows"]), instructions=int(values["instructions"]),
             loads=int(values["loads"]), stores=int(values["stores"]), counts={k: int(values[k]) for k in KINDS},
-            sites=tuple(sites),
+            sites=tuple(sites), sharing={k: int(values[k]) for k in SHARING_KEYS},
         )
     except KeyError as exc:
         raise ValueError(f"memhazard output lacks {exc.args[0]!r}") from None

@@ -19,9 +19,9 @@ fraction 0.02 → 0.31: throughput at 2 lcores −24.0 % while 1 lcore did not m
 lock per packet), and package power with what else ran on the package (RAPL counts every core).
 
 Works with any subset: a ``sim`` alert has no cycles, so its explanation is IPP itself, the
-simulated memory hazards (store-forward blocks, split accesses, 4K aliases: stalls that cost
-cycles and no instructions, named with the function and line where they moved) and the cache
-counters. Its cause is "stalls" when a hazard got worse while IPP did not move, "several" when
+simulated memory hazards (store-forward blocks, split accesses, 4K aliases, cache-line transfers
+between lcores: stalls that cost cycles and no instructions, named with the function and line
+where they moved) and the cache counters. Its cause is "stalls" when a hazard got worse while IPP did not move, "several" when
 both moved.
 """
 
@@ -45,6 +45,8 @@ COUNTERS: dict[str, str] = {
     "split_loads_pp": "cache-line-split loads per packet",
     "split_stores_pp": "cache-line-split stores per packet",
     "alias_4k_pp": "4K-aliasing loads per packet",
+    "line_transfers_pp": "line transfers per packet",
+    "read_transfers_pp": "read transfers per packet",
     "cache_misses_pp": "cache misses per packet",
     "l1d_misses_pp": "L1D misses per packet",
     "llc_misses_pp": "LLC misses per packet",
@@ -54,7 +56,9 @@ COUNTERS: dict[str, str] = {
 # Memory hazards (stalls that cost cycles, not instructions) and the raw name their sites carry
 # (perfci_core.metrics.hazard_sites): the explanation says where they happen.
 HAZARDS: dict[str, str] = {"sf_blocks_pp": "sf_blocks", "sf_blocks_pki": "sf_blocks", "split_loads_pp": "split_loads",
-                           "split_stores_pp": "split_stores", "alias_4k_pp": "alias_4k"}
+                           "split_stores_pp": "split_stores", "alias_4k_pp": "alias_4k",
+                           # cache lines passed between lcores: a store waits for the line, a load for the data
+                           "line_transfers_pp": "line_transfers", "read_transfers_pp": "read_transfers"}
 
 Sites = Mapping[tuple[str, str], float]  # (hazard, "function@file:line") -> events per packet
 

@@ -45,14 +45,18 @@ def per_call(report) -> dict[str, float]:
     return {k: v / CALLS for k, v in report.counts.items()}
 
 
+NO_SHARING = {"line_transfers": 0, "read_transfers": 0}  # one thread: no line can move
+
+
 def test_same_size_store_then_load_is_forwarded(tool_lib, patterns, tmp_path):
     c = per_call(run(tool_lib, patterns, tmp_path, "same_size"))
-    assert c == {"sf_blocked": 0, "sf_forwarded": 1, "split_loads": 0, "split_stores": 0, "alias_4k": 0}
+    assert c == {"sf_blocked": 0, "sf_forwarded": 1, "split_loads": 0, "split_stores": 0, "alias_4k": 0, **NO_SHARING}
 
 
 def test_narrow_stores_then_a_wide_load_block_once_per_call(tool_lib, patterns, tmp_path):
     report = run(tool_lib, patterns, tmp_path, "narrow_then_wide")
-    assert per_call(report) == {"sf_blocked": 1, "sf_forwarded": 0, "split_loads": 0, "split_stores": 0, "alias_4k": 0}
+    assert per_call(report) == {"sf_blocked": 1, "sf_forwarded": 0, "split_loads": 0, "split_stores": 0, "alias_4k": 0,
+                                **NO_SHARING}
     (site,) = report.top_sites("sf_blocked", 5)
     assert site.function == "narrow_then_wide" and site.where.startswith("patterns.c:") and site.count == CALLS
 
@@ -127,18 +131,25 @@ def test_family_follows_cpuid_and_falls_back_to_the_default():
 
 def test_report_parser_names_the_own_source_frame_and_rejects_garbage():
     text = "\n".join([
-        "memhazard 1", "family intel-icx", "store_buffer 72", "rob 352", "window_fn fwd_burst", "windows 2",
+        "memhazard 2", "family intel-icx", "store_buffer 72", "rob 352", "window_fn fwd_burst", "windows 2",
         "instructions 100", "loads 10", "stores 5", "drains 0", "sf_blocked 3", "sf_forwarded 1", "split_loads 0",
-        "split_stores 0", "alias_4k 2",
+        "split_stores 0", "alias_4k 2", "line_transfers 4", "read_transfers 1", "forwarding_threads 2",
+        "lines_tracked 10", "untracked_lines 0", "untracked_thread_accesses 0", "logged_accesses 99", "late_accesses 0",
         "site sf_blocked 3 | 0x10C23C: _mm_blend_epi16 (/usr/lib/gcc/x86_64-linux-gnu/12/include/smmintrin.h:168)"
         " | 0x10C23C: mac_rewrite (/src/dataplane/src/fwd.c:110) | 0x10C23C: fwd_burst (/src/dataplane/src/fwd.c:198)",
         "site alias_4k 2 | 0x4A929AB: ??? (in /usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_net_ring.so.23.0)",
+        "site line_transfers 4 | 0x10C300: fwd_burst (/src/dataplane/src/fwd.c:201)",
     ])
     r = parse_report(text)
-    assert [s.label for s in r.sites] == ["mac_rewrite@fwd.c:110", "???@librte_net_ring.so.23.0"]
-    assert r.counts["sf_blocked"] == 3
+    assert [s.label for s in r.sites] == ["mac_rewrite@fwd.c:110", "???@librte_net_ring.so.23.0", "fwd_burst@fwd.c:201"]
+    assert r.counts["sf_blocked"] == 3 and (r.counts["line_transfers"], r.counts["read_transfers"]) == (4, 1)
+    assert r.sharing["forwarding_threads"] == 2 and r.top_sites("line_transfers", 1)[0].count == 4
     with pytest.raises(ValueError, match="not a memhazard output"):
         parse_report("callgrind 1\n")
+    with pytest.raises(ValueError, match="another version.*rebuild"):
+        parse_report(text.replace("memhazard 2", "memhazard 1"))
+    with pytest.raises(ValueError, match="lacks 'line_transfers'"):
+        parse_report(text.replace("line_transfers 4\n", ""))
     with pytest.raises(ValueError, match="lacks 'windows'"):
         parse_report(text.replace("windows 2\n", ""))
     with pytest.raises(ValueError, match="malformed site"):

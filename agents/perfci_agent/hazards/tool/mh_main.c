@@ -23,11 +23,22 @@
  * window are counted too, so one run yields instructions per packet and the
  * hazards; the counts are exact and identical from run to run.
  *
+ * With several threads (one per forwarding lcore) it also counts the cache-line
+ * transfers a coherent cache would make between them (see "Sharing" below):
+ *
+ *   line_transfers  stores (and read-modify-writes) to a 64-byte line that
+ *                   another thread holds a copy of: the store must take the
+ *                   line from that thread's cache or invalidate its copy;
+ *   read_transfers  loads of a line another thread wrote since this thread
+ *                   last had it: the data comes from the other core.
+ *
  * The store buffer holds the last N stores (N per family). A store also leaves
  * it once more than ROB instructions have executed after it: by then it has
  * retired and, with the few stores a forwarding loop makes, committed. Fences
  * and locked instructions drain it, and so does leaving the window (the code
- * between two windows runs hundreds of instructions).
+ * between two windows runs hundreds of instructions). Each thread has a store
+ * buffer and an instruction clock of its own, as each lcore is a core of its
+ * own: one thread's hazards do not depend on when valgrind ran the others.
  */
 
 #include "pub_tool_basics.h"
@@ -47,6 +58,8 @@
 #define MH_LINE 64
 #define MH_PAGE_MASK 0xfffUL
 #define MH_MAX_STORE_BUFFER 256
+#define MH_MAX_SHARERS 64       /* threads 1..64 have a bit in a line's sharer mask */
+#define MH_LINE_TABLE (1u << 19) /* lines tracked for sharing: 32 MiB of data, 12 MiB of table */
 
 /* ------------------------------------------------------------------ */
 /* Microarchitecture families                                          */
@@ -146,26 +159,37 @@ static UInt sb_size, rob_size;
 
 /* Read by the instrumented code (guards and the instruction count). */
 static ULong collecting;
-static ULong window_instrs;
+static ULong window_instrs; /* of every thread: each thread's own clock is this minus its skew */
+
+/* The store buffer: a ring of the youngest stores, newest at head - 1. */
+struct mh_store_buffer {
+	struct mh_access entry[MH_MAX_STORE_BUFFER];
+	UInt head, used;
+};
 
 struct mh_thread {
 	ULong on;
-	Addr sp; /* stack pointer at the window function's first instruction */
+	Addr sp;      /* stack pointer at the window function's first instruction */
+	ULong skew;   /* window instructions other threads ran while this one waited */
+	ULong out_at; /* window_instrs when this thread last stopped running */
+	Bool forwards; /* has opened a window */
+	Bool in_syscall, gone;
+	ULong base;   /* virtual time at which it joined the others, minus its own clock then */
+	struct mh_store_buffer sb; /* each core has its own */
 };
 static struct mh_thread *threads;
 static ThreadId running_tid;
 
-enum mh_kind { MH_SF_BLOCKED, MH_SF_FORWARDED, MH_SPLIT_LOAD, MH_SPLIT_STORE, MH_ALIAS_4K, MH_KINDS };
+enum mh_kind {
+	MH_SF_BLOCKED, MH_SF_FORWARDED, MH_SPLIT_LOAD, MH_SPLIT_STORE, MH_ALIAS_4K, MH_LINE_TRANSFER, MH_READ_TRANSFER,
+	MH_KINDS
+};
 static const HChar *const kind_names[MH_KINDS] = {
-	"sf_blocked", "sf_forwarded", "split_loads", "split_stores", "alias_4k",
+	"sf_blocked", "sf_forwarded", "split_loads", "split_stores", "alias_4k", "line_transfers", "read_transfers",
 };
 
 static ULong totals[MH_KINDS];
 static ULong windows, loads, stores, drains;
-
-/* The store buffer: a ring of the youngest stores, newest at head - 1. */
-static struct mh_access sb[MH_MAX_STORE_BUFFER];
-static UInt sb_head, sb_used;
 
 /* Hazards per instruction address. */
 typedef struct {
@@ -188,10 +212,23 @@ count_site(Addr iaddr, enum mh_kind kind)
 	totals[kind]++;
 }
 
+static struct mh_thread *
+me(void)
+{
+	return &threads[running_tid];
+}
+
+/* This thread's own instruction clock: what it has run in windows, not what others ran. */
+static ULong
+own_clock(UWord pending)
+{
+	return window_instrs + pending - me()->skew;
+}
+
 static void
 drain(void)
 {
-	sb_used = 0;
+	me()->sb.used = 0;
 	drains++;
 }
 
@@ -227,19 +264,24 @@ in_flight(const struct mh_access *st, ULong now)
 	return now - st->seq <= rob_size;
 }
 
+static void share_access(Addr addr, UWord size, Addr iaddr, Bool store, Bool counted, UWord pending);
+
 static void
-on_load(Addr addr, UWord size, Addr iaddr, UWord pending)
+on_load(Addr addr, UWord size, Addr iaddr, UWord pending, Bool rmw)
 {
-	struct mh_access ld = { addr, size, window_instrs + pending };
+	struct mh_store_buffer *sb = &me()->sb;
+	struct mh_access ld = { addr, size, own_clock(pending) };
 	Bool alias = False;
 	UInt i;
 
 	loads++;
+	if (!rmw) /* a read-modify-write's load is part of its store's ownership request */
+		share_access(addr, size, iaddr, False, True, pending);
 	if (crosses_line(addr, size))
 		count_site(iaddr, MH_SPLIT_LOAD);
 	/* Youngest store first: the youngest that overlaps decides. */
-	for (i = 0; i < sb_used; i++) {
-		const struct mh_access *st = &sb[(sb_head + MH_MAX_STORE_BUFFER - 1 - i) % MH_MAX_STORE_BUFFER];
+	for (i = 0; i < sb->used; i++) {
+		const struct mh_access *st = &sb->entry[(sb->head + MH_MAX_STORE_BUFFER - 1 - i) % MH_MAX_STORE_BUFFER];
 
 		if (!in_flight(st, ld.seq))
 			break; /* older ones have drained too */
@@ -260,34 +302,420 @@ on_load(Addr addr, UWord size, Addr iaddr, UWord pending)
 static void
 on_store(Addr addr, UWord size, Addr iaddr, UWord pending)
 {
+	struct mh_store_buffer *sb = &me()->sb;
+
 	stores++;
 	if (crosses_line(addr, size))
 		count_site(iaddr, MH_SPLIT_STORE);
-	sb[sb_head] = (struct mh_access){ addr, size, window_instrs + pending };
-	sb_head = (sb_head + 1) % MH_MAX_STORE_BUFFER;
-	if (sb_used < sb_size)
-		sb_used++;
+	share_access(addr, size, iaddr, True, True, pending);
+	sb->entry[sb->head] = (struct mh_access){ addr, size, own_clock(pending) };
+	sb->head = (sb->head + 1) % MH_MAX_STORE_BUFFER;
+	if (sb->used < sb_size)
+		sb->used++;
 }
 
-/* A guarded load or store: the access happens only when its own guard holds. */
+/*
+ * The instrumented code passes one word of flags with each access:
+ * bit 0 its guard (1 unless a guarded load or store does not happen), bit 1
+ * a load that a store of the same instruction to the same address follows (a
+ * read-modify-write), bits 2.. the instructions of its superblock not yet
+ * added to window_instrs.
+ */
+#define MH_F_GUARD 1u
+#define MH_F_RMW 2u
+#define MH_F_PENDING_SHIFT 2
+
 static void
-on_load_guarded(Addr addr, UWord size, Addr iaddr, UWord pending_and_guard)
+on_load_w(Addr addr, UWord size, Addr iaddr, UWord flags)
 {
-	if (pending_and_guard & 1)
-		on_load(addr, size, iaddr, pending_and_guard >> 1);
+	if (flags & MH_F_GUARD)
+		on_load(addr, size, iaddr, flags >> MH_F_PENDING_SHIFT, (flags & MH_F_RMW) != 0);
 }
 
 static void
-on_store_guarded(Addr addr, UWord size, Addr iaddr, UWord pending_and_guard)
+on_store_w(Addr addr, UWord size, Addr iaddr, UWord flags)
 {
-	if (pending_and_guard & 1)
-		on_store(addr, size, iaddr, pending_and_guard >> 1);
+	if (flags & MH_F_GUARD)
+		on_store(addr, size, iaddr, flags >> MH_F_PENDING_SHIFT);
+}
+
+/* An access outside this thread's window: it changes who holds the line, counts nothing. */
+static UInt lines_used;
+static UInt forwarding_threads;
+/*
+ * Accesses outside the window are followed once two threads forward (before,
+ * no line can move between forwarding threads); until then the instrumented
+ * code does not even call the helper (one lcore pays one test per access).
+ */
+static ULong touching;
+
+static void
+set_collecting(ULong on)
+{
+	collecting = on;
+	touching = !on && forwarding_threads >= 2;
+}
+
+static void
+on_touch_w(Addr addr, UWord size, UWord store, UWord flags)
+{
+	if (flags & MH_F_GUARD)
+		share_access(addr, size, 0, store != 0, False, 0); /* code outside the window takes no time */
 }
 
 static void
 on_fence(void)
 {
 	drain();
+}
+
+/* ------------------------------------------------------------------ */
+/* Sharing                                                             */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Who holds each 64-byte line, as a MESI directory would know it: the threads
+ * with a valid copy (a bit each) and the last writer. A store by T finds the
+ * line in another thread's cache when any other bit is set (M/E/S elsewhere:
+ * the store's request for ownership fetches or invalidates it) and leaves T
+ * alone holding it; a load by T without a valid copy, of a line another
+ * thread wrote, fetches what that thread wrote, and adds T's bit. A thread's
+ * own later accesses do not drop its copy, nor do they remove others' copies:
+ * a line that two threads read and one then writes costs that write a
+ * transfer (an invalidation), as it does in hardware. Caches are unbounded
+ * here: a copy is lost only to another thread's store, never to capacity,
+ * so a line that hardware would have evicted in between is still counted.
+ *
+ * Only accesses inside a thread's window are counted, but every access of
+ * every thread, inside a window or not, changes who holds the line: hardware
+ * does not know about windows, and the work an lcore does between two bursts
+ * (receive, transmit, refill) takes lines from the other lcores all the same.
+ * (Outside the windows, accesses are followed from the moment a second
+ * thread forwards: until then no line can pass between forwarding threads.)
+ * To keep the cost and the memory bounded, a line enters the table at its
+ * first access inside some window; accesses to lines that no window has
+ * touched yet are not recorded (the first transfer of a line that another
+ * thread used only before any window touched it, e.g. at initialisation, is
+ * missed: a one-off, not a per-packet cost). The table has a fixed size; lines
+ * that do not fit are counted as untracked and reported.
+ */
+struct mh_line {
+	Addr line;     /* line address + 1 (0: empty slot) */
+	ULong sharers; /* bit tid-1: that thread holds a valid copy */
+	UInt writer;   /* last thread to write it (0: none since tracked) */
+};
+static struct mh_line *line_table;
+static ULong untracked_lines, untracked_thread_accesses;
+
+static struct mh_line *
+line_slot(Addr line, Bool insert)
+{
+	UInt i = (UInt)((line * 0x9E3779B97F4A7C15ULL) >> 45) & (MH_LINE_TABLE - 1);
+
+	for (;; i = (i + 1) & (MH_LINE_TABLE - 1)) {
+		struct mh_line *e = &line_table[i];
+
+		if (e->line == line + 1)
+			return e;
+		if (e->line != 0)
+			continue;
+		if (!insert)
+			return NULL;
+		if (lines_used >= MH_LINE_TABLE / 4 * 3) { /* keep probes short: 3/4 full at most */
+			untracked_lines++;
+			return NULL;
+		}
+		lines_used++;
+		e->line = line + 1;
+		return e;
+	}
+}
+
+static void
+share_line(ThreadId tid, Addr line, Addr iaddr, Bool store, Bool counted)
+{
+	ULong bit = 1ULL << (tid - 1);
+	struct mh_line *e;
+
+	if (lines_used == 0 && !counted)
+		return; /* no window has touched any line yet */
+	e = line_slot(line, counted);
+	if (e == NULL)
+		return;
+	if (store) {
+		if (counted && (e->sharers & ~bit) != 0)
+			count_site(iaddr, MH_LINE_TRANSFER);
+		e->sharers = bit;
+		e->writer = tid;
+	} else if ((e->sharers & bit) == 0) {
+		if (counted && e->writer != 0 && e->writer != tid)
+			count_site(iaddr, MH_READ_TRANSFER);
+		e->sharers |= bit;
+	}
+}
+
+static void share_later(Addr line, Addr iaddr, Bool store, Bool counted, UWord pending);
+static Bool logging(void);
+
+/* pending: the instructions of the superblock before this access, not yet in window_instrs */
+static void
+share_access(Addr addr, UWord size, Addr iaddr, Bool store, Bool counted, UWord pending)
+{
+	Addr first = addr / MH_LINE, last = (addr + size - 1) / MH_LINE, line;
+
+	if (running_tid == 0 || running_tid > MH_MAX_SHARERS) {
+		untracked_thread_accesses++;
+		return;
+	}
+	for (line = first; line <= last; line++) { /* a split access touches both lines */
+		if (logging())
+			share_later(line, iaddr, store, counted, pending);
+		else
+			share_line(running_tid, line, iaddr, store, counted);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Time                                                                */
+/* ------------------------------------------------------------------ */
+
+/*
+ * valgrind runs one thread at a time, each for a timeslice of 100000
+ * superblocks: two lcores would forward thousands of packets each in turn,
+ * and a line they share would move once per timeslice instead of as often as
+ * concurrent cores move it. So the table is not updated in the order valgrind
+ * runs the threads, but in the order concurrent cores would make the
+ * accesses: while two or more threads forward, each access is stamped with
+ * its thread's virtual time (the window instructions that thread has run,
+ * plus where it joined: a thread starts forwarding at the others' current
+ * time; code outside the window takes no time) and logged; logged accesses
+ * older than every forwarding thread's present time can no longer be
+ * preceded by another, and are applied, oldest first (ties by thread id).
+ * That is the order of cores running in lockstep at the same speed per
+ * window instruction, and it does not depend on how valgrind interleaved the
+ * threads: the counts are the same run to run as long as each thread's own
+ * execution is (lcores that forward from queues of their own, without
+ * blocking system calls) and so is where the others are when a thread first
+ * forwards (how far lcore 0 got before lcore 1 started: with --fair-sched=yes
+ * the same, checked run to run). A thread in a system call, or gone, leaves the
+ * rotation (its time would hold everyone back) and rejoins at the others'
+ * time. --fair-sched=yes (a ticket lock: threads run in turn) keeps the
+ * threads within a timeslice of each other, and the logs short.
+ */
+struct mh_event {
+	ULong time_flags; /* virtual time << 2 | counted << 1 | store */
+	Addr line;
+	Addr iaddr;
+};
+struct mh_log {
+	struct mh_event *ev;
+	UInt head, used, size; /* ev[head .. used) wait to be applied */
+};
+#define MH_LOG_FLUSH (1u << 16)   /* try to apply a thread's log this often */
+#define MH_LOG_MAX (1u << 21)     /* apply everything when a log grows this long */
+
+static struct mh_log *logs;
+static ULong logged_accesses, unapplied;
+static ULong late_accesses; /* applied after younger ones: a thread held the others back too long */
+static ULong applied_up_to;
+static ThreadId top_tid; /* the highest thread id that can hold a sharer bit and has run */
+
+static Bool
+in_rotation(ThreadId tid)
+{
+	return tid != 0 && tid <= MH_MAX_SHARERS && threads[tid].forwards && !threads[tid].gone && !threads[tid].in_syscall;
+}
+
+static UInt rotation; /* threads in the rotation, recounted when one joins or leaves */
+
+static void
+count_rotation(void)
+{
+	ThreadId t;
+
+	rotation = 0;
+	for (t = 1; t <= top_tid; t++)
+		rotation += in_rotation(t);
+}
+
+static UInt
+rotation_size(void)
+{
+	return rotation;
+}
+
+/* A thread's own clock is window_instrs minus what others ran meanwhile, frozen while it waits. */
+static ULong
+virtual_time(ThreadId tid)
+{
+	const struct mh_thread *t = &threads[tid];
+
+	return (tid == running_tid ? window_instrs : t->out_at) - t->skew + t->base;
+}
+
+/* The present of the thread that is furthest behind: nothing older can still come. */
+static ULong
+horizon(void)
+{
+	ULong h = ~0ULL;
+	ThreadId t;
+
+	for (t = 1; t <= top_tid; t++)
+		if (in_rotation(t) && virtual_time(t) < h)
+			h = virtual_time(t);
+	return h;
+}
+
+/* Apply, oldest first, every logged access older than `until`. */
+static void
+apply_logs(ULong until)
+{
+	for (;;) {
+		struct mh_event *next = NULL;
+		ThreadId t, from = 0;
+
+		for (t = 1; t <= top_tid; t++) {
+			struct mh_log *l = &logs[t];
+
+			if (l->head < l->used && (next == NULL || l->ev[l->head].time_flags >> 2 < next->time_flags >> 2)) {
+				next = &l->ev[l->head];
+				from = t;
+			}
+		}
+		if (next == NULL || next->time_flags >> 2 >= until)
+			break;
+		if (next->time_flags >> 2 < applied_up_to)
+			late_accesses++;
+		else
+			applied_up_to = next->time_flags >> 2;
+		share_line(from, next->line, next->iaddr, next->time_flags & 1, (next->time_flags & 2) != 0);
+		logs[from].head++;
+		unapplied--;
+	}
+	for (ThreadId t = 1; t <= top_tid; t++) {
+		struct mh_log *l = &logs[t];
+
+		if (l->head == l->used)
+			l->head = l->used = 0;
+	}
+}
+
+/* Log while two threads forward, and after, until what they logged has been applied. */
+static Bool
+logging(void)
+{
+	return in_rotation(running_tid) && (unapplied > 0 || rotation_size() >= 2);
+}
+
+static void
+share_later(Addr line, Addr iaddr, Bool store, Bool counted, UWord pending)
+{
+	struct mh_log *l = &logs[running_tid];
+
+	/* The line enters the table when a window access is logged; other accesses matter only to
+	 * lines in it (a thread spinning outside its window on a flag of its own logs nothing). */
+	if (line_slot(line, counted) == NULL)
+		return;
+
+	if (l->used == l->size) {
+		if (l->head > 0) { /* compact */
+			VG_(memmove)(l->ev, l->ev + l->head, (l->used - l->head) * sizeof(*l->ev));
+			l->used -= l->head;
+			l->head = 0;
+		}
+		if (l->used == l->size) {
+			l->size = l->size ? 2 * l->size : 4096;
+			l->ev = VG_(realloc)("memhazard.log", l->ev, l->size * sizeof(*l->ev));
+		}
+	}
+	logged_accesses++;
+	unapplied++;
+	l->ev[l->used++] = (struct mh_event){ (virtual_time(running_tid) + pending) << 2 | (counted ? 2 : 0) | (store ? 1 : 0), line, iaddr };
+	if (l->used - l->head >= MH_LOG_MAX)
+		apply_logs(~0ULL); /* someone is holding everyone back: its later accesses will be late */
+	else if ((l->used - l->head) % MH_LOG_FLUSH == 0)
+		apply_logs(horizon());
+}
+
+/* A thread (re)joins the rotation at the present of the others. */
+static void
+join_rotation(ThreadId tid)
+{
+	ULong now = 0;
+	ThreadId t;
+
+	count_rotation();
+	for (t = 1; t <= top_tid; t++)
+		if (t != tid && in_rotation(t) && virtual_time(t) > now)
+			now = virtual_time(t);
+	if (now > virtual_time(tid)) /* never back: its logged accesses stay in order */
+		threads[tid].base += now - virtual_time(tid);
+}
+
+/* Someone left the rotation: what only it held back can be applied. */
+static void
+left_rotation(void)
+{
+	count_rotation();
+	apply_logs(horizon());
+}
+
+static void
+on_thread_run(ThreadId tid, ULong blocks_done)
+{
+	(void)blocks_done;
+	if (tid != running_tid) {
+		threads[running_tid].out_at = window_instrs;
+		threads[tid].skew += window_instrs - threads[tid].out_at;
+	}
+	running_tid = tid;
+	set_collecting(threads[tid].on);
+	if (tid > top_tid && tid <= MH_MAX_SHARERS)
+		top_tid = tid;
+}
+
+static void
+on_thread_stop(ThreadId tid, ULong blocks_done)
+{
+	(void)tid;
+	(void)blocks_done;
+	if (unapplied > 0)
+		apply_logs(horizon());
+}
+
+static void
+on_syscall(ThreadId tid, UInt syscallno, UWord *args, UInt nargs)
+{
+	(void)syscallno;
+	(void)args;
+	(void)nargs;
+	if (in_rotation(tid)) {
+		threads[tid].in_syscall = True;
+		left_rotation();
+	}
+}
+
+static void
+after_syscall(ThreadId tid, UInt syscallno, UWord *args, UInt nargs, SysRes res)
+{
+	(void)syscallno;
+	(void)args;
+	(void)nargs;
+	(void)res;
+	if (threads[tid].in_syscall) {
+		threads[tid].in_syscall = False;
+		join_rotation(tid);
+	}
+}
+
+static void
+on_thread_exit(ThreadId tid)
+{
+	if (in_rotation(tid)) {
+		threads[tid].gone = True;
+		left_rotation();
+	}
+	threads[tid].gone = True;
 }
 
 /* ------------------------------------------------------------------ */
@@ -303,9 +731,15 @@ on_window_entry(Addr sp)
 		return; /* recursion: the outermost call owns the window */
 	t->on = 1;
 	t->sp = sp;
-	collecting = 1;
+	set_collecting(1);
 	windows++;
-	sb_used = 0; /* the code between windows drained it */
+	t->sb.used = 0; /* the code between windows drained it */
+	if (!t->forwards) {
+		t->forwards = True;
+		forwarding_threads++;
+		if (running_tid <= MH_MAX_SHARERS)
+			join_rotation(running_tid);
+	}
 }
 
 static void
@@ -315,16 +749,8 @@ on_superblock(Addr sp)
 
 	if (t->on && sp > t->sp) {
 		t->on = 0;
-		collecting = 0;
+		set_collecting(0);
 	}
-}
-
-static void
-on_thread_run(ThreadId tid, ULong blocks_done)
-{
-	(void)blocks_done;
-	running_tid = tid;
-	collecting = threads[tid].on;
 }
 
 /* ------------------------------------------------------------------ */
@@ -391,28 +817,64 @@ call(struct mh_sb *b, const HChar *name, void *fn, Int regparms, IRExpr **args, 
 	addStmtToIRSB(b->out, IRStmt_Dirty(di));
 }
 
-static void
-instrument_access(struct mh_sb *b, Bool store, IRExpr *addr, Int size, Addr iaddr, IRExpr *guard)
+static IRExpr *
+outside_guard(struct mh_sb *b)
 {
-	IRExpr *pending;
+	IRTemp g = newIRTemp(b->out->tyenv, Ity_I1);
+
+	addStmtToIRSB(b->out, IRStmt_WrTmp(g, IRExpr_Binop(Iop_CmpNE64, load_u64(b, &touching), IRExpr_Const(IRConst_U64(0)))));
+	return IRExpr_RdTmp(g);
+}
+
+/*
+ * One load or store: the model inside the window (on_load_w/on_store_w), who
+ * holds the line outside it (on_touch_w). guard: NULL, or the access's own
+ * guard (a guarded load or store).
+ */
+static void
+instrument_access(struct mh_sb *b, Bool store, IRExpr *addr, Int size, Addr iaddr, IRExpr *guard, Bool rmw)
+{
+	ULong fixed = ((ULong)b->pending << MH_F_PENDING_SHIFT) | (rmw ? MH_F_RMW : 0);
+	IRExpr *flags;
 
 	if (guard == NULL) {
-		pending = mkIRExpr_HWord(b->pending);
-		call(b, store ? "on_store" : "on_load", store ? (void *)on_store : (void *)on_load, 0,
-		     mkIRExprVec_4(addr, mkIRExpr_HWord(size), mkIRExpr_HWord(iaddr), pending), collecting_guard(b));
-		return;
-	}
-	/* pending << 1 | guard, so that one word carries both */
-	{
-		IRTemp g = newIRTemp(b->out->tyenv, Ity_I64), pg = newIRTemp(b->out->tyenv, Ity_I64);
+		flags = mkIRExpr_HWord(fixed | MH_F_GUARD);
+	} else {
+		IRTemp g = newIRTemp(b->out->tyenv, Ity_I64), f = newIRTemp(b->out->tyenv, Ity_I64);
 
 		addStmtToIRSB(b->out, IRStmt_WrTmp(g, IRExpr_Unop(Iop_1Uto64, guard)));
-		addStmtToIRSB(b->out, IRStmt_WrTmp(pg, IRExpr_Binop(Iop_Or64, IRExpr_RdTmp(g),
-								     IRExpr_Const(IRConst_U64((ULong)b->pending << 1)))));
-		call(b, store ? "on_store_guarded" : "on_load_guarded",
-		     store ? (void *)on_store_guarded : (void *)on_load_guarded, 0,
-		     mkIRExprVec_4(addr, mkIRExpr_HWord(size), mkIRExpr_HWord(iaddr), IRExpr_RdTmp(pg)), collecting_guard(b));
+		addStmtToIRSB(b->out, IRStmt_WrTmp(f, IRExpr_Binop(Iop_Or64, IRExpr_RdTmp(g), IRExpr_Const(IRConst_U64(fixed)))));
+		flags = IRExpr_RdTmp(f);
 	}
+	call(b, store ? "on_store_w" : "on_load_w", store ? (void *)on_store_w : (void *)on_load_w, 0,
+	     mkIRExprVec_4(addr, mkIRExpr_HWord(size), mkIRExpr_HWord(iaddr), flags), collecting_guard(b));
+	call(b, "on_touch_w", (void *)on_touch_w, 0, mkIRExprVec_4(addr, mkIRExpr_HWord(size), mkIRExpr_HWord(store), flags),
+	     outside_guard(b));
+}
+
+static Bool
+same_atom(const IRExpr *a, const IRExpr *b)
+{
+	if (a->tag == Iex_RdTmp && b->tag == Iex_RdTmp)
+		return a->Iex.RdTmp.tmp == b->Iex.RdTmp.tmp;
+	if (a->tag == Iex_Const && b->tag == Iex_Const)
+		return eqIRConst(a->Iex.Const.con, b->Iex.Const.con);
+	return False;
+}
+
+/* Does a store of the same guest instruction (statements after i, up to the next IMark) write
+ * addr? x86 read-modify-writes (add to memory, lock xadd) load, then store or compare-and-swap. */
+static Bool
+stored_by_same_instruction(const IRSB *in, Int i, const IRExpr *addr)
+{
+	for (i++; i < in->stmts_used && in->stmts[i]->tag != Ist_IMark; i++) {
+		const IRStmt *st = in->stmts[i];
+
+		if ((st->tag == Ist_Store && same_atom(st->Ist.Store.addr, addr)) ||
+		    (st->tag == Ist_CAS && same_atom(st->Ist.CAS.details->addr, addr)))
+			return True;
+	}
+	return False;
 }
 
 static Bool
@@ -458,12 +920,14 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 			if (st->Ist.WrTmp.data->tag == Iex_Load) {
 				IRExpr *ld = st->Ist.WrTmp.data;
 
-				instrument_access(&b, False, ld->Iex.Load.addr, sizeofIRType(ld->Iex.Load.ty), iaddr, NULL);
+				instrument_access(&b, False, ld->Iex.Load.addr, sizeofIRType(ld->Iex.Load.ty), iaddr, NULL,
+						  stored_by_same_instruction(in, i, ld->Iex.Load.addr));
 			}
 			addStmtToIRSB(b.out, st);
 			break;
 		case Ist_Store:
-			instrument_access(&b, True, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(in->tyenv, st->Ist.Store.data)), iaddr, NULL);
+			instrument_access(&b, True, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(in->tyenv, st->Ist.Store.data)), iaddr, NULL,
+					  False);
 			addStmtToIRSB(b.out, st);
 			break;
 		case Ist_LoadG: {
@@ -471,14 +935,14 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 			IRType ty = Ity_INVALID, wide = Ity_INVALID;
 
 			typeOfIRLoadGOp(lg->cvt, &wide, &ty);
-			instrument_access(&b, False, lg->addr, sizeofIRType(ty), iaddr, lg->guard);
+			instrument_access(&b, False, lg->addr, sizeofIRType(ty), iaddr, lg->guard, False);
 			addStmtToIRSB(b.out, st);
 			break;
 		}
 		case Ist_StoreG: {
 			IRStoreG *sg = st->Ist.StoreG.details;
 
-			instrument_access(&b, True, sg->addr, sizeofIRType(typeOfIRExpr(in->tyenv, sg->data)), iaddr, sg->guard);
+			instrument_access(&b, True, sg->addr, sizeofIRType(typeOfIRExpr(in->tyenv, sg->data)), iaddr, sg->guard, False);
 			addStmtToIRSB(b.out, st);
 			break;
 		}
@@ -486,9 +950,9 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 			IRDirty *d = st->Ist.Dirty.details;
 
 			if (d->mFx == Ifx_Read || d->mFx == Ifx_Modify)
-				instrument_access(&b, False, d->mAddr, d->mSize, iaddr, NULL);
+				instrument_access(&b, False, d->mAddr, d->mSize, iaddr, NULL, d->mFx == Ifx_Modify);
 			if (d->mFx == Ifx_Write || d->mFx == Ifx_Modify)
-				instrument_access(&b, True, d->mAddr, d->mSize, iaddr, NULL);
+				instrument_access(&b, True, d->mAddr, d->mSize, iaddr, NULL, False);
 			addStmtToIRSB(b.out, st);
 			break;
 		}
@@ -497,8 +961,8 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 			IRCAS *cas = st->Ist.CAS.details;
 			Int size = sizeofIRType(typeOfIRExpr(in->tyenv, cas->dataLo)) * (cas->dataHi ? 2 : 1);
 
-			instrument_access(&b, False, cas->addr, size, iaddr, NULL);
-			instrument_access(&b, True, cas->addr, size, iaddr, NULL);
+			instrument_access(&b, False, cas->addr, size, iaddr, NULL, True);
+			instrument_access(&b, True, cas->addr, size, iaddr, NULL, False);
 			call(&b, "on_fence", (void *)on_fence, 0, mkIRExprVec_0(), collecting_guard(&b));
 			addStmtToIRSB(b.out, st);
 			break;
@@ -507,7 +971,7 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 			instrument_access(&b, st->Ist.LLSC.storedata != NULL, st->Ist.LLSC.addr,
 			       sizeofIRType(st->Ist.LLSC.storedata ? typeOfIRExpr(in->tyenv, st->Ist.LLSC.storedata)
 								   : typeOfIRTemp(in->tyenv, st->Ist.LLSC.result)),
-			       iaddr, NULL);
+			       iaddr, NULL, False);
 			addStmtToIRSB(b.out, st);
 			break;
 		case Ist_MBE:
@@ -554,18 +1018,22 @@ mh_fini(Int exitcode)
 	Int fd, k;
 
 	(void)exitcode;
+	apply_logs(~0ULL);
 	res = VG_(open)(clo_out_file, VKI_O_CREAT | VKI_O_WRONLY | VKI_O_TRUNC, VKI_S_IRUSR | VKI_S_IWUSR);
 	if (sr_isError(res)) {
 		VG_(umsg)("memhazard: cannot write %s\n", clo_out_file);
 		return;
 	}
 	fd = sr_Res(res);
-	out_printf(fd, "memhazard 1\n");
+	out_printf(fd, "memhazard 2\n");
 	out_printf(fd, "family %s\nstore_buffer %u\nrob %u\nwindow_fn %s\n", family->name, sb_size, rob_size, clo_window_fn);
 	out_printf(fd, "windows %llu\ninstructions %llu\nloads %llu\nstores %llu\ndrains %llu\n", windows, window_instrs,
 		   loads, stores, drains);
 	for (k = 0; k < MH_KINDS; k++)
 		out_printf(fd, "%s %llu\n", kind_names[k], totals[k]);
+	out_printf(fd, "forwarding_threads %u\nlines_tracked %u\nuntracked_lines %llu\nuntracked_thread_accesses %llu\n"
+		   "logged_accesses %llu\nlate_accesses %llu\n", forwarding_threads, lines_used, untracked_lines, untracked_thread_accesses,
+		   logged_accesses, late_accesses);
 	/* site KIND COUNT | ADDRESS: function (file:line) | ... the innermost inlined call first */
 	VG_(HT_ResetIter)(sites);
 	while ((s = VG_(HT_Next)(sites)) != NULL) {
@@ -631,6 +1099,8 @@ mh_post_clo_init(void)
 	rob_size = clo_rob ? (UInt)clo_rob : family->rob;
 	threads = VG_(calloc)("memhazard.threads", VG_N_THREADS, sizeof(*threads));
 	sites = VG_(HT_construct)("memhazard.sites");
+	line_table = VG_(calloc)("memhazard.lines", MH_LINE_TABLE, sizeof(*line_table));
+	logs = VG_(calloc)("memhazard.logs", MH_MAX_SHARERS + 1, sizeof(*logs));
 }
 
 static void
@@ -645,6 +1115,9 @@ mh_pre_clo_init(void)
 	VG_(basic_tool_funcs)(mh_post_clo_init, mh_instrument, mh_fini);
 	VG_(needs_command_line_options)(mh_process_cmd_line_option, mh_print_usage, mh_print_debug_usage);
 	VG_(track_start_client_code)(on_thread_run);
+	VG_(track_stop_client_code)(on_thread_stop);
+	VG_(track_pre_thread_ll_exit)(on_thread_exit);
+	VG_(needs_syscall_wrapper)(on_syscall, after_syscall);
 }
 
 VG_DETERMINE_INTERFACE_VERSION(mh_pre_clo_init)

@@ -1,0 +1,72 @@
+"""Cache-line transfers between lcores on the real dataplane, by the sim backend.
+
+The baseline and regression (g) (a counter every lcore increments per packet) are built like the
+agent builds them and run under memhazard on one and on two lcores.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from perfci_agent.backends.sim import SimBackend
+from perfci_agent.errors import RunFailed
+from perfci_agent.measure import default_core
+from perfci_agent.workspace import compile_tree
+from perfci_core.metrics import hazard_sites
+from perfci_core.result import BenchConfig
+
+DATAPLANE = Path(__file__).resolve().parents[3] / "dataplane"
+CONFIG = BenchConfig()  # as the sim backend runs it: 100 000 packets, 2 000 of warm-up
+
+
+def _tree(root: Path, patch: str | None) -> Path:
+    top_builds = lambda d, names: [n for n in names if Path(d) == DATAPLANE and n.startswith("build")]  # noqa: E731
+    shutil.copytree(DATAPLANE, root / "dataplane", ignore=top_builds)
+    if patch:
+        subprocess.run(["git", "apply", str(DATAPLANE / "regressions" / patch)], cwd=root, check=True)
+    return compile_tree(root / "dataplane", root / "build")
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory) -> dict[str, Path]:
+    return {"base": _tree(tmp_path_factory.mktemp("base"), None),
+            "g": _tree(tmp_path_factory.mktemp("g"), "g-shared-counter.patch")}
+
+
+def sample(binary: Path, lcores: int, tmp_path: Path):
+    backend = SimBackend(cache_sim=False, lcores=lcores)
+    return backend.sample(binary, default_core(), backend.config_for(CONFIG), DATAPLANE, rep=0)
+
+
+def transfer_sites(raw) -> dict[str, float]:
+    return {site: v for (kind, site), v in hazard_sites(raw).items() if kind == "line_transfers"}
+
+
+def test_the_shared_counter_moves_its_line_between_two_lcores_and_not_on_one(trees, tmp_path):
+    one = sample(trees["g"], 1, tmp_path)
+    assert one.raw["sim.line_transfers"] == 0 and one.raw["sim.read_transfers"] == 0  # one lcore: nothing to share
+    two = sample(trees["g"], 2, tmp_path)
+    sites = transfer_sites(two.raw)
+    counter = {s: v for s, v in sites.items() if s.startswith("forward_one@fwd.c:")}
+    assert len(counter) == 1, sites  # the one increment the patch adds
+    # lockstep lcores: most increments find the line in the other lcore (see dataplane/README.md)
+    assert 0.3 < next(iter(counter.values())) <= 1.0
+    again = sample(trees["g"], 2, tmp_path)
+    assert {k: v for k, v in again.raw.items() if again.raw[k] != two.raw.get(k)} == {}  # bit-identical
+
+
+def test_the_baseline_moves_no_line_of_its_own_between_lcores(trees, tmp_path):
+    two = sample(trees["base"], 2, tmp_path)
+    assert two.raw["sim.lcores"] == 2 and two.raw["sim.hz_forwarding_threads"] == 2
+    # what is left is net_ring's per-queue statistics: the queues' counters share a line
+    assert not [s for s in transfer_sites(two.raw) if "fwd.c" in s]
+    assert two.raw["sim.line_transfers"] / two.raw["sim.fwd_packets"] < 0.05
+
+
+def test_more_lcores_than_cpus_is_a_clear_error(trees, tmp_path):
+    with pytest.raises(RunFailed, match="lcores asked for.*one CPU number per lcore"):
+        sample(trees["base"], 64, tmp_path)
