@@ -175,7 +175,8 @@ def callgrind_profile(parent: Path, culprit: Path, config: BenchConfig, core: in
 # --- memhazard ------------------------------------------------------------------------------------
 
 HAZARD_WORDS = {"sf_blocks": "store-forward blocks", "split_loads": "split loads", "split_stores": "split stores",
-                "alias_4k": "4K aliases"}
+                "alias_4k": "4K aliases", "line_transfers": "line transfers between lcores",
+                "read_transfers": "read transfers between lcores"}
 
 
 def hazards_per_packet(binary: Path, config: BenchConfig, core: int, workdir: Path) -> dict[str, float]:
