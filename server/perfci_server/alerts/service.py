@@ -48,7 +48,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from perfci_core import metrics as catalogue
-from perfci_core.analysis import Kind, Point, detect, explain
+from perfci_core.analysis import DetectionResult, Kind, Point, detect, explain
 from perfci_core.analysis.detect import Settings as DetectionSettings
 from perfci_core.metrics import hazard_sites
 
@@ -57,11 +57,13 @@ from ..bisect import service as bisect_service
 from ..errors import NotFound
 from ..forge import service as forge_service
 from ..models import Alert, AlertDirection, AlertGroup, AlertStatus, BenchConfig, Branch, Machine, Repository, utcnow
+from ..models import Suspect as SuspectRow
 from ..pagination import Page
 from ..repos import repository as repo_sql
 from ..settings import Settings
+from . import confirm
 from . import repository as alert_sql
-from .schemas import AlertGroupRead, AlertRead, CheckResult, CheckState, CommitRef, MachineVerdict, Triage
+from .schemas import AlertGroupRead, AlertRead, CheckResult, CheckState, CommitRef, MachineVerdict, SuspectRead, Triage
 
 log = logging.getLogger(__name__)
 
@@ -121,12 +123,13 @@ class Outcome:
     created: int = 0
     updated: int = 0
     dropped: int = 0
+    confirm_jobs: int = 0  # confirmation rounds queued for suspects
     groups: set[int] = field(default_factory=set)
     commits: set[int] = field(default_factory=set)
 
     def as_dict(self) -> dict[str, Any]:
         return {"found": self.found, "created": self.created, "updated": self.updated, "dropped": self.dropped,
-                "groups": sorted(self.groups), "commits": len(self.commits)}
+                "confirm_jobs": self.confirm_jobs, "groups": sorted(self.groups), "commits": len(self.commits)}
 
 
 def detect_pending(session: Session, machine_id: int, settings: Settings) -> Outcome:
@@ -198,18 +201,23 @@ def detect_config(session: Session, branch_id: int, machine_id: int, config_id: 
     sha_at = {position: sha for sha, (_, position) in at.items()}
 
     book = _Book(session, branch_id, machine_id)
+    confirmations = confirm.Confirmations(session, branch_id, machine_id, config_id, at)
     for (metric, backend), by_position in sorted(points.items()):
         series = [Point.of(sha_at[p], values) for p, values in sorted(by_position.items())]
-        found = _changes(series, metric, backend, config_id, at)
+        found, result = _changes(series, metric, backend, config_id, at)
         outcome.found += len(found)
         book.reconcile((config_id, metric, backend), found, judge_from, outcome)
+        if result is not None:  # suspects: pending, confirmation rounds (confirm.py)
+            confirmations.track(metric, backend, result, [(f.last_good[1], f.first_bad[1]) for f in found], judge_from)
     book.finish(settings, outcome)
+    outcome.confirm_jobs += confirmations.schedule(settings)
 
 
-def _changes(series: list[Point], metric: str, backend: str, config_id: int, at: dict[str, tuple[int, int]]) -> list[Found]:
+def _changes(series: list[Point], metric: str, backend: str, config_id: int,
+             at: dict[str, tuple[int, int]]) -> tuple[list[Found], DetectionResult | None]:
     known = catalogue.CATALOGUE.get(metric)
     if known is not None and not known.alerts:
-        return []  # context for the explanations of other alerts (the catalogue says why)
+        return [], None  # context for the explanations of other alerts (the catalogue says why)
     result = detect(series, metric, backend, DETECTION)
     for note in result.notes:
         log.debug("detection %s/%s config %s: %s", metric, backend, config_id, note)
@@ -225,7 +233,7 @@ def _changes(series: list[Point], metric: str, backend: str, config_id: int, at:
             before_median=change.before_median, after_median=change.after_median, change_pct=change.percent,
             confidence=change.confidence, p_value=None if change.exact else change.p_value,
         ))
-    return found
+    return found, result
 
 
 def _overlap(a: tuple[int, int], b: tuple[int, int]) -> int:
@@ -533,6 +541,35 @@ def read_groups(session: Session, groups: list[AlertGroup]) -> list[AlertGroupRe
     return out
 
 
+def read_suspects(session: Session, rows: list[SuspectRow]) -> list[SuspectRead]:
+    """The API shape of suspects, names and commits loaded in batch queries."""
+    if not rows:
+        return []
+    commits = alert_sql.commits_by_id(session, [c for r in rows for c in (r.suspect_commit_id, *r.commit_ids)])
+    positions = alert_sql.branch_positions(session, [(r.branch_id, r.suspect_commit_id) for r in rows])
+    branches = alert_sql.names(session, Branch, [r.branch_id for r in rows])
+    machines = alert_sql.names(session, Machine, [r.machine_id for r in rows])
+    configs = alert_sql.names(session, BenchConfig, [r.config_id for r in rows])
+    out = []
+    for r in rows:
+        c = commits[r.suspect_commit_id]
+        out.append(SuspectRead(
+            id=r.id, state=r.state, why=r.why, direction=r.direction, branch=branches.get(r.branch_id, ""),
+            machine_id=r.machine_id, machine=machines.get(r.machine_id, ""), config=configs.get(r.config_id, ""),
+            metric=r.metric, backend=r.backend, change_pct=r.change_pct, p_value=r.p_value,
+            suspect=CommitRef(sha=c.sha, position=positions.get((r.branch_id, r.suspect_commit_id)), subject=_subject(c.message),
+                              author=f"{c.author_name} <{c.author_email}>" if c.author_email else c.author_name),
+            commits=[commits[i].sha for i in r.commit_ids if i in commits],
+            confirm_jobs=alert_sql.active_confirm_jobs(session, r.machine_id, r.config_id, r.commit_ids),
+            reason=r.reason, created_at=r.created_at, updated_at=r.updated_at,
+        ))
+    return out
+
+
+def read_suspect_page(session: Session, page: Page[SuspectRow]) -> Page[SuspectRead]:
+    return Page(items=read_suspects(session, page.items), total=page.total, limit=page.limit, offset=page.offset)
+
+
 def read_page(session: Session, page: Page[AlertGroup]) -> Page[AlertGroupRead]:
     return Page(items=read_groups(session, page.items), total=page.total, limit=page.limit, offset=page.offset)
 
@@ -583,10 +620,16 @@ def check(session: Session, sha: str, repository: str | None, machine: str | Non
     commit_ids = [c.id for c in commits]
     regressions = read_groups(session, alert_sql.implicating_groups(session, commit_ids, machine_ids))
     pending = alert_sql.active_jobs(session, commit_ids, machine_ids)
+    suspects = read_suspects(session, alert_sql.pending_suspects(session, commit_ids, machine_ids))
     verdicts = [MachineVerdict(machine_id=s.machine_id, machine=name, state=s.state, description=s.description)
                 for s, name in alert_sql.verdicts(session, commit_ids, machine_ids)]
     if regressions:
         state, detail = CheckState.REGRESSED, "; ".join(f"alert {g.id}: {g.summary}" for g in regressions)
+    elif suspects:  # not an alert yet, not clean either: the confirmation rounds decide
+        state = CheckState.PENDING
+        detail = "suspected change being confirmed: " + "; ".join(
+            f"{s.direction} {s.change_pct:+.2f}% of {s.config} {s.metric}/{s.backend} at {s.suspect.sha[:12]} on {s.machine} "
+            f"({s.confirm_jobs} confirmation job(s) queued or running)" for s in suspects)
     elif pending or not verdicts:
         state = CheckState.PENDING
         detail = f"{pending} job(s) still queued or running" if pending else "no analysed result for this commit yet"
@@ -594,4 +637,4 @@ def check(session: Session, sha: str, repository: str | None, machine: str | Non
         state, detail = CheckState.CLEAN, f"no untriaged regression on {len(verdicts)} machine(s)"
     exit_code = {CheckState.REGRESSED: 1, CheckState.CLEAN: 0, CheckState.PENDING: 2}[state]
     return CheckResult(commit=sha, state=state, exit_code=exit_code, detail=detail, machines=verdicts, pending_jobs=pending,
-                       regressions=regressions)
+                       regressions=regressions, pending_suspects=suspects)
