@@ -416,6 +416,10 @@ def adaptive_main(seeds: list[int], per_family: int, lengths: tuple[int, int], r
                                  sum(adaptive[i][2] for i in idx), base))
         print(f"seed {seed}: {len(corpus)} series, {sum(len(s.points) for s in corpus)} commits, "
               f"{sum(len(s.steps) for s in corpus)} steps ({time.monotonic() - started:.0f} s)", flush=True)
+        for table, per in rows.items():
+            print(f"  {table.split(' (')[0]}: " + "; ".join(
+                f"{name} " + " ".join(f"{c} {format(per[name][-1][c], fmt)}" for c, fmt in ADAPTIVE_COLUMNS)
+                for name in per), flush=True)
     for table, per in rows.items():
         print(f"\n{table}: {ADAPTIVE_REPS} repetitions per commit, mean (min-max) over {len(seeds)} seeds "
               f"{seeds[0]}-{seeds[-1]}")
