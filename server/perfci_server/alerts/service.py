@@ -20,6 +20,11 @@ What one detection does (a Celery task per machine after successful uploads, see
   there agrees the culprit is inside it); two groups whose ranges come to share their first bad
   commit are merged.
 
+Suspects (:mod:`.confirm`): a change detection finds likely but cannot decide yet is not an
+alert; it is recorded as pending and gets confirmation rounds (extra repetitions of its commits,
+claimed before push jobs, within a per machine x config budget); detection decides again when
+they arrive. The hook is in :func:`detect_config`, next to the reconciliation of found changes.
+
 A change that disappears (more data shows no step): an alert of the series that detection no
 longer reports is deleted when its group is still untriaged and the window judged it — its first
 bad commit lies at least ``STALE_MARGIN`` measured commits after the window's start (or the
