@@ -120,3 +120,10 @@ def test_no_suspects_on_a_quiet_series_nor_on_deterministic_ones_and_they_can_be
     assert detect(sim, "ipp", "sim").suspects == ()
     loop = Loop(np.where(np.arange(33) >= 30, 103.0, 100.0))
     assert detect(list(loop.points.items()), "cpp", "tsc", Settings(max_suspects=0)).suspects == ()
+
+
+def test_suspects_of_two_metrics_at_the_same_commits_share_one_round():
+    cpp = _suspect("c10", ("c09", "c10", "c11"), 1e-3)
+    pps = Suspect("unconfirmed", Kind.REGRESSION, "pps", "tsc", "c10", ("c09", "c10", "c11"), -0.02, 2e-3)
+    p = plan([cpp, pps], {}, 0, 300, 3)
+    assert [q.commit for q in p.requests] == ["c09", "c10", "c11"] and p.exhausted == ()  # one job measures both

@@ -79,12 +79,13 @@ def plan(suspects: tuple[Suspect, ...] | list[Suspect], rounds: Mapping[str, int
     for s in suspects:
         if waiting.intersection(s.commits):
             continue
-        todo = [c for c in s.commits if c not in asked and rounds.get(c, 0) < policy.max_rounds]
-        if not todo or len(todo) * repetitions_per_round > left:
+        due = [c for c in s.commits if rounds.get(c, 0) < policy.max_rounds]
+        new = [c for c in due if c not in asked]  # the rest is asked already for a stronger suspect
+        if not due or len(new) * repetitions_per_round > left:
             exhausted.append(s)  # a suspect is measured as a whole or not at all: half the evidence decides nothing
             continue
-        for c in todo:
+        for c in new:
             requests.append(Request(c, rounds.get(c, 0) + 1, s))
             asked.add(c)
-        left -= len(todo) * repetitions_per_round
+        left -= len(new) * repetitions_per_round
     return Plan(tuple(requests), tuple(exhausted), spent, allowed)
