@@ -2,7 +2,7 @@
 detect_changes), CSIT jumpavg and Apache Otava on labelled corpora, over many generator seeds.
 
     .venv/bin/python benchmarks/detection/run.py [--seeds 10] [--seed 20240601] [--quick]
-        [--extra FILE.json ...] [--no-peers]
+        [--extra FILE.json ...] [--no-peers] [--adaptive]
 
 Each seed draws its own corpus; every figure is printed as the mean over the seeds with its range
 (min-max), in two tables: the noisy families and the deterministic one, which are never mixed.
@@ -26,7 +26,13 @@ prefixes of the series. Recall by step size (±1, noisy families) closes the rep
 Detectors: perfci's `detect`; Perfherder (perfherder.py: Treeherder's windows 12/24 back, 12
 values forward, linear weights, |t| > 7, 2 % minimum change; every repetition is one value, as
 retriggered jobs are); jumpavg fed one median per commit (its README's form); Otava on per-commit
-medians. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
+medians. ``--adaptive`` instead compares perfci with and without adaptive re-measurement, every
+noisy series at 3 repetitions per commit: the loop (AdaptiveRun) detects every 10 commits over the
+server's 200-commit window, asks the shared policy (perfci_core.analysis.adaptive, as the server's
+alerts/confirm.py does) for confirmation rounds of its suspects, draws them from the series' own
+noise model (a `real` round resamples a fresh recorded job), and decides again; it prints recall
+within ±1 commit for 2-3 % steps and for steps of 3 % or more, false alerts per 1000 commits,
+median delay and the budget spent (extra repetitions / baseline repetitions). Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
 (default ``~/.cache/perfci-bench``), each talking JSON over a subprocess; one that cannot be
 installed is reported and skipped.
 """
