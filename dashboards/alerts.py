@@ -1,5 +1,5 @@
 """Alerts: the alert groups with their status, suspected commit range, the metrics that moved and
-the lean-model explanation."""
+the lean-model explanation; and the suspected changes still being confirmed (pending, not alerts)."""
 
 from __future__ import annotations
 
@@ -68,4 +68,27 @@ def build() -> db.Dashboard:
     table = p.colour_by_text(table, "direction", {"regression": "red", "improvement": "green"})
     table = table.override_by_name("explanation", [p.DynamicConfigValue(id_val="custom.cellOptions",
                                                                         value={"type": "json-view"})])
-    return board.with_panel(p.hide_columns(table, "commit_url").height(16).span(24))
+    board = board.with_panel(p.hide_columns(table, "commit_url").height(16).span(24))
+    return board.with_panel(pending_table().height(8).span(24))
+
+
+def pending_table():
+    """Suspects: pending while their confirmation rounds run; exhausted when the budget stopped them."""
+    suspects = """
+        SELECT id AS suspect, state, why, direction, branch, machine, config, metric || '/' || backend AS metric,
+               round(change_pct::numeric, 2) AS change_pct, p_value, suspect_sha AS commit, suspect_position AS position,
+               suspect_subject AS subject, confirm_jobs_active AS confirm_jobs, reason, updated_at,
+               suspect_url AS commit_url
+        FROM dash_suspects
+        WHERE state IN ('pending', 'exhausted') AND machine_id IN (${machine:sqlstring})
+        ORDER BY state, updated_at DESC, id DESC
+        LIMIT 200
+    """
+    table = p.data_table("Pending: suspected changes being confirmed",
+                         "Likely changes the statistics cannot decide yet; extra repetitions of their commits run "
+                         "ahead of push jobs, then detection decides again. Not alerts. exhausted: the series' "
+                         "re-measurement budget or the rounds per commit are spent, undecided.", suspects)
+    table = p.commit_link(table, "commit")
+    table = p.colour_by_text(table, "state", {"pending": "blue", "exhausted": "text"})
+    table = p.colour_by_text(table, "direction", {"regression": "red", "improvement": "green", "change": "text"})
+    return p.hide_columns(table, "commit_url")

@@ -10,6 +10,8 @@ The known changes (fractions of the branch length):
 - at 24 %: IPP +3 % (an extra per-packet step; every machine, every config)    -> alerts, "fixed"
 - at 60 %: eIPC -5 % with 19x the store-forward blocks (pmu machines only)     -> alerts, "untriaged"
 - at 84 %: IPP -2 % (an improvement)                                            -> alerts, "acknowledged"
+- 3 commits before the head, on the first machine and config: a suspected CPP regression still
+  being confirmed (a pending suspect, one queued confirmation round of its 3 commits)
 """
 
 from __future__ import annotations
@@ -279,11 +281,12 @@ def seed(connection: Connection, shape: Shape = Shape(), now: datetime | None = 
 
     seeded = Seeded(repository_id, branch_id, machine_ids, backends, config_ids, commit_ids, shas, len(values))
     _seed_alerts(connection, ids, seeded, configs, series_medians, times)
+    _seed_suspect(connection, ids, seeded, configs, times)
     ids.sync_sequences()
     # Every table the panels join: statistics left from an earlier (rolled-back) seeding can make
     # the planner nest-loop over runs and jobs for minutes.
     for table in ("metric_values", "samples", "runs", "jobs", "branch_commits", "commits", "branches", "machines",
-                  "bench_configs", "alert_groups", "alerts"):
+                  "bench_configs", "alert_groups", "alerts", "suspects"):
         connection.execute(text(f"ANALYZE {table}"))
     return seeded
 
@@ -325,6 +328,27 @@ def _seed_alerts(connection: Connection, ids: _Ids, seeded: Seeded, configs, ser
     _copy(connection, "alerts", ("id", "group_id", "config_id", "metric", "backend", "direction", "last_good_commit_id",
                                  "first_bad_commit_id", "before_median", "after_median", "change_pct", "confidence", "p_value",
                                  "updated_at", "created_at"), alerts)
+
+
+def _seed_suspect(connection: Connection, ids: _Ids, seeded: Seeded, configs, times) -> None:
+    """A pending suspect near the head with its queued confirmation round (the alerts' pending table)."""
+    machine, machine_id = next(iter(seeded.machines.items()))
+    config_id = seeded.configs[configs[0][0]]
+    at = len(seeded.commit_ids) - 3
+    commits = seeded.commit_ids[at - 1:at + 2]
+    when = times[-1] + timedelta(minutes=30)
+    [suspect_id] = ids.take("suspects", 1)
+    reason = "unconfirmed: +1.10% (p=0.004)"
+    _copy(connection, "suspects", ("id", "branch_id", "machine_id", "config_id", "metric", "backend", "suspect_commit_id",
+                                   "commit_ids", "why", "direction", "change_pct", "p_value", "state", "reason",
+                                   "updated_at", "created_at"),
+          [(suspect_id, seeded.branch_id, machine_id, config_id, "cpp", seeded.machine_backends[machine], seeded.commit_ids[at],
+            json.dumps(commits), "unconfirmed", "regression", 1.10, 0.004, "pending", reason, when, when)])
+    job_ids = ids.take("jobs", len(commits))
+    _copy(connection, "jobs", ("id", "commit_id", "machine_id", "config_id", "state", "attempts", "max_attempts", "purpose",
+                               "priority", "round", "reason", "updated_at", "created_at"),
+          [(job_id, commit_id, machine_id, config_id, "queued", 0, 3, "confirm", 10, 1,
+            f"{reason} at {seeded.shas[at][:12]}: round 1", when, when) for job_id, commit_id in zip(job_ids, commits)])
 
 
 def _factor(step: Step, metric: str) -> float:

@@ -2,7 +2,7 @@
 detect_changes), CSIT jumpavg and Apache Otava on labelled corpora, over many generator seeds.
 
     .venv/bin/python benchmarks/detection/run.py [--seeds 10] [--seed 20240601] [--quick]
-        [--extra FILE.json ...] [--no-peers]
+        [--extra FILE.json ...] [--no-peers] [--adaptive]
 
 Each seed draws its own corpus; every figure is printed as the mean over the seeds with its range
 (min-max), in two tables: the noisy families and the deterministic one, which are never mixed.
@@ -26,7 +26,13 @@ prefixes of the series. Recall by step size (±1, noisy families) closes the rep
 Detectors: perfci's `detect`; Perfherder (perfherder.py: Treeherder's windows 12/24 back, 12
 values forward, linear weights, |t| > 7, 2 % minimum change; every repetition is one value, as
 retriggered jobs are); jumpavg fed one median per commit (its README's form); Otava on per-commit
-medians. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
+medians. ``--adaptive`` instead compares perfci with and without adaptive re-measurement, every
+noisy series at 3 repetitions per commit: the loop (AdaptiveRun) detects every 10 commits over the
+server's 200-commit window, asks the shared policy (perfci_core.analysis.adaptive, as the server's
+alerts/confirm.py does) for confirmation rounds of its suspects, draws them from the series' own
+noise model (a `real` round resamples a fresh recorded job), and decides again; it prints recall
+within ±1 commit for 2-3 % steps and for steps of 3 % or more, false alerts per 1000 commits,
+median delay and the budget spent (extra repetitions / baseline repetitions). Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
 (default ``~/.cache/perfci-bench``), each talking JSON over a subprocess; one that cannot be
 installed is reported and skipped.
 """
@@ -51,6 +57,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(ROOT / "core"), str(ROOT / "server"), str(ROOT / "agents"), str(HERE)]
 
 from perfci_core.analysis import detect  # noqa: E402
+from perfci_core.analysis.adaptive import Policy, plan  # noqa: E402
 from perfherder import detect_changes as perfherder_detect  # noqa: E402
 
 DELAY_CHECKS = [2, 3, 5, 8, 13, 21, 34]
@@ -72,6 +79,15 @@ class Series:
     family: str = "extra"
     commits: list[str] = field(default_factory=list)
     sizes: dict[int, float] = field(default_factory=dict)  # step position -> relative size
+    level: np.ndarray | None = None  # true level per commit (synthetic noisy series)
+    cv: float = 0.0
+    noise_seed: int = 0  # extra repetitions of (commit, round) are drawn from their own seed
+
+    def extra(self, i: int, round_: int, reps: int, real_noise: list[np.ndarray] | None) -> list[float]:
+        """The ``round_``-th extra job of commit ``i``: the same noise model, a fresh job."""
+        assert self.level is not None, "extra repetitions need a synthetic series"
+        rng = np.random.default_rng([self.noise_seed, i, round_])
+        return draw(rng, self.family, self.cv, float(self.level[i]), reps, real_noise)
 
     def __post_init__(self):
         if not self.commits:
@@ -109,7 +125,7 @@ def load_real_noise(path: Path = REAL_NOISE) -> list[np.ndarray]:
 
 
 def synth_series(rng: np.random.Generator, idx: int, family: str, n: int,
-                 real_noise: list[np.ndarray] | None = None) -> Series:
+                 real_noise: list[np.ndarray] | None = None, fixed_reps: int | None = None) -> Series:
     steps = _steps(rng, n)
     metric = "cpp" if family == "real" else ["cpp", "pps", "ipp", "eipc"][idx % 4]
     level = np.full(n, 100.0 if metric != "pps" else 1.0e7)
@@ -125,23 +141,29 @@ def synth_series(rng: np.random.Generator, idx: int, family: str, n: int,
         # slow drift: up to +/-2 % per 1000 commits, plus a small random walk
         level = level * (1 + rng.uniform(-0.02, 0.02) * np.arange(n) / 1000
                          + np.cumsum(rng.normal(0, cv / 100, n)))
-    pts = []
-    for lv, r in zip(level, reps):
-        r = int(r)
-        if family == "real":
-            job = real_noise[int(rng.integers(len(real_noise)))]
-            pts.append([float(v) for v in lv * rng.choice(job, r)])
-            continue
-        e = cv * rng.standard_normal(r)
-        if family == "heavy":
-            e = cv * rng.standard_t(3, r) / math.sqrt(3.0) + 0.19 * (rng.random(r) < 0.02)
-        elif family == "bimodal":
-            e = e + 2.5 * cv * (rng.random(r) < 0.25)
-        elif family == "outliers":
-            e = e + 0.20 * (rng.random(r) < 0.03) * rng.choice([-0.5, 1.0], r)
-        pts.append([float(v) for v in lv * (1 + e)])
+    if fixed_reps is not None:  # the adaptive benchmark: every commit starts with the same repetitions
+        reps = np.full(n, fixed_reps)
+    pts = [draw(rng, family, cv, float(lv), int(r), real_noise) for lv, r in zip(level, reps)]
     return Series(f"s{idx:03d}-{family}", metric, "tsc" if metric in ("cpp", "pps") else "pmu",
-                  pts, list(steps), family, sizes=steps)
+                  pts, list(steps), family, sizes=steps, level=level, cv=cv,
+                  noise_seed=int(rng.integers(2**62)) if fixed_reps is not None else 0)
+
+
+def draw(rng: np.random.Generator, family: str, cv: float, level: float, r: int,
+         real_noise: list[np.ndarray] | None) -> list[float]:
+    """``r`` repetitions of one job at ``level`` from the family's noise model (a ``real`` job
+    resamples one recorded job: its repetitions share that job's host state)."""
+    if family == "real":
+        job = real_noise[int(rng.integers(len(real_noise)))]
+        return [float(v) for v in level * rng.choice(job, r)]
+    e = cv * rng.standard_normal(r)
+    if family == "heavy":
+        e = cv * rng.standard_t(3, r) / math.sqrt(3.0) + 0.19 * (rng.random(r) < 0.02)
+    elif family == "bimodal":
+        e = e + 2.5 * cv * (rng.random(r) < 0.25)
+    elif family == "outliers":
+        e = e + 0.20 * (rng.random(r) < 0.03) * rng.choice([-0.5, 1.0], r)
+    return [float(v) for v in level * (1 + e)]
 
 
 def load_extra(paths: list[Path]) -> list[Series]:
@@ -154,13 +176,13 @@ def load_extra(paths: list[Path]) -> list[Series]:
 
 
 def build_corpus(seed: int, per_family: int, lengths: tuple[int, int], extra: list[Series],
-                 real_noise: list[np.ndarray]) -> list[Series]:
+                 real_noise: list[np.ndarray], fixed_reps: int | None = None) -> list[Series]:
     rng = np.random.default_rng(seed)
     corpus: list[Series] = []
     for f in NOISY_FAMILIES + DETERMINISTIC_FAMILIES:
         for _ in range(per_family):
             n = int(rng.integers(lengths[0], lengths[1] + 1))
-            corpus.append(synth_series(rng, len(corpus), f, n, real_noise))
+            corpus.append(synth_series(rng, len(corpus), f, n, real_noise, fixed_reps))
     return corpus + extra
 
 
@@ -189,6 +211,70 @@ def local_run(fn, corpus: list[Series]) -> tuple[list[list[int]], list[list[int 
     changes = [fn(s) for s in corpus]
     delays = [[_delay(fn, s, k) for k in s.steps] for s in corpus]
     return changes, delays
+
+
+# ----------------------------------------------------------------------------- adaptive loop
+
+ADAPTIVE_REPS = 3  # repetitions of every commit before adaptation (and of every extra round)
+ADAPTIVE_STRIDE = 10  # commits between two detections of the online walk
+SERVER_WINDOW = 200  # measured commits one server detection reads (Settings.detection_window_commits)
+MAX_LOOPS = 8  # re-decisions per detection (each after the requested rounds arrived)
+
+
+class AdaptiveRun:
+    """The server's confirm loop on one synthetic series: detect on the window, ask the shared
+    policy (perfci_core.analysis.adaptive) for rounds, draw them from the series' noise model,
+    detect again, until the policy asks nothing. Extra rounds are drawn from their own seed per
+    (commit, round), so any prefix sees the draws the online walk saw."""
+
+    def __init__(self, s: Series, real_noise: list[np.ndarray] | None, policy: Policy = Policy()):
+        self.s, self.real_noise, self.policy = s, real_noise, policy
+        self.extras: list[list[float]] = [[] for _ in s.points]
+        self.rounds: dict[str, int] = {}
+        self.position = {c: i for i, c in enumerate(s.commits)}
+
+    def spent(self, start: int, stop: int) -> int:
+        return sum(len(x) for x in self.extras[start:stop])
+
+    def settle(self, start: int, stop: int) -> list[int]:
+        """Detection on commits [start, stop) after the loop; the suspects' positions found."""
+        s = self.s
+        baseline = sum(len(p) for p in s.points[start:stop])
+        for _ in range(MAX_LOOPS):
+            r = detect([(s.commits[i], s.points[i] + self.extras[i]) for i in range(start, stop)], s.metric, s.backend)
+            p = plan(r.suspects, self.rounds, self.spent(start, stop), baseline, ADAPTIVE_REPS, self.policy)
+            if not p.requests:
+                break
+            for q in p.requests:
+                i = self.position[q.commit]
+                self.extras[i] += s.extra(i, q.round, ADAPTIVE_REPS, self.real_noise)
+                self.rounds[q.commit] = q.round
+        return sorted(self.position[c.suspect] for c in r.changes)
+
+    def walk(self) -> list[int]:
+        """Online: detection every ADAPTIVE_STRIDE commits over the server's window, then the
+        whole series with every extra repetition the walk measured."""
+        n = len(self.s.points)
+        for t in [*range(ADAPTIVE_STRIDE, n, ADAPTIVE_STRIDE), n]:
+            self.settle(max(0, t - SERVER_WINDOW), t)
+        return self.settle(0, n)
+
+
+def adaptive_run(s: Series, real_noise: list[np.ndarray] | None) -> tuple[list[int], list[int | None], int, int]:
+    """(changes, delays, extra repetitions, baseline repetitions) of the adaptive loop on ``s``."""
+    run = AdaptiveRun(s, real_noise)
+    changes = run.walk()
+    delays: list[int | None] = []
+    for k in s.steps:
+        start, delay = max(0, k - DELAY_CONTEXT), None
+        for c in DELAY_CHECKS:
+            if k + c >= len(s.points):
+                break
+            if any(abs(j - k) <= 1 for j in AdaptiveRun(s, real_noise).settle(start, k + c + 1)):
+                delay = c
+                break
+        delays.append(delay)
+    return changes, delays, run.spent(0, len(s.points)), sum(len(p) for p in s.points)
 
 
 # ----------------------------------------------------------------------------- peers
@@ -300,6 +386,62 @@ def print_table(title: str, rows: dict[str, list[dict[str, float]]], secs: dict[
         print(f"{name:<12} " + " ".join(f"{v:>{w}}" for v, w in zip(row, widths)) + f" {secs[name]:6.0f}")
 
 
+ADAPTIVE_COLUMNS = (("recall±1 2-3%", ".3f"), ("recall±1 >=3%", ".3f"), ("FA/1k±1", ".2f"), ("delay", ".1f"),
+                    ("budget", ".3f"))
+ADAPTIVE_TABLES = {"synthetic noisy (normal, heavy, bimodal, outliers, drift)": lambda s: s.family != "real",
+                   "real noise (recorded tsc runs, resampled)": lambda s: s.family == "real"}
+
+
+def adaptive_figures(corpus: list[Series], changes: list[list[int]], delays: list[list[int | None]],
+                     spent: int, baseline: int) -> dict[str, float]:
+    fig = figures(corpus, changes, delays)
+    counts = recall_by_size(corpus, changes)
+    two, big = counts[2], [sum(c[i] for c in counts[3:]) for i in (0, 1)]
+    return {"recall±1 2-3%": two[0] / two[1] if two[1] else math.nan,
+            "recall±1 >=3%": big[0] / big[1] if big[1] else math.nan,
+            "FA/1k±1": fig["FA/1k±1"], "delay": fig["delay"], "budget": spent / baseline if baseline else 0.0}
+
+
+def adaptive_main(seeds: list[int], per_family: int, lengths: tuple[int, int], real_noise: list[np.ndarray]) -> int:
+    """Adaptive re-measurement against detection alone, both at ADAPTIVE_REPS repetitions per commit."""
+    rows: dict[str, dict[str, list[dict[str, float]]]] = {t: {} for t in ADAPTIVE_TABLES}
+    started = time.monotonic()
+    for seed in seeds:
+        corpus = [s for s in build_corpus(seed, per_family, lengths, [], real_noise, ADAPTIVE_REPS) if s.noisy]
+        plain = local_run(perfci_changes, corpus)
+        adaptive = [adaptive_run(s, real_noise) for s in corpus]
+        for table, keep in ADAPTIVE_TABLES.items():
+            idx = [i for i, s in enumerate(corpus) if keep(s)]
+            part = [corpus[i] for i in idx]
+            base = sum(adaptive[i][3] for i in idx)
+            rows[table].setdefault("perfci", []).append(
+                adaptive_figures(part, [plain[0][i] for i in idx], [plain[1][i] for i in idx], 0, base))
+            rows[table].setdefault("perfci adaptive", []).append(
+                adaptive_figures(part, [adaptive[i][0] for i in idx], [adaptive[i][1] for i in idx],
+                                 sum(adaptive[i][2] for i in idx), base))
+        print(f"seed {seed}: {len(corpus)} series, {sum(len(s.points) for s in corpus)} commits, "
+              f"{sum(len(s.steps) for s in corpus)} steps ({time.monotonic() - started:.0f} s)", flush=True)
+        for table, per in rows.items():
+            print(f"  {table.split(' (')[0]}: " + "; ".join(
+                f"{name} " + " ".join(f"{c} {format(per[name][-1][c], fmt)}" for c, fmt in ADAPTIVE_COLUMNS)
+                for name in per), flush=True)
+    for table, per in rows.items():
+        print(f"\n{table}: {ADAPTIVE_REPS} repetitions per commit, mean (min-max) over {len(seeds)} seeds "
+              f"{seeds[0]}-{seeds[-1]}")
+        cells = {name: [cell([f[c] for f in figs], fmt) for c, fmt in ADAPTIVE_COLUMNS] for name, figs in per.items()}
+        widths = [max(len(c), *(len(v[i]) for v in cells.values())) for i, (c, _) in enumerate(ADAPTIVE_COLUMNS)]
+        head = f"{'detector':<16} " + " ".join(f"{c:>{w}}" for (c, _), w in zip(ADAPTIVE_COLUMNS, widths))
+        print(head)
+        print("-" * len(head))
+        for name, row in cells.items():
+            print(f"{name:<16} " + " ".join(f"{v:>{w}}" for v, w in zip(row, widths)))
+    print("recall±1: labelled steps found within one commit, by relative size; FA/1k±1: false alerts per 1000 "
+          "commits; delay: median commits measured after the step before it was reported; budget: extra "
+          "repetitions / baseline repetitions (the policy's cap is 0.30).")
+    print(f"took {time.monotonic() - started:.0f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, help="generator seeds (default 10; 3 with --quick)")
@@ -310,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", type=Path,
                     default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "perfci-bench")
     ap.add_argument("--no-peers", action="store_true", help="skip jumpavg and Otava")
+    ap.add_argument("--adaptive", action="store_true",
+                    help=f"perfci with and without adaptive re-measurement, {ADAPTIVE_REPS} repetitions per commit")
     args = ap.parse_args(argv)
     n_seeds = args.seeds or (3 if args.quick else 10)
     if n_seeds < 1:
@@ -318,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [args.seed + i for i in range(n_seeds)]
     extra = load_extra(args.extra)
     real_noise = load_real_noise(args.real_noise)
+    if args.adaptive:
+        return adaptive_main(seeds, per_family, lengths, real_noise)
 
     peers: dict[str, Path] = {}
     notes: list[str] = []

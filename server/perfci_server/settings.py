@@ -75,6 +75,11 @@ class Settings(BaseSettings):
     # Beat resends detection for a machine whose successful runs waited longer than this unanalysed.
     detection_straggler_seconds: float = Field(300.0, gt=0)
     detection_sweep_interval_seconds: float = Field(60.0, gt=0)
+    # Adaptive re-measurement (alerts.confirm): a suspected change gets confirmation rounds of its
+    # commits; extra repetitions per machine x config stay within this fraction of the window's own.
+    confirm_suspects: bool = True
+    confirm_budget_fraction: float = Field(0.30, ge=0.0, le=10.0)
+    confirm_max_rounds: int = Field(2, ge=1, le=20)  # extra rounds per commit
     # Explanation: measured commits on each side of a range whose medians feed the lean model.
     explanation_window_commits: int = Field(10, ge=1, le=200)
 

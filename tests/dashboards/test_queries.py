@@ -55,6 +55,9 @@ EXPECTED_COLUMNS = {
     ("perfci-alerts", "Alert groups"): ["alert", "status", "direction", "branch", "machine", "range", "last_good_position",
                                         "first_bad_position", "subject", "author", "alert_count", "metrics", "summary",
                                         "explanation", "triage_note", "triaged_by", "created_at", "commit_url"],
+    ("perfci-alerts", "Pending: suspected changes being confirmed"): [
+        "suspect", "state", "why", "direction", "branch", "machine", "config", "metric", "change_pct", "p_value", "commit",
+        "position", "subject", "confirm_jobs", "reason", "updated_at", "commit_url"],
 }
 
 NOT_SCALING = {"Serial fraction B (lower is better)", "Scaling efficiency E(N) (higher is better)", "Package energy (RAPL)"}

@@ -26,7 +26,7 @@ def _round_trip(url: str) -> None:
 
 @pytest.mark.services
 def test_postgresql_upgrade_check_downgrade(pg_engine):
-    scratch = "perfci_test_migrations"
+    scratch = f"{make_url(TEST_DATABASE_URL).database}_migrations"  # one per test database: runs in parallel never collide
     admin = create_engine(TEST_DATABASE_URL, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:

@@ -2,7 +2,8 @@
 
 Exit status: 1 an untriaged regression alert implicates the commit (it lies in a group's range,
 last good .. first bad); 0 measured and analysed on every machine asked about, nothing untriaged;
-2 not measured (or not analysed) yet — try again later; 3 could not ask (server unreachable,
+2 not measured (or not analysed) yet, or a suspected change of the commit is being confirmed
+by extra repetitions — try again later; 3 could not ask (server unreachable,
 unknown machine, refused token).
 """
 
@@ -30,7 +31,7 @@ def check(
     server: Optional[str] = SERVER_OPTION,
     token: Optional[str] = TOKEN_OPTION,
 ) -> None:
-    """Exit 1 if the commit has an untriaged regression alert, 0 if clean, 2 if not measured yet."""
+    """Exit 1 if the commit has an untriaged regression alert, 0 if clean, 2 if not measured yet or being confirmed."""
     from rich.console import Console
     from rich.markup import escape
 

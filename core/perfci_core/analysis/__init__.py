@@ -10,7 +10,7 @@
 """
 
 from .compare import Comparison, Kind, Verdict, compare
-from .detect import Change, DetectionResult, IncrementalDetector, Settings, detect
+from .detect import Change, DetectionResult, IncrementalDetector, Settings, Suspect, detect
 from .explain import Explanation, explain
 from .series import CleanSeries, Point, clean
 
@@ -19,6 +19,7 @@ __all__ = [
     "CleanSeries",
     "Comparison",
     "DetectionResult",
+    "Suspect",
     "Explanation",
     "IncrementalDetector",
     "Kind",

@@ -24,6 +24,24 @@ Bad input: non-finite repetitions and empty points are dropped with a note
 (:func:`series.clean`); fewer than two points give no verdict (a note); an unknown metric raises
 KeyError naming the known ones unless ``Settings.unknown_metric == "report"``, which reports
 changes of kind CHANGE (no better-direction known, so neither regression nor improvement).
+
+Suspects (noisy backends only, :class:`Suspect`): places where a change is likely but the
+statistics can neither confirm nor reject it yet, so that more repetitions there
+(:mod:`.adaptive`) can decide. Two kinds, both bounded so they cannot flood:
+
+- ``unconfirmed``: a boundary the change-point search keeps when its validation test is run at
+  the looser ``Settings.suspect_alpha`` (0.01) instead of the search's alpha (1e-4), with a move
+  of at least the learned minimum effect, and that no confirmed change already covers. Such a
+  boundary is a step the data leans towards (p <= 0.01) but one that, at 1e-4, would be a false
+  alert about once per 30 series of 300 commits: it is worth a few more repetitions, not an
+  alert. The MDL grouping, the minimum segment and the minimum effect still apply, so a lone
+  outlier commit or slow drift is no more a suspect than it is a change.
+- ``unpinned``: a confirmed change whose location is a range of commits (the repetitions could
+  not pin it): more repetitions of the commits around it locate it.
+
+At most ``Settings.max_suspects`` per series, the strongest (lowest p) first; each names the
+commits whose extra repetitions decide it (the suspect, the commit before it and the one after,
+plus an unpinned change's candidates), at most ``Settings.suspect_commits`` of them.
 """
 
 from __future__ import annotations
@@ -53,6 +71,9 @@ class Settings:
     commit_alpha: float = 1e-4  # the per-commit test's alpha (pinning must not guess)
     unknown_metric: Literal["raise", "report"] = "raise"
     tail_window: int = 300  # IncrementalDetector: points re-examined on each append
+    suspect_alpha: float = 1e-2  # a boundary with p at most this (but above search.alpha) is a suspect
+    max_suspects: int = 3  # per series, strongest first (no flood)
+    suspect_commits: int = 7  # commits re-measured per suspect, centred on it
 
 
 @dataclass(frozen=True)
@@ -81,6 +102,24 @@ class Change:
 
 
 @dataclass(frozen=True)
+class Suspect:
+    """A likely change the statistics cannot decide yet (see the module doc)."""
+
+    why: Literal["unconfirmed", "unpinned"]
+    kind: Kind  # direction the data leans to (CHANGE for a metric of unknown direction)
+    metric: str
+    backend: str
+    suspect: str  # most likely first commit at the new level
+    commits: tuple[str, ...]  # commits whose extra repetitions decide it, in series order
+    rel_change: float
+    p_value: float
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.rel_change
+
+
+@dataclass(frozen=True)
 class DetectionResult:
     metric: str
     backend: str
@@ -89,6 +128,7 @@ class DetectionResult:
     noise: float  # relative commit-to-commit noise of the per-commit medians (0 for sim)
     min_effect: float
     notes: tuple[str, ...] = ()
+    suspects: tuple[Suspect, ...] = ()
 
     @property
     def regressions(self) -> tuple[Change, ...]:
@@ -159,7 +199,44 @@ def detect(
         b = bounds[i + 1] if i + 1 < len(bounds) else len(s)
         check, pinned = _pin(s, a, cp.index, b, m, min_effect, settings)
         changes.append(_change(s, cp, name, be, m, check, pinned))
-    return DetectionResult(name, be.value, tuple(changes), len(s), noise, min_effect, tuple(notes))
+    suspects = _suspects(s, changes, cps, medians, point_sigma, m, min_effect, noise, name, be, settings)
+    return DetectionResult(name, be.value, tuple(changes), len(s), noise, min_effect, tuple(notes), suspects)
+
+
+def _suspects(s: CleanSeries, changes: list[Change], cps: list[ChangePoint], medians: np.ndarray,
+              point_sigma: np.ndarray, m: catalogue.Metric | None, min_effect: float, noise: float, name: str,
+              be: catalogue.Backend, settings: Settings) -> tuple[Suspect, ...]:
+    """Unconfirmed boundaries (the search at ``suspect_alpha``) and unpinned changes (module doc)."""
+    if settings.max_suspects <= 0 or settings.suspect_alpha <= settings.search.alpha:
+        return ()
+    covered = [(cp.range_start - 1, cp.range_end + 1) for cp in cps]
+    loose = find_change_points(medians, to_scale(medians), point_sigma, m, min_effect, noise,
+                               replace(settings.search, alpha=settings.suspect_alpha))
+    out: list[Suspect] = []
+    for cp in loose:
+        if any(lo <= cp.index <= hi for lo, hi in covered):
+            continue
+        kind = cp.test.kind if cp.test.kind is not Kind.NONE else Kind.CHANGE
+        around = _around(len(s), cp.index, cp.range_start, cp.range_end, settings.suspect_commits)
+        out.append(Suspect("unconfirmed", kind, name, be.value, s.commits[cp.index],
+                           tuple(s.commits[i] for i in around), cp.test.rel_change, cp.test.p_value))
+    for ch, cp in zip(changes, cps):
+        if ch.pinned:
+            continue
+        around = _around(len(s), cp.index, cp.range_start, cp.range_end, settings.suspect_commits)
+        out.append(Suspect("unpinned", ch.kind, name, be.value, ch.suspect, tuple(s.commits[i] for i in around),
+                           ch.rel_change, ch.p_value))
+    out.sort(key=lambda x: (x.p_value, -abs(x.rel_change)))
+    return tuple(out[:settings.max_suspects])
+
+
+def _around(n: int, k: int, lo: int, hi: int, most: int) -> range:
+    """Positions to re-measure for a change at ``k`` located in [lo, hi]: the commit before the
+    range to the commit after it, at most ``most`` of them centred on ``k``."""
+    lo, hi = max(0, min(lo, k) - 1), min(n - 1, max(hi, k) + 1)
+    half = max(1, most // 2)
+    lo, hi = max(lo, k - half), min(hi, k + half)
+    return range(lo, hi + 1)
 
 
 def _pin(s: CleanSeries, a: int, k: int, b: int, m: catalogue.Metric | None, min_effect: float,
@@ -241,5 +318,6 @@ class IncrementalDetector:
         self._frozen = [ch for ch in self._frozen if ch.index < cut]
         self._frozen.extend(ch for ch in fresh.changes if ch.index >= cut)
         self._result = DetectionResult(fresh.metric, fresh.backend, tuple(self._frozen), n, fresh.noise,
-                                       fresh.min_effect, tuple(self._notes) + fresh.notes)
+                                       fresh.min_effect, tuple(self._notes) + fresh.notes,
+                                       fresh.suspects)
         return self._result

@@ -23,6 +23,7 @@ from ..models import (
     CommitStatus,
     DetectionWindow,
     Job,
+    JobPurpose,
     JobState,
     Machine,
     MetricValue,
@@ -30,6 +31,8 @@ from ..models import (
     Run,
     RunStatus,
     Sample,
+    Suspect,
+    SuspectState,
 )
 
 # --- detection input ------------------------------------------------------------------------
@@ -104,26 +107,6 @@ def lock_branch_machine(session: Session, branch_id: int, machine_id: int) -> No
     session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": int.from_bytes(digest, "big", signed=True)})
 
 
-def measured_positions(session: Session, branch_id: int, machine_id: int, config_id: int, limit: int) -> list[int]:
-    """Branch positions of the last ``limit`` commits measured on machine x config (ascending).
-
-    A done job has exactly one successful run, so the jobs table answers without touching the
-    (much larger) metric values."""
-    statement = (
-        select(BranchCommit.position)
-        .join(Job, Job.commit_id == BranchCommit.commit_id)
-        .where(
-            BranchCommit.branch_id == branch_id,
-            Job.machine_id == machine_id,
-            Job.config_id == config_id,
-            Job.state == JobState.DONE.value,
-        )
-        .order_by(BranchCommit.position.desc())
-        .limit(limit)
-    )
-    return sorted(session.scalars(statement))
-
-
 def measured_commits(session: Session, branch_id: int, machine_id: int, config_id: int, limit: int,
                      before: int | None = None, after: int | None = None) -> list[tuple[int, int]]:
     """(branch position, commit id) of the last ``limit`` commits measured on machine x config
@@ -133,7 +116,8 @@ def measured_commits(session: Session, branch_id: int, machine_id: int, config_i
         select(BranchCommit.position, BranchCommit.commit_id)
         .join(Job, Job.commit_id == BranchCommit.commit_id)
         .where(BranchCommit.branch_id == branch_id, Job.machine_id == machine_id, Job.config_id == config_id,
-               Job.state == JobState.DONE.value)
+               Job.state == JobState.DONE.value,
+               Job.round == 0)  # a commit once, however many confirmation rounds it had
         .order_by(BranchCommit.position if after is not None else BranchCommit.position.desc())
         .limit(limit)
     )
@@ -231,7 +215,7 @@ def measured_positions_between(
         select(BranchCommit.position)
         .join(Job, Job.commit_id == BranchCommit.commit_id)
         .where(BranchCommit.branch_id == branch_id, Job.machine_id == machine_id, Job.config_id == config_id,
-               Job.state == JobState.DONE.value)
+               Job.state == JobState.DONE.value, Job.round == 0)
         .order_by(BranchCommit.position.desc() if newest_first else BranchCommit.position)
         .limit(limit)
     )
@@ -424,6 +408,37 @@ def implicating_groups_by_commit(session: Session, commit_ids: Sequence[int], ma
         if group.id not in {g.id for g in found.setdefault(commit_id, [])}:  # a commit on two branches of a group: once
             found[commit_id].append(group)
     return found
+
+
+def suspects_statement(state: str | None = None, machine_id: int | None = None, branch: str | None = None,
+                       metric: str | None = None) -> Select[tuple[Suspect]]:
+    """Suspected changes, newest first."""
+    statement = select(Suspect).order_by(Suspect.id.desc())
+    if state is not None:
+        statement = statement.where(Suspect.state == state)
+    if machine_id is not None:
+        statement = statement.where(Suspect.machine_id == machine_id)
+    if branch is not None:
+        statement = statement.where(Suspect.branch_id.in_(select(Branch.id).where(Branch.name == branch)))
+    if metric is not None:
+        statement = statement.where(Suspect.metric == metric)
+    return statement
+
+
+def pending_suspects(session: Session, commit_ids: Sequence[int], machine_ids: Sequence[int] | None) -> list[Suspect]:
+    """Pending suspects that name one of these commits (few at a time: filtered here, not in JSON SQL)."""
+    statement = select(Suspect).where(Suspect.state == SuspectState.PENDING.value).order_by(Suspect.id)
+    if machine_ids is not None:
+        statement = statement.where(Suspect.machine_id.in_(list(machine_ids)))
+    wanted = set(commit_ids)
+    return [s for s in session.scalars(statement) if wanted & ({s.suspect_commit_id} | set(s.commit_ids))]
+
+
+def active_confirm_jobs(session: Session, machine_id: int, config_id: int, commit_ids: Sequence[int]) -> int:
+    statement = select(func.count()).select_from(Job).where(
+        Job.machine_id == machine_id, Job.config_id == config_id, Job.commit_id.in_(list(commit_ids)),
+        Job.purpose == JobPurpose.CONFIRM.value, Job.state.in_((JobState.QUEUED.value, *ACTIVE_STATES)))
+    return session.scalar(statement) or 0
 
 
 def active_jobs(session: Session, commit_ids: Sequence[int], machine_ids: Sequence[int] | None) -> int:

@@ -8,12 +8,12 @@ from fastapi import APIRouter, Query, status
 
 from ..deps import AdminDep, PageDep, ReaderDep, SessionDep, SettingsDep
 from ..errors import NotFound, Unauthorized, responses
-from ..models import AlertDirection, AlertStatus
+from ..models import AlertDirection, AlertStatus, SuspectState
 from ..pagination import Page, paginate
 from . import repository as alert_sql
 from . import service
 from ..bounded import DbId
-from .schemas import AlertGroupRead, CheckResult, Redetect, RedetectAccepted, Triage
+from .schemas import AlertGroupRead, CheckResult, Redetect, RedetectAccepted, SuspectRead, Triage
 
 router = APIRouter(prefix="/alerts", tags=["alerts"])
 
@@ -40,6 +40,21 @@ def list_alerts(
     return service.read_page(session, paginate(session, statement, page, lambda group: group))
 
 
+@router.get("/pending", responses=responses(Unauthorized))
+def list_pending(
+    session: SessionDep,
+    _: ReaderDep,
+    page: PageDep,
+    state: Annotated[SuspectState, Query(description="pending (default), exhausted, confirmed or rejected")] = SuspectState.PENDING,
+    machine_id: Annotated[DbId | None, Query()] = None,
+    branch: Annotated[str | None, Query(description="Branch name")] = None,
+    metric: Annotated[str | None, Query()] = None,
+) -> Page[SuspectRead]:
+    """Suspected changes, newest first: pending while their confirmation rounds run, not alerts."""
+    statement = alert_sql.suspects_statement(state.value, machine_id, branch, metric)
+    return service.read_suspect_page(session, paginate(session, statement, page, lambda row: row))
+
+
 @router.get("/check", responses=responses(Unauthorized, NotFound))
 def check_commit(
     session: SessionDep,
@@ -48,7 +63,8 @@ def check_commit(
     repository: Annotated[str | None, Query(description="Repository name (GitHub full_name / GitLab path)")] = None,
     machine: Annotated[str | None, Query(description="Machine name or id; default every machine")] = None,
 ) -> CheckResult:
-    """The CI gate: regressed (an untriaged regression implicates the commit), clean, or pending."""
+    """The CI gate: regressed (an untriaged regression implicates the commit), clean, or pending (not analysed
+    yet, or a suspected change of the commit is being confirmed); exit codes 1, 0, 2."""
     return service.check(session, commit, repository, machine)
 
 

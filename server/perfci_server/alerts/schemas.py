@@ -58,6 +58,37 @@ class AlertGroupRead(BaseModel):
     alerts: list[AlertRead]
 
 
+class SuspectRead(BaseModel):
+    """A suspected change: pending while its confirmation rounds run, never an alert."""
+
+    id: int
+    state: str = Field(description="pending: confirmation rounds queued or running; exhausted: undecided, the "
+                                   "budget or the rounds are spent; confirmed: detection now reports it (see the "
+                                   "alert); rejected: the extra repetitions showed no change")
+    why: str = Field(description="unconfirmed: the statistics can neither confirm nor reject it yet; "
+                                 "unpinned: a confirmed change the repetitions cannot pin to one commit")
+    direction: str = Field(description="regression / improvement the data leans to (change: unknown direction)")
+    branch: str
+    machine_id: int
+    machine: str
+    config: str
+    metric: str
+    backend: str
+    change_pct: float | None
+    p_value: float | None
+    suspect: CommitRef = Field(description="The most likely first commit at the new level")
+    commits: list[str] = Field(description="Commits whose extra repetitions decide it (shas, series order)")
+    confirm_jobs: int = Field(description="Confirmation jobs of its commits still queued or running")
+    reason: str
+    created_at: datetime
+    updated_at: datetime
+
+    @field_validator("change_pct", "p_value", mode="before")
+    @classmethod
+    def _finite_or_null(cls, value: Any) -> Any:
+        return value if value is None or math.isfinite(value) else None
+
+
 class TriageStatus(str, Enum):
     UNTRIAGED = AlertStatus.UNTRIAGED.value
     ACKNOWLEDGED = AlertStatus.ACKNOWLEDGED.value
@@ -102,9 +133,12 @@ class CheckResult(BaseModel):
     commit: str
     state: CheckState = Field(description="regressed: an untriaged regression implicates the commit; "
                                           "clean: measured and analysed everywhere, nothing untriaged; "
-                                          "pending: not (fully) measured or analysed yet")
+                                          "pending: not (fully) measured or analysed yet, or a suspected "
+                                          "change of the commit is being confirmed")
     exit_code: int = Field(description="What `perfci check` exits with: 1 regressed, 0 clean, 2 pending")
     detail: str
     machines: list[MachineVerdict] = Field(description="Analysed verdicts per machine")
     pending_jobs: int = Field(description="Jobs of this commit still queued or running")
     regressions: list[AlertGroupRead]
+    pending_suspects: list[SuspectRead] = Field(default_factory=list,
+                                                description="Suspected changes of the commit still being confirmed")

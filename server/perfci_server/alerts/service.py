@@ -27,6 +27,11 @@ What one detection does (a Celery task per machine after successful uploads, see
   there agrees the culprit is inside it); two groups whose ranges come to share their first bad
   commit are merged.
 
+Suspects (:mod:`.confirm`): a change detection finds likely but cannot decide yet is not an
+alert; it is recorded as pending and gets confirmation rounds (extra repetitions of its commits,
+claimed before push jobs, within a per machine x config budget); detection decides again when
+they arrive. The hook is in :func:`detect_config`, next to the reconciliation of found changes.
+
 A change that disappears (more data shows no step): an alert of the series that detection no
 longer reports is deleted when its group is still untriaged and the window judged it — its first
 bad commit lies at least ``STALE_MARGIN`` measured commits after the window's start (or the
@@ -55,7 +60,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from perfci_core import metrics as catalogue
-from perfci_core.analysis import Kind, detect, explain
+from perfci_core.analysis import DetectionResult, Kind, detect, explain
 from perfci_core.analysis.detect import Change
 from perfci_core.analysis.detect import Settings as DetectionSettings
 from perfci_core.metrics import hazard_sites
@@ -65,11 +70,13 @@ from ..bisect import service as bisect_service
 from ..errors import NotFound
 from ..forge import service as forge_service
 from ..models import Alert, AlertDirection, AlertGroup, AlertStatus, BenchConfig, Branch, Machine, Repository, utcnow
+from ..models import Suspect as SuspectRow
 from ..pagination import Page
 from ..repos import repository as repo_sql
 from ..settings import Settings
+from . import confirm
 from . import repository as alert_sql
-from .schemas import AlertGroupRead, AlertRead, CheckResult, CheckState, CommitRef, MachineVerdict, Triage
+from .schemas import AlertGroupRead, AlertRead, CheckResult, CheckState, CommitRef, MachineVerdict, SuspectRead, Triage
 from .window import Window, WindowSeries, version_of
 
 log = logging.getLogger(__name__)
@@ -130,12 +137,13 @@ class Outcome:
     created: int = 0
     updated: int = 0
     dropped: int = 0
+    confirm_jobs: int = 0  # confirmation rounds queued for suspects
     groups: set[int] = field(default_factory=set)
     commits: set[int] = field(default_factory=set)
 
     def as_dict(self) -> dict[str, Any]:
         return {"found": self.found, "created": self.created, "updated": self.updated, "dropped": self.dropped,
-                "groups": sorted(self.groups), "commits": len(self.commits)}
+                "confirm_jobs": self.confirm_jobs, "groups": sorted(self.groups), "commits": len(self.commits)}
 
 
 def detect_pending(session: Session, machine_id: int, settings: Settings) -> Outcome:
@@ -206,15 +214,19 @@ def detect_config(session: Session, branch_id: int, machine_id: int, config_id: 
     window = _window(session, branch_id, machine_id, config_id, measured, fresh, settings, use_cache)
     judge_from = _judge_from(session, branch_id, machine_id, config_id, [p for p, _ in measured])
     book = _Book(session, branch_id, machine_id)
-    for key, found in window_changes(window, config_id).items():
+    confirmations = confirm.Confirmations(session, branch_id, machine_id, config_id, window.at())
+    for key, (found, result) in window_changes(window, config_id).items():
         outcome.found += len(found)
         book.reconcile((config_id, *key), found, judge_from, outcome)
+        if result is not None:  # suspects: pending, confirmation rounds (confirm.py)
+            confirmations.track(*key, result, [(f.last_good[1], f.first_bad[1]) for f in found], judge_from)
     judged_to = -1
     for late in sorted(p for p in fresh if p < measured[0][0]):
         if late < judged_to:
             continue  # inside the window of an earlier late upload
         judged_to = _detect_around(session, book, branch_id, machine_id, config_id, late, judge_from, settings, outcome)
     book.finish(settings, outcome)
+    outcome.confirm_jobs += confirmations.schedule(settings)
 
 
 def _judge_from(session: Session, branch_id: int, machine_id: int, config_id: int, positions: list[int]) -> int:
@@ -269,21 +281,24 @@ def _detect_around(session: Session, book: _Book, branch_id: int, machine_id: in
     judge_to = min(main_judge_from, positions[max(0, len(positions) - 1 - STALE_MARGIN)])
     log.info("detection: commit at position %s uploaded late (window starts at %s): analysed over positions %s..%s",
              late, main_judge_from, positions[0], positions[-1])
-    for key, found in window_changes(window, config_id).items():
+    # Changes only: suspects of a late window are left to the next detection that sees the commit
+    # in its main window (confirmation rounds are for the newest commits, where verdicts are due).
+    for key, (found, _) in window_changes(window, config_id).items():
         found = [f for f in found if f.first_bad[1] < main_judge_from]
         outcome.found += len(found)
         book.reconcile((config_id, *key), found, judge_from, outcome, judge_to=judge_to)
     return judge_to
 
 
-def window_changes(window: Window, config_id: int) -> dict[tuple[str, str], list[Found]]:
-    """The changes of every series of a window, located on the branch."""
+def window_changes(window: Window, config_id: int) -> dict[tuple[str, str], tuple[list[Found], DetectionResult | None]]:
+    """The changes of every series of a window, located on the branch, with the detection result
+    that holds its suspects (None for series decided by the exact rule or not analysed)."""
     at = window.at()
     return {(metric, backend): _changes(series, metric, backend, config_id, at)
             for (metric, backend), series in window.series().items()}
 
 
-def _analyse(series: WindowSeries, metric: str, backend: str) -> list[Change]:
+def _analyse(series: WindowSeries, metric: str, backend: str) -> tuple[list[Change], DetectionResult | None]:
     """:func:`analysis.detect` on one series. A deterministic (sim) series is decided by the exact
     rule between consecutive commits, so only the pairs whose medians differ at all need the
     rule: the same changes as the whole series gives, at a cost that follows the changes, not the
@@ -292,22 +307,24 @@ def _analyse(series: WindowSeries, metric: str, backend: str) -> list[Change]:
         result = detect(series, metric, backend, DETECTION)
         for note in result.notes:
             log.debug("detection %s/%s: %s", metric, backend, note)
-        return list(result.changes)
+        return list(result.changes), result
     medians = series.medians
     changes = []
     for k in (np.flatnonzero(medians[1:] != medians[:-1]) + 1).tolist():
         pair = WindowSeries(commits=series.commits[k - 1:k + 1], samples=series.samples[k - 1:k + 1],
                             cached_medians=medians[k - 1:k + 1])
         changes.extend(detect(pair, metric, backend, DETECTION).changes)
-    return changes
+    return changes, None
 
 
-def _changes(series: WindowSeries, metric: str, backend: str, config_id: int, at: dict[str, tuple[int, int]]) -> list[Found]:
+def _changes(series: WindowSeries, metric: str, backend: str, config_id: int,
+             at: dict[str, tuple[int, int]]) -> tuple[list[Found], DetectionResult | None]:
     known = catalogue.CATALOGUE.get(metric)
     if known is not None and not known.alerts:
-        return []  # context for the explanations of other alerts (the catalogue says why)
+        return [], None  # context for the explanations of other alerts (the catalogue says why)
+    changes, result = _analyse(series, metric, backend)
     found = []
-    for change in _analyse(series, metric, backend):
+    for change in changes:
         if change.kind not in (Kind.REGRESSION, Kind.IMPROVEMENT):
             log.warning("detection: %s/%s config %s moved %+.2f%% at %s but has no better-direction; not alerted",
                         metric, backend, config_id, change.percent, change.first_bad)
@@ -318,7 +335,7 @@ def _changes(series: WindowSeries, metric: str, backend: str, config_id: int, at
             before_median=change.before_median, after_median=change.after_median, change_pct=change.percent,
             confidence=change.confidence, p_value=None if change.exact else change.p_value,
         ))
-    return found
+    return found, result
 
 
 def _overlap(a: tuple[int, int], b: tuple[int, int]) -> int:
@@ -629,6 +646,35 @@ def read_groups(session: Session, groups: list[AlertGroup]) -> list[AlertGroupRe
     return out
 
 
+def read_suspects(session: Session, rows: list[SuspectRow]) -> list[SuspectRead]:
+    """The API shape of suspects, names and commits loaded in batch queries."""
+    if not rows:
+        return []
+    commits = alert_sql.commits_by_id(session, [c for r in rows for c in (r.suspect_commit_id, *r.commit_ids)])
+    positions = alert_sql.branch_positions(session, [(r.branch_id, r.suspect_commit_id) for r in rows])
+    branches = alert_sql.names(session, Branch, [r.branch_id for r in rows])
+    machines = alert_sql.names(session, Machine, [r.machine_id for r in rows])
+    configs = alert_sql.names(session, BenchConfig, [r.config_id for r in rows])
+    out = []
+    for r in rows:
+        c = commits[r.suspect_commit_id]
+        out.append(SuspectRead(
+            id=r.id, state=r.state, why=r.why, direction=r.direction, branch=branches.get(r.branch_id, ""),
+            machine_id=r.machine_id, machine=machines.get(r.machine_id, ""), config=configs.get(r.config_id, ""),
+            metric=r.metric, backend=r.backend, change_pct=r.change_pct, p_value=r.p_value,
+            suspect=CommitRef(sha=c.sha, position=positions.get((r.branch_id, r.suspect_commit_id)), subject=_subject(c.message),
+                              author=f"{c.author_name} <{c.author_email}>" if c.author_email else c.author_name),
+            commits=[commits[i].sha for i in r.commit_ids if i in commits],
+            confirm_jobs=alert_sql.active_confirm_jobs(session, r.machine_id, r.config_id, r.commit_ids),
+            reason=r.reason, created_at=r.created_at, updated_at=r.updated_at,
+        ))
+    return out
+
+
+def read_suspect_page(session: Session, page: Page[SuspectRow]) -> Page[SuspectRead]:
+    return Page(items=read_suspects(session, page.items), total=page.total, limit=page.limit, offset=page.offset)
+
+
 def read_page(session: Session, page: Page[AlertGroup]) -> Page[AlertGroupRead]:
     return Page(items=read_groups(session, page.items), total=page.total, limit=page.limit, offset=page.offset)
 
@@ -679,10 +725,16 @@ def check(session: Session, sha: str, repository: str | None, machine: str | Non
     commit_ids = [c.id for c in commits]
     regressions = read_groups(session, alert_sql.implicating_groups(session, commit_ids, machine_ids))
     pending = alert_sql.active_jobs(session, commit_ids, machine_ids)
+    suspects = read_suspects(session, alert_sql.pending_suspects(session, commit_ids, machine_ids))
     verdicts = [MachineVerdict(machine_id=s.machine_id, machine=name, state=s.state, description=s.description)
                 for s, name in alert_sql.verdicts(session, commit_ids, machine_ids)]
     if regressions:
         state, detail = CheckState.REGRESSED, "; ".join(f"alert {g.id}: {g.summary}" for g in regressions)
+    elif suspects:  # not an alert yet, not clean either: the confirmation rounds decide
+        state = CheckState.PENDING
+        detail = "suspected change being confirmed: " + "; ".join(
+            f"{s.direction} {s.change_pct:+.2f}% of {s.config} {s.metric}/{s.backend} at {s.suspect.sha[:12]} on {s.machine} "
+            f"({s.confirm_jobs} confirmation job(s) queued or running)" for s in suspects)
     elif pending or not verdicts:
         state = CheckState.PENDING
         detail = f"{pending} job(s) still queued or running" if pending else "no analysed result for this commit yet"
@@ -690,4 +742,4 @@ def check(session: Session, sha: str, repository: str | None, machine: str | Non
         state, detail = CheckState.CLEAN, f"no untriaged regression on {len(verdicts)} machine(s)"
     exit_code = {CheckState.REGRESSED: 1, CheckState.CLEAN: 0, CheckState.PENDING: 2}[state]
     return CheckResult(commit=sha, state=state, exit_code=exit_code, detail=detail, machines=verdicts, pending_jobs=pending,
-                       regressions=regressions)
+                       regressions=regressions, pending_suspects=suspects)

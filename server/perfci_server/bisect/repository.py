@@ -95,7 +95,8 @@ def job_states(session: Session, commit_ids: Sequence[int], machine_id: int, con
     statement = (
         select(Job.commit_id, Job.state, Run.status)
         .outerjoin(Run, Run.job_id == Job.id)
-        .where(Job.commit_id.in_(commit_ids), Job.machine_id == machine_id, Job.config_id == config_id)
+        .where(Job.commit_id.in_(commit_ids), Job.machine_id == machine_id, Job.config_id == config_id,
+               Job.round == 0)  # the step's own job (confirmation rounds are detection's)
         .order_by(Job.commit_id, Run.attempt)
     )
     out: dict[int, tuple[str, list[str]]] = {}

@@ -25,7 +25,7 @@ from perfci_core.analysis import bisect as core
 from .. import dispatch
 from ..errors import Conflict, NotFound, Unprocessable
 from ..jobs import repository as job_sql
-from ..models import Bisect, BisectStatus, JobState, utcnow
+from ..models import Bisect, BisectStatus, JobPurpose, JobState, utcnow
 from ..repos import repository as repo_sql
 from ..settings import Settings
 from . import repository as bisect_sql
@@ -184,7 +184,8 @@ def advance(session: Session, bisect_id: int, settings: Settings) -> str:
     new = [i for i in wanted if i not in pending]
     if new:
         commit_ids = [bisect.commit_ids[i] for i in new]
-        job_sql.insert_missing_jobs(session, commit_ids, [bisect.machine_id], [bisect.config_id], settings.max_attempts)
+        job_sql.insert_missing_jobs(session, commit_ids, [bisect.machine_id], [bisect.config_id], settings.max_attempts,
+                                    JobPurpose.BISECT, f"bisect {bisect.id}: {step.why}")
         bisect.scheduled = sorted(set(bisect.scheduled) | set(new))
     bisect.message = f"{step.why}: waiting for {len(wanted)} result(s)"
     log.info("bisect %d: %s (scheduled %s)", bisect.id, bisect.message, new)

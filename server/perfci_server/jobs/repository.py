@@ -6,50 +6,107 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, Select, bindparam, case, exists, select, text, update
+from sqlalchemy import Row, Select, bindparam, case, exists, func, select, text, update
 from sqlalchemy.orm import Session, joinedload
 
 from .. import db
-from ..models import ACTIVE_STATES, BenchConfig, Bisect, BisectStatus, Commit, Job, JobState, Machine, Run, RunStatus, utcnow
+from ..models import (
+    ACTIVE_STATES, JOB_PRIORITY, BenchConfig, Bisect, BisectStatus, Commit, Job, JobPurpose, JobState, Machine, Run, RunStatus, utcnow,
+)
 from ..models.base import UTCDateTime
 
 
+_JOB_KEY = ["commit_id", "machine_id", "config_id", "round"]
+
+
 def insert_missing_jobs(
-    session: Session, commit_ids: Sequence[int], machine_ids: Sequence[int], config_ids: Sequence[int], max_attempts: int
+    session: Session, commit_ids: Sequence[int], machine_ids: Sequence[int], config_ids: Sequence[int], max_attempts: int,
+    purpose: JobPurpose = JobPurpose.PUSH, reason: str = "",
 ) -> int:
-    """One queued job per commit x machine x config that has none yet; returns how many were added."""
+    """One queued job (round 0) per commit x machine x config that has none yet; returns how many
+    were added. A commit's own measurement is one job whatever asked for it first (a push or a
+    bisect step); ``purpose`` only names, and ranks in the claim order, the jobs added here."""
     now = utcnow()
     rows = [
-        {
-            "commit_id": commit_id,
-            "machine_id": machine_id,
-            "config_id": config_id,
-            "state": JobState.QUEUED.value,
-            "attempts": 0,
-            "max_attempts": max_attempts,
-            "created_at": now,
-            "updated_at": now,
-        }
+        _row(commit_id, machine_id, config_id, 0, purpose, reason, max_attempts, now)
         for commit_id in commit_ids
         for machine_id in machine_ids
         for config_id in config_ids
     ]
     if not rows:
         return 0
-    result = db.insert_ignoring_conflicts(
-        session, Job.__table__, rows, ["commit_id", "machine_id", "config_id"], returning=Job.__table__.c.id
-    )
+    added = len(db.insert_ignoring_conflicts(session, Job.__table__, rows, _JOB_KEY, returning=Job.__table__.c.id).all())
+    if JOB_PRIORITY[purpose] > JOB_PRIORITY[JobPurpose.PUSH]:
+        # A bisect step whose commit already waits as a push job: that job is the step; it moves up.
+        session.execute(
+            update(Job)
+            .where(Job.commit_id.in_(list(commit_ids)), Job.machine_id.in_(list(machine_ids)), Job.config_id.in_(list(config_ids)),
+                   Job.round == 0, Job.state == JobState.QUEUED.value, Job.priority < JOB_PRIORITY[purpose])
+            .values(priority=JOB_PRIORITY[purpose], reason=reason, updated_at=now)
+        )
+    return added
+
+
+def insert_confirm_jobs(session: Session, machine_id: int, config_id: int, rounds: Sequence[tuple[int, int, str]],
+                        max_attempts: int) -> int:
+    """Confirmation jobs: (commit id, round >= 1, reason) each; a round that exists already is kept."""
+    now = utcnow()
+    rows = [_row(commit_id, machine_id, config_id, round_, JobPurpose.CONFIRM, reason, max_attempts, now)
+            for commit_id, round_, reason in rounds if round_ >= 1]
+    if not rows:
+        return 0
+    result = db.insert_ignoring_conflicts(session, Job.__table__, rows, _JOB_KEY, returning=Job.__table__.c.id)
     return len(result.all())
 
 
-# The claim, written once as SQL text: the pick of the next job (oldest queued job of the machine,
-# enabled machine, a backend the agent offers) and the columns ClaimedJob is built from.
+def _row(commit_id: int, machine_id: int, config_id: int, round_: int, purpose: JobPurpose, reason: str,
+         max_attempts: int, now: datetime) -> dict[str, Any]:
+    return {
+        "commit_id": commit_id, "machine_id": machine_id, "config_id": config_id, "round": round_,
+        "purpose": purpose.value, "priority": JOB_PRIORITY[purpose], "reason": reason,
+        "state": JobState.QUEUED.value, "attempts": 0, "max_attempts": max_attempts, "created_at": now, "updated_at": now,
+    }
+
+
+def confirm_rounds(session: Session, machine_id: int, config_id: int, commit_ids: Sequence[int]) -> dict[int, int]:
+    """Per commit, the highest confirmation round it has (queued, running, done or failed)."""
+    if not commit_ids:
+        return {}
+    rows = session.execute(
+        select(Job.commit_id, func.max(Job.round))
+        .where(Job.machine_id == machine_id, Job.config_id == config_id, Job.commit_id.in_(list(commit_ids)), Job.round > 0)
+        .group_by(Job.commit_id)
+    ).all()
+    return {commit_id: int(r) for commit_id, r in rows}
+
+
+def repetitions_by_purpose(session: Session, machine_id: int, config_id: int, commit_ids: Sequence[int]) -> tuple[int, int]:
+    """(baseline, extra) repetitions of these commits on the machine x config: round-0 jobs that
+    succeeded, and confirmation jobs that succeeded or are still to run (a queued round is spent)."""
+    if not commit_ids:
+        return 0, 0
+    reps = BenchConfig.repetitions
+    baseline, extra = session.execute(
+        select(func.coalesce(func.sum(case((Job.round == 0, reps), else_=0)), 0),
+               func.coalesce(func.sum(case((Job.round > 0, reps), else_=0)), 0))
+        .select_from(Job)
+        .join(BenchConfig, BenchConfig.id == Job.config_id)
+        .where(Job.machine_id == machine_id, Job.config_id == config_id, Job.commit_id.in_(list(commit_ids)),
+               Job.state != JobState.FAILED.value, (Job.round > 0) | (Job.state == JobState.DONE.value))
+    ).one()
+    return int(baseline), int(extra)
+
+
+# The claim, written once as SQL text: the pick of the next job (queued job of the machine with
+# the highest priority, then the oldest: bisect steps and confirmation rounds before push jobs;
+# enabled machine, a backend the agent offers) and the columns ClaimedJob is built from. The
+# ORDER BY is ix_jobs_claim's order, so the pick is one index scan that stops at the first match.
 _PICK_NEXT_JOB = """
     SELECT j.id FROM jobs AS j
     JOIN bench_configs AS c ON c.id = j.config_id
     JOIN machines AS m ON m.id = j.machine_id
     WHERE j.machine_id = :machine_id AND j.state = 'queued' AND m.enabled AND c.backend IN :backends
-    ORDER BY j.id LIMIT 1"""
+    ORDER BY j.priority DESC, j.id LIMIT 1"""
 _LEASE = "state = 'leased', attempts = jobs.attempts + 1, agent_id = :agent_id, lease_expires_at = :lease_until, updated_at = :now"
 _CLAIMED_COLUMNS = """
     SELECT claimed.id AS job_id, claimed.attempts AS attempt, r.name AS repository, r.clone_url,
@@ -94,7 +151,7 @@ _CLAIM_SQLITE_STEPS = (
 def claim_next(
     session: Session, machine_id: int, agent_id: int, backends: Sequence[str], now: datetime, lease_until: datetime
 ) -> Row[Any] | None:
-    """Lease the oldest queued job of this machine whose backend the agent offers, create the run
+    """Lease the next queued job of this machine (highest priority, then oldest) whose backend the agent offers, create the run
     of the attempt and note the agent as seen; None when no job is waiting (or the machine is
     disabled). The row: job_id, attempt, repository, clone_url, commit_sha and the config's columns.
 

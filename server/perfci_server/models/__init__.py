@@ -1,22 +1,26 @@
 """All tables, imported in one place so ``Base.metadata`` is complete for Alembic and the tests."""
 
-from .alert import Alert, AlertDirection, AlertGroup, AlertStatus, DetectionWindow
+from .alert import Alert, AlertDirection, AlertGroup, AlertStatus, DetectionWindow, Suspect, SuspectState
 from .base import Base, utcnow
 from .bench import BenchConfig
 from .bisect import Bisect, BisectStatus
 from .commit_status import CommitState, CommitStatus, Delivery
-from .job import ACTIVE_STATES, Job, JobState, Run, RunStatus
+from .job import ACTIVE_STATES, JOB_PRIORITY, Job, JobPurpose, JobState, Run, RunStatus
 from .machine import Agent, ApiToken, EnrollmentToken, Machine
 from .repository import Branch, BranchCommit, Commit, Forge, Push, Repository, WebhookDelivery
 from .result import MetricValue, Sample
 
 __all__ = [
     "ACTIVE_STATES",
+    "JOB_PRIORITY",
+    "JobPurpose",
     "Agent",
     "Alert",
     "AlertDirection",
     "AlertGroup",
     "AlertStatus",
+    "Suspect",
+    "SuspectState",
     "ApiToken",
     "Base",
     "BenchConfig",

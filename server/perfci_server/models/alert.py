@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import CheckConstraint, Double, ForeignKey, Index, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, BigId, CreatedAtMixin, IdMixin, utcnow
+from .base import Base, BigId, CreatedAtMixin, IdMixin, JSONType, utcnow
 
 
 class AlertStatus(str, Enum):
@@ -94,4 +94,41 @@ class DetectionWindow(Base):
     config_id: Mapped[int] = mapped_column(BigId, ForeignKey("bench_configs.id", ondelete="CASCADE"), primary_key=True)
     version: Mapped[str] = mapped_column(String(64))
     data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class SuspectState(str, Enum):
+    PENDING = "pending"  # confirmation rounds are queued, running, or about to be asked
+    EXHAUSTED = "exhausted"  # undecided, and the series' budget or the rounds per commit are spent
+    CONFIRMED = "confirmed"  # detection now reports the change (an alert carries it)
+    REJECTED = "rejected"  # the extra repetitions took the evidence away
+
+
+class Suspect(IdMixin, CreatedAtMixin, Base):
+    """A change detection finds likely but cannot decide yet (analysis.detect.Suspect): extra
+    repetitions of its commits are scheduled (alerts.confirm) and detection decides again. Not an
+    alert: the API, the dashboards and the CI gate show it as pending."""
+
+    __tablename__ = "suspects"
+    __table_args__ = (
+        UniqueConstraint("branch_id", "machine_id", "config_id", "metric", "backend", "suspect_commit_id",
+                         name="uq_suspects_series_commit"),
+        CheckConstraint("state IN ('pending', 'exhausted', 'confirmed', 'rejected')", name="state"),
+        CheckConstraint("why IN ('unconfirmed', 'unpinned')", name="why"),
+        Index("ix_suspects_state_id", "state", "id"),
+    )
+
+    branch_id: Mapped[int] = mapped_column(BigId, ForeignKey("branches.id", ondelete="CASCADE"))
+    machine_id: Mapped[int] = mapped_column(BigId, ForeignKey("machines.id", ondelete="CASCADE"), index=True)
+    config_id: Mapped[int] = mapped_column(BigId, ForeignKey("bench_configs.id", ondelete="CASCADE"))
+    metric: Mapped[str] = mapped_column(String(64))
+    backend: Mapped[str] = mapped_column(String(8))
+    suspect_commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"), index=True)
+    # The commits whose extra repetitions decide it (commit ids, series order).
+    commit_ids: Mapped[list[int]] = mapped_column(JSONType, default=list)
+    why: Mapped[str] = mapped_column(String(16))  # unconfirmed / unpinned
+    direction: Mapped[str] = mapped_column(String(16))  # regression / improvement / change
+    change_pct: Mapped[float] = mapped_column(Double)
+    p_value: Mapped[float] = mapped_column(Double)
+    state: Mapped[str] = mapped_column(String(16), default=SuspectState.PENDING.value)
+    reason: Mapped[str] = mapped_column(Text, default="")  # what the last detection said about it
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

@@ -35,14 +35,27 @@ class RunStatus(str, Enum):
 ACTIVE_STATES = (JobState.LEASED.value, JobState.RUNNING.value)
 
 
+class JobPurpose(str, Enum):
+    """Why a job exists; it also sets the job's place in the claim order (JOB_PRIORITY)."""
+
+    PUSH = "push"  # a pushed commit's own measurement
+    BISECT = "bisect"  # a step of a server bisect
+    CONFIRM = "confirm"  # extra repetitions that decide a suspected change (alerts.confirm)
+
+
+# Claimed highest first, then oldest: a bisect step or a confirmation decides an alert someone is
+# waiting for, a push job only adds a commit to the series.
+JOB_PRIORITY = {JobPurpose.PUSH: 0, JobPurpose.BISECT: 10, JobPurpose.CONFIRM: 10}
+
+
 class Job(IdMixin, CreatedAtMixin, Base):
     __tablename__ = "jobs"
     __table_args__ = (
-        UniqueConstraint("commit_id", "machine_id", "config_id"),
+        # Round 0 is the commit's own measurement; confirmation rounds 1, 2, ... re-measure it.
+        UniqueConstraint("commit_id", "machine_id", "config_id", "round"),
         CheckConstraint("state IN ('queued', 'leased', 'running', 'done', 'failed')", name="state"),
         CheckConstraint("attempts <= max_attempts", name="attempts"),
-        # The claim query: next queued job of one machine, oldest first.
-        Index("ix_jobs_machine_id_state_id", "machine_id", "state", "id"),
+        CheckConstraint("purpose IN ('push', 'bisect', 'confirm')", name="purpose"),
         # The requeue sweep: active jobs by lease expiry.
         Index("ix_jobs_state_lease_expires_at", "state", "lease_expires_at"),
     )
@@ -56,10 +69,19 @@ class Job(IdMixin, CreatedAtMixin, Base):
     agent_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("agents.id", ondelete="SET NULL"))
     lease_expires_at: Mapped[datetime | None]
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    purpose: Mapped[str] = mapped_column(String(16), default=JobPurpose.PUSH.value, server_default="push")
+    priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    round: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    reason: Mapped[str] = mapped_column(Text, default="", server_default="")  # e.g. the suspect a confirm job decides
 
     commit: Mapped[Commit] = relationship(lazy="raise")
     machine: Mapped[Machine] = relationship(lazy="raise")
     config: Mapped[BenchConfig] = relationship(lazy="raise")
+
+
+# The claim query: next queued job of one machine, highest priority first, then oldest (one index
+# scan in the claim's ORDER BY order, jobs_repository._PICK_NEXT_JOB).
+Index("ix_jobs_claim", Job.machine_id, Job.state, Job.priority.desc(), Job.id)
 
 
 class Run(IdMixin, CreatedAtMixin, Base):

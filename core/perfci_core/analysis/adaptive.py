@@ -1,0 +1,91 @@
+"""Adaptive re-measurement: which commits get more repetitions when detection sees suspects.
+
+One implementation, used by the server (``alerts/confirm.py`` turns the requests into confirm
+jobs) and by the detection benchmark (which draws the extra repetitions from its noise model).
+
+The loop: detect; for each :class:`~.detect.Suspect` ask one more *round* (one job's worth of
+repetitions) of each commit it names that has had fewer than ``Policy.max_rounds`` extra rounds;
+when the repetitions arrive they join the commit's others and detection decides again. A suspect
+is settled when detection stops reporting it: confirmed (it became a change, pinned for an
+``unpinned`` one) or rejected (the extra repetitions took the evidence away). It is *exhausted*
+when all its commits had ``max_rounds`` rounds or the budget is spent: it stays undecided and
+nothing more is measured for it until new commits change the picture.
+
+Budget, per series (one machine x config): extra repetitions <= ``budget_fraction`` x the
+repetitions measured for the commits themselves (the baseline). Requests that do not fit are
+dropped, the strongest suspect (detection orders them by p) is served first, and a round is
+never split (a job measures the config's repetitions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .detect import Suspect
+
+
+@dataclass(frozen=True)
+class Policy:
+    budget_fraction: float = 0.30  # extra repetitions / baseline repetitions, per series
+    max_rounds: int = 2  # extra rounds per commit (each one job of the config's repetitions)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One more round of repetitions of ``commit`` (its ``round``-th extra one), and why."""
+
+    commit: str
+    round: int  # 1, 2, ... (round 0 is the commit's own push or bisect measurement)
+    suspect: Suspect
+
+    @property
+    def reason(self) -> str:
+        s = self.suspect
+        return (f"{s.why} {s.kind.value} {s.percent:+.2f}% of {s.metric}/{s.backend} at {s.suspect[:12]} "
+                f"(p={s.p_value:.2g}): round {self.round}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    requests: tuple[Request, ...]  # suspects neither here nor in `exhausted` wait for rounds under way
+    exhausted: tuple[Suspect, ...]  # suspects nothing more is measured for (rounds or budget spent)
+    spent: int  # extra repetitions before this plan
+    budget: int  # extra repetitions allowed for the series
+
+
+def budget(baseline_repetitions: int, policy: Policy = Policy()) -> int:
+    return int(policy.budget_fraction * baseline_repetitions)
+
+
+def plan(suspects: tuple[Suspect, ...] | list[Suspect], rounds: Mapping[str, int], spent: int,
+         baseline_repetitions: int, repetitions_per_round: int, policy: Policy = Policy(),
+         waiting: frozenset[str] | set[str] = frozenset()) -> Plan:
+    """The next rounds to measure for ``suspects`` (one series' detection result).
+
+    ``rounds``: extra rounds each commit already had or has queued; ``spent``: extra repetitions
+    already measured or queued for the series; ``baseline_repetitions``: the series' own
+    repetitions; ``waiting``: commits whose last round has not arrived yet — a suspect touching
+    one waits for it (detection decides on the evidence before more is asked). Pure and
+    idempotent: rounds already counted are never asked again.
+    """
+    if repetitions_per_round < 1:
+        raise ValueError("repetitions_per_round must be at least 1")
+    allowed = budget(baseline_repetitions, policy)
+    left = allowed - spent
+    asked: set[str] = set()
+    requests: list[Request] = []
+    exhausted: list[Suspect] = []
+    for s in suspects:
+        if waiting.intersection(s.commits):
+            continue
+        due = [c for c in s.commits if rounds.get(c, 0) < policy.max_rounds]
+        new = [c for c in due if c not in asked]  # the rest is asked already for a stronger suspect
+        if not due or len(new) * repetitions_per_round > left:
+            exhausted.append(s)  # a suspect is measured as a whole or not at all: half the evidence decides nothing
+            continue
+        for c in new:
+            requests.append(Request(c, rounds.get(c, 0) + 1, s))
+            asked.add(c)
+        left -= len(new) * repetitions_per_round
+    return Plan(tuple(requests), tuple(exhausted), spent, allowed)

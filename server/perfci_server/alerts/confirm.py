@@ -1,0 +1,134 @@
+"""Adaptive re-measurement: suspected changes get confirmation rounds, detection decides again.
+
+Detection (:mod:`.service`) hands each series' result here (:meth:`Confirmations.track`) next to
+its found changes, then asks for the rounds of the machine x config (:meth:`Confirmations.schedule`):
+
+- every suspect detection reports (``analysis.detect.Suspect``: a likely change it can neither
+  confirm nor reject, or a confirmed one it cannot pin to a commit) is a ``suspects`` row,
+  ``pending``, never an alert;
+- the pure policy (``analysis.adaptive.plan``, the one the detection benchmark simulates) picks
+  the commits that get one more round, within the machine x config budget: extra repetitions of
+  the window's commits <= ``confirm_budget_fraction`` x their own (queued rounds count as
+  spent). Each round is a ``confirm`` job (``round`` 1, 2, ...) of the same machine x config,
+  claimed before push jobs, whose ``reason`` names the suspect. A suspect waits while one of its
+  rounds is under way;
+- the round's run is an ordinary run: its repetitions join the commit's others in the window
+  reads and its upload triggers detection, which decides again: a suspect no longer reported
+  is ``confirmed`` when a found change of the series covers its commit, ``rejected`` otherwise;
+  one the policy cannot serve any more is ``exhausted`` (undecided, nothing more measured).
+
+Seam for interleaved A/B measurements: a confirm job is one round of one commit today; a job
+that measures suspect and parent interleaved would be another purpose with the same life cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from perfci_core.analysis import DetectionResult, Kind, Suspect
+from perfci_core.analysis.adaptive import Policy, plan
+
+from ..jobs import repository as job_sql
+from ..models import ACTIVE_STATES, BenchConfig, Job, JobPurpose, JobState, SuspectState
+from ..models import Suspect as SuspectRow
+from ..settings import Settings
+
+log = logging.getLogger(__name__)
+
+OPEN_STATES = (SuspectState.PENDING.value, SuspectState.EXHAUSTED.value)
+
+
+@dataclass
+class Confirmations:
+    """The suspects of one branch x machine x config during one detection (under the detection lock)."""
+
+    session: Session
+    branch_id: int
+    machine_id: int
+    config_id: int
+    at: dict[str, tuple[int, int]]  # sha -> (commit id, branch position) of the window's commits
+    reported: list[tuple[Suspect, SuspectRow]] = field(default_factory=list)
+
+    def track(self, metric: str, backend: str, result: DetectionResult, found_ranges: Sequence[tuple[int, int]],
+              judge_from: int) -> None:
+        """Record one series' suspects; settle the ones it no longer reports. ``found_ranges``: the
+        (last good, first bad] positions of the series' found changes; ``judge_from``: the first
+        position the window judged (an older suspect slid out of view and stays as it was)."""
+        rows = {r.suspect_commit_id: r for r in self.session.scalars(
+            select(SuspectRow).where(
+                SuspectRow.branch_id == self.branch_id, SuspectRow.machine_id == self.machine_id,
+                SuspectRow.config_id == self.config_id, SuspectRow.metric == metric, SuspectRow.backend == backend))}
+        seen: set[int] = set()
+        for s in result.suspects:
+            commit_id = self.at[s.suspect][0]
+            seen.add(commit_id)
+            row = rows.get(commit_id)
+            if row is None:
+                row = SuspectRow(branch_id=self.branch_id, machine_id=self.machine_id, config_id=self.config_id,
+                                 metric=metric, backend=backend, suspect_commit_id=commit_id)
+                self.session.add(row)
+                log.info("suspect: %s %s %+.2f%% of %s/%s at commit %s (config %s)", s.why, s.kind.value, s.percent,
+                         metric, backend, commit_id, self.config_id)
+            row.commit_ids = [self.at[c][0] for c in s.commits]
+            row.why, row.change_pct, row.p_value = s.why, s.percent, s.p_value
+            row.direction = s.kind.value if s.kind in (Kind.REGRESSION, Kind.IMPROVEMENT) else "change"
+            if row.state not in OPEN_STATES:
+                row.state = SuspectState.PENDING.value  # back after it was settled: judged again
+            row.reason = f"{s.why}: {s.percent:+.2f}% (p={s.p_value:.2g})"
+            self.reported.append((s, row))
+        for commit_id, row in rows.items():
+            if commit_id in seen or row.state not in OPEN_STATES:
+                continue
+            position = next((p for c, p in self.at.values() if c == commit_id), None)
+            if position is None or position < judge_from:
+                continue  # out of the window: not judged
+            covered = any(lo < position <= hi or abs(position - hi) <= 1 for lo, hi in found_ranges)
+            row.state = (SuspectState.CONFIRMED if covered else SuspectState.REJECTED).value
+            row.reason = ("detection reports the change" if covered
+                          else "the extra repetitions took the evidence away: no change")
+            log.info("suspect at commit %s of %s/%s %s", commit_id, metric, backend, row.state)
+        self.session.flush()
+
+    def schedule(self, settings: Settings) -> int:
+        """Queue the confirmation rounds the policy asks for the suspects tracked; returns how many."""
+        if not self.reported:
+            return 0
+        if not settings.confirm_suspects:
+            return 0
+        window = [commit_id for commit_id, _ in self.at.values()]
+        reps = self.session.scalar(select(BenchConfig.repetitions).where(BenchConfig.id == self.config_id)) or 1
+        baseline, spent = job_sql.repetitions_by_purpose(self.session, self.machine_id, self.config_id, window)
+        rounds_by_id = job_sql.confirm_rounds(self.session, self.machine_id, self.config_id, window)
+        sha_of = {commit_id: sha for sha, (commit_id, _) in self.at.items()}
+        waiting = {sha_of[c] for c in self._rounds_under_way(window)}
+        policy = Policy(budget_fraction=settings.confirm_budget_fraction, max_rounds=settings.confirm_max_rounds)
+        # Suspects of several metrics of one config share its jobs: one plan over them, strongest first.
+        suspects = sorted({s: row for s, row in self.reported}.items(), key=lambda x: x[0].p_value)
+        decided = plan([s for s, _ in suspects], {sha_of[c]: r for c, r in rounds_by_id.items()}, spent, baseline,
+                       reps, policy, waiting)
+        rounds = [(self.at[q.commit][0], q.round, q.reason) for q in decided.requests]
+        added = job_sql.insert_confirm_jobs(self.session, self.machine_id, self.config_id, rounds, settings.max_attempts)
+        exhausted = set(decided.exhausted)
+        for s, row in suspects:
+            if s in exhausted:
+                row.state = SuspectState.EXHAUSTED.value
+                row.reason += (f"; undecided, confirmation stopped: {spent} extra repetitions of {decided.budget} allowed, "
+                               f"up to {policy.max_rounds} round(s) per commit")
+            else:
+                row.state = SuspectState.PENDING.value
+        if added:
+            log.info("confirmation: %d round(s) queued on machine %s config %s (%d extra repetitions spent of %d)",
+                     added, self.machine_id, self.config_id, spent, decided.budget)
+        self.session.flush()
+        return added
+
+    def _rounds_under_way(self, window: Sequence[int]) -> set[int]:
+        return set(self.session.scalars(
+            select(Job.commit_id).where(
+                Job.machine_id == self.machine_id, Job.config_id == self.config_id, Job.commit_id.in_(list(window)),
+                Job.purpose == JobPurpose.CONFIRM.value, Job.state.in_((JobState.QUEUED.value, *ACTIVE_STATES)))))
