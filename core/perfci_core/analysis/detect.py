@@ -46,7 +46,7 @@ plus an unpinned change's candidates), at most ``Settings.suspect_commits`` of t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Literal, Sequence
 
 import numpy as np
