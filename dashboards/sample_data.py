@@ -32,7 +32,8 @@ from perfci_core.analysis.series import relative_change
 
 PMU_METRICS = ("ipc", "eipc", "ipp", "cpp", "pps", "cur", "cache_miss_rate", "cache_misses_pp", "l1d_misses_pp",
                "llc_misses_pp", "sf_blocks_pp", "sf_blocks_pki", "branch_misses_pp", "roi_cpu")
-SIM_METRICS = ("ipp", "l1d_misses_pp", "llc_misses_pp", "sf_blocks_pp", "split_loads_pp", "split_stores_pp", "alias_4k_pp")
+SIM_METRICS = ("ipp", "l1d_misses_pp", "llc_misses_pp", "sf_blocks_pp", "split_loads_pp", "split_stores_pp", "alias_4k_pp",
+               "line_transfers_pp", "read_transfers_pp")
 # Measured as a scaling config on the PMU machines too (1 and 2 lcores, RAPL read): B and its
 # bootstrap interval, E(2), PPS(2), ROI and package energy.
 SCALING_CONFIG = "self-64B"
@@ -166,7 +167,8 @@ def _rep_values(truth: dict[str, np.ndarray], position: int, backend: str, noise
     if backend == "sim":  # exact, repeatable
         return {"ipp": float(truth["ipp"][position]), "l1d_misses_pp": float(truth["l1d"][position]),
                 "llc_misses_pp": float(truth["llc"][position]), "sf_blocks_pp": float(truth["sim_sf"][position]),
-                "split_loads_pp": 0.0, "split_stores_pp": 0.0, "alias_4k_pp": 0.59}
+                "split_loads_pp": 0.0, "split_stores_pp": 0.0, "alias_4k_pp": 0.59,
+                "line_transfers_pp": 0.0, "read_transfers_pp": 0.0}  # one lcore: no line moves
     ipp = truth["ipp"][position] * (1 + 0.002 * noise[0])
     eipc = truth["eipc"][position] * (1 + 0.008 * noise[1])
     cur = min(1.0, truth["cur"][position] * (1 + 0.003 * noise[2]))
