@@ -19,7 +19,6 @@ const char *const fwd_drop_names[FWD_DROP_MAX] = {
 };
 
 #define FWD_OK (-1)
-#define FWD_PREFETCH_AHEAD 8	/* headers prefetched this many packets ahead of their lookup */
 #define ETH_IPV4_MIN_LEN (sizeof(struct rte_ether_hdr) + sizeof(struct rte_ipv4_hdr))
 /* Bytes 12-14 of a frame (ethertype, version/IHL) for IPv4 without options, as read by a 32-bit load. */
 #define ETH_IPV4_VHL_WORD rte_cpu_to_be_32(RTE_ETHER_TYPE_IPV4 << 16 | RTE_IPV4_VHL_DEF << 8)
@@ -124,34 +123,20 @@ drop(struct fwd_lcore *lc, struct rte_mbuf *m, int reason)
 }
 
 /*
- * The tbl24 entry of a packet's destination, loaded before the packet is
- * validated (pass 1 of fwd_burst): the load reads the header inside the mbuf's
- * buffer whatever the frame holds, and its value is used only once the packet
- * has passed validation.
- */
-static inline uint32_t
-tbl24_entry(const struct rte_lpm *lpm, const struct rte_ether_hdr *eth)
-{
-	uint32_t entry;
-
-	memcpy(&entry, &lpm->tbl24[rte_be_to_cpu_32(ipv4_of(eth)->dst_addr) >> 8], sizeof(entry));
-	return entry;
-}
-
-/*
  * The next hop of a packet that passed validation, FWD_NO_HOP when no route
  * covers it. The common case, a valid tbl24 entry with no tbl8 below it, costs
- * one test on the entry pass 1 loaded (entry layout and flags from rte_lpm.h);
- * rte_lpm_lookup does the rest.
+ * one test (entry layout and flags from rte_lpm.h); rte_lpm_lookup does the rest.
  */
 static inline uint32_t
-route(const struct rte_lpm *lpm, const struct rte_ether_hdr *eth, uint32_t entry)
+route(const struct rte_lpm *lpm, const struct rte_ether_hdr *eth)
 {
-	uint32_t hop;
+	uint32_t dst = rte_be_to_cpu_32(ipv4_of(eth)->dst_addr);
+	uint32_t entry, hop;
 
+	memcpy(&entry, &lpm->tbl24[dst >> 8], sizeof(entry));
 	if (likely((entry & RTE_LPM_VALID_EXT_ENTRY_BITMASK) == RTE_LPM_LOOKUP_SUCCESS))
 		return entry & 0x00ffffff;
-	if (rte_lpm_lookup(lpm, rte_be_to_cpu_32(ipv4_of(eth)->dst_addr), &hop) != 0)
+	if (rte_lpm_lookup(lpm, dst, &hop) != 0)
 		return FWD_NO_HOP;
 	return hop;
 }
@@ -162,7 +147,7 @@ route(const struct rte_lpm *lpm, const struct rte_ether_hdr *eth, uint32_t entry
  */
 static inline bool
 forward_one(struct fwd_lcore *lc, const struct rte_lpm *lpm, const struct fwd_hop *hops,
-		struct rte_mbuf *m, struct rte_ether_hdr *eth, uint32_t entry)
+		struct rte_mbuf *m, struct rte_ether_hdr *eth)
 {
 	uint32_t hop;
 	int reason;
@@ -174,7 +159,7 @@ forward_one(struct fwd_lcore *lc, const struct rte_lpm *lpm, const struct fwd_ho
 			return false;
 		}
 	}
-	hop = route(lpm, eth, entry);
+	hop = route(lpm, eth);
 	if (unlikely(hop == FWD_NO_HOP)) {
 		drop(lc, m, FWD_DROP_NO_ROUTE);
 		return false;
@@ -184,64 +169,38 @@ forward_one(struct fwd_lcore *lc, const struct rte_lpm *lpm, const struct fwd_ho
 	return true;
 }
 
-/*
- * Pass 1 of fwd_burst, route lookups l3fwd-style, eight per unrolled iteration:
- * each packet's tbl24 entry is loaded with no branch depending on it, so the
- * lookups of the whole burst overlap their cache misses (a large table's
- * entries are rarely cached). Headers are prefetched FWD_PREFETCH_AHEAD
- * packets ahead of the lookup that first reads them.
- */
-static __rte_always_inline void
-lookups(const struct rte_lpm *lpm, struct rte_mbuf **pkts, struct rte_ether_hdr **eth,
-		uint32_t *entry, unsigned int n)
-{
-	unsigned int i, ahead = RTE_MIN(n, (unsigned int)FWD_PREFETCH_AHEAD);
-
-	for (i = 0; i < ahead; i++) {
-		eth[i] = rte_pktmbuf_mtod(pkts[i], struct rte_ether_hdr *);
-		rte_prefetch0(eth[i]);
-	}
-#pragma GCC unroll 8
-	for (i = 0; i < n - ahead; i++) {
-		eth[i + ahead] = rte_pktmbuf_mtod(pkts[i + ahead], struct rte_ether_hdr *);
-		rte_prefetch0(eth[i + ahead]);
-		entry[i] = tbl24_entry(lpm, eth[i]);
-	}
-#pragma GCC unroll 8
-	for (; i < n; i++)
-		entry[i] = tbl24_entry(lpm, eth[i]);
-}
-
 uint16_t
 fwd_burst(struct fwd_lcore *lc, struct rte_mbuf **pkts, uint16_t nb_rx)
 {
 	struct rte_ether_hdr *eth[FWD_BURST];
-	uint32_t entry[FWD_BURST];
 	/* locals: stores to packet memory would otherwise force reloads through lc */
 	const struct fwd_hop *hops = lc->hops;
 	const struct rte_lpm *lpm = lc->lpm;
-	unsigned int i, n = nb_rx;
-	uint16_t nb_tx, sent;
+	uint16_t i, nb_tx, sent;
 
 	lc->cnt.calls++;
 	lc->cnt.rx += nb_rx;
 
-	/* a full burst, the common case under load, gets the loop with constant trip counts */
-	if (likely(n == FWD_BURST))
-		lookups(lpm, pkts, eth, entry, FWD_BURST);
-	else
-		lookups(lpm, pkts, eth, entry, n);
+	/*
+	 * Pass 1: locate and prefetch every header of the burst first, so that
+	 * their cache misses overlap; then forward.
+	 */
+#pragma GCC unroll 4
+	for (i = 0; i < nb_rx; i++) {
+		eth[i] = rte_pktmbuf_mtod(pkts[i], struct rte_ether_hdr *);
+		rte_prefetch0(eth[i]);
+	}
 
 	/*
 	 * Pass 2, one packet at a time. Until the first drop, pkts[] is already
 	 * the TX list; after it, the packets kept move up to fill the gaps.
 	 */
-	for (i = 0; i < n; i++)
-		if (unlikely(!forward_one(lc, lpm, hops, pkts[i], eth[i], entry[i])))
+	for (i = 0; i < nb_rx; i++)
+		if (unlikely(!forward_one(lc, lpm, hops, pkts[i], eth[i])))
 			break;
-	nb_tx = (uint16_t)i;
-	for (i++; i < n; i++)
-		if (forward_one(lc, lpm, hops, pkts[i], eth[i], entry[i]))
+	nb_tx = i;
+	for (i++; i < nb_rx; i++)
+		if (forward_one(lc, lpm, hops, pkts[i], eth[i]))
 			pkts[nb_tx++] = pkts[i];
 
 	if (unlikely(lc->nb_dropped != 0)) {
