@@ -52,7 +52,7 @@ def test_tsc_json_has_pairs_min_effect_source_and_never_decides_on_two_pairs(scr
     assert data["status"] == {"base": "ok", "head": "ok"} and data["deciding_metric"] == "cpp"
     assert len(data["interleave"]["run_order"]) == 4 and data["max_pairs"] == 2
     by_name = {m["metric"]: m for m in data["metrics"]}
-    assert set(by_name) == {"cpp", "pps", "cur"}
+    assert set(by_name) == {"cpp", "pps", "cur", "roi_cpu"}  # every metric tsc derives
     cpp = by_name["cpp"]
     assert cpp["verdict"] == "unknown" and cpp["n_pairs"] == 2 and len(cpp["pairs"]) == 2
     assert cpp["test"].startswith("Wilcoxon") and any("cannot reach" in n for n in cpp["notes"])

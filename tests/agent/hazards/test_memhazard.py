@@ -20,11 +20,6 @@ CALLS = 1000
 
 
 @pytest.fixture(scope="session")
-def tool_lib(tmp_path_factory) -> Path:
-    return memhazard_lib(tmp_path_factory.mktemp("memhazard-cache"))
-
-
-@pytest.fixture(scope="session")
 def patterns(tmp_path_factory) -> Path:
     exe = tmp_path_factory.mktemp("patterns") / "patterns"
     subprocess.run(["cc", "-O2", "-g", "-o", str(exe), str(HERE / "patterns.c")], check=True)

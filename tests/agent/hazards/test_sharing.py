@@ -15,15 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from perfci_agent.hazards import memhazard_lib, parse_report
+from perfci_agent.hazards import parse_report
 
 HERE = Path(__file__).resolve().parent
 ROUNDS = 1000
-
-
-@pytest.fixture(scope="session")
-def tool_lib(tmp_path_factory) -> Path:
-    return memhazard_lib(tmp_path_factory.mktemp("memhazard-cache"))
 
 
 @pytest.fixture(scope="session")
