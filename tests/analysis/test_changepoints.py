@@ -71,6 +71,6 @@ def test_find_change_points_validates_and_merges():
     med = lv * (1 + 0.005 * rng.standard_normal(200))
     med[50] *= 1.2  # an outlier commit
     scaled = np.log(med)
-    cps = find_change_points(med, scaled, np.full(200, 0.005), None, 0.002, 0.005)
+    cps = find_change_points(med, scaled, np.full(200, 0.005), None, 0.002)
     assert [cp.index for cp in cps] == [100]
     assert cps[0].test.rel_change == pytest.approx(0.03, abs=0.005)

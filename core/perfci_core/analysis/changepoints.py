@@ -165,61 +165,78 @@ def location_range(cost: _Costs, a: int, k: int, b: int, min_segment: int, nats:
     return int(ks[lo]), int(ks[hi])
 
 
+class Proposal:
+    """The boundaries the MDL search proposes for a series, before any test: computed once and
+    validated at several alphas (detection: the alert's alpha, then the suspects' looser one)."""
+
+    def __init__(self, medians: np.ndarray, scaled: np.ndarray, point_sigma: np.ndarray,
+                 settings: SearchSettings = SearchSettings()):
+        self.medians, self.settings = medians, settings
+        self.n = n = medians.size
+        self.bounds: list[int] = []
+        if n < 2 * settings.min_segment:
+            return
+        ref = float(np.median(point_sigma))
+        z = (scaled - float(np.median(scaled))) / ref
+        zs = point_sigma / ref
+        clipped = hampel_clip(z, zs, settings.clip)
+        w = 1.0 / (zs * zs)
+        w[clipped != z] *= OUTLIER_WEIGHT  # an outlier must not pull a boundary towards itself
+        self.z, self.w = clipped, w
+        pen = mdl_penalty(n, float(np.ptp(clipped)), settings.penalty_factor)
+        self.bounds = segment(clipped, w, pen, settings.min_segment)
+
+    def validated(self, metric: catalogue.Metric | None, min_effect: float, alpha: float) -> list[ChangePoint]:
+        """The proposed boundaries that pass their rank test at ``alpha``; a failing one is removed
+        (the weakest first) and its neighbours are re-tested on the merged groups."""
+        if not self.bounds:
+            return []
+        n, window, medians = self.n, self.settings.window, self.medians
+        bounds = list(self.bounds)
+
+        def test(i: int) -> Comparison:
+            a = bounds[i - 1] if i > 0 else 0
+            b = bounds[i + 1] if i + 1 < len(bounds) else n
+            k = bounds[i]
+            return compare(medians[max(a, k - window):k], medians[k:min(b, k + window)], metric,
+                           alpha=alpha, min_effect=min_effect)
+
+        tests = [test(i) for i in range(len(bounds))]
+        while True:
+            failing = [i for i, t in enumerate(tests) if t.verdict is not Verdict.DIFFERENT]
+            if not failing:
+                break
+            worst = max(failing, key=lambda i: (tests[i].p_value, -abs(tests[i].rel_change)))
+            del bounds[worst]
+            del tests[worst]
+            for i in (worst - 1, worst):
+                if 0 <= i < len(bounds):
+                    tests[i] = test(i)
+
+        cost = _Costs(self.z, self.w)
+        out = []
+        for i, k in enumerate(bounds):
+            a = bounds[i - 1] if i > 0 else 0
+            b = bounds[i + 1] if i + 1 < len(bounds) else n
+            lo, hi = location_range(cost, a, k, b, self.settings.min_segment, self.settings.location_nats)
+            out.append(ChangePoint(k, lo, hi, tests[i]))
+        return out
+
+
 def find_change_points(
     medians: np.ndarray,
     scaled: np.ndarray,
     point_sigma: np.ndarray,
     metric: catalogue.Metric | None,
     min_effect: float,
-    relative_noise: float,
     settings: SearchSettings = SearchSettings(),
 ) -> list[ChangePoint]:
-    """Validated change points of a noisy series.
+    """Validated change points of a noisy series at ``settings.alpha``.
 
     ``medians``: per-commit medians (metric units, for the tests); ``scaled``: the same on the
     search scale (``series.to_scale``); ``point_sigma``: noise of each scaled point (> 0).
     """
-    n = medians.size
-    if n < 2 * settings.min_segment:
-        return []
-    ref = float(np.median(point_sigma))
-    z = (scaled - float(np.median(scaled))) / ref
-    zs = point_sigma / ref
-    clipped = hampel_clip(z, zs, settings.clip)
-    w = 1.0 / (zs * zs)
-    w[clipped != z] *= OUTLIER_WEIGHT  # an outlier must not pull a boundary towards itself
-    z = clipped
-    pen = mdl_penalty(n, float(np.ptp(z)), settings.penalty_factor)
-    bounds = segment(z, w, pen, settings.min_segment)
-
-    def test(i: int) -> Comparison:
-        a = bounds[i - 1] if i > 0 else 0
-        b = bounds[i + 1] if i + 1 < len(bounds) else n
-        k = bounds[i]
-        before = medians[max(a, k - settings.window):k]
-        after = medians[k:min(b, k + settings.window)]
-        return compare(before, after, metric, alpha=settings.alpha, min_effect=min_effect)
-
-    tests = [test(i) for i in range(len(bounds))]
-    while True:
-        failing = [i for i, t in enumerate(tests) if t.verdict is not Verdict.DIFFERENT]
-        if not failing:
-            break
-        worst = max(failing, key=lambda i: (tests[i].p_value, -abs(tests[i].rel_change)))
-        del bounds[worst]
-        del tests[worst]
-        for i in (worst - 1, worst):
-            if 0 <= i < len(bounds):
-                tests[i] = test(i)
-
-    cost = _Costs(z, w)
-    out = []
-    for i, k in enumerate(bounds):
-        a = bounds[i - 1] if i > 0 else 0
-        b = bounds[i + 1] if i + 1 < len(bounds) else n
-        lo, hi = location_range(cost, a, k, b, settings.min_segment, settings.location_nats)
-        out.append(ChangePoint(k, lo, hi, tests[i]))
-    return out
+    return Proposal(medians, scaled, point_sigma, settings).validated(metric, min_effect, settings.alpha)
 
 
 def find_exact_changes(medians: np.ndarray, metric: catalogue.Metric | None,
