@@ -79,7 +79,7 @@ class Settings(BaseSettings):
     # commits; extra repetitions per machine x config stay within this fraction of the window's own.
     confirm_suspects: bool = True
     confirm_budget_fraction: float = Field(0.30, ge=0.0, le=10.0)
-    confirm_max_rounds: int = Field(2, ge=1, le=20)  # extra rounds per commit
+    confirm_max_rounds: int = Field(12, ge=1, le=50)  # extra rounds per commit
     # Explanation: measured commits on each side of a range whose medians feed the lean model.
     explanation_window_commits: int = Field(10, ge=1, le=200)
 
