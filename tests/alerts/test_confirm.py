@@ -11,7 +11,7 @@ from sqlalchemy import select, text
 
 from alerts_support import TSC, Lab
 from perfci_server.jobs import repository as job_sql
-from perfci_server.models import Job, JobPurpose, Suspect
+from perfci_server.models import Commit, CommitStatus, Job, JobPurpose, Suspect
 from perfci_server.settings import get_settings
 
 STEP_AT = 30
@@ -45,6 +45,12 @@ class TipStep:
         self.session.expire_all()
         return list(self.session.scalars(select(Suspect).order_by(Suspect.id)))
 
+    def status(self, sha: str) -> CommitStatus:
+        """The forge verdict of a commit on dut-01 (what a commit status would post)."""
+        self.session.expire_all()
+        return self.session.scalars(select(CommitStatus).join(Commit, Commit.id == CommitStatus.commit_id)
+                                    .where(Commit.sha == sha)).one()
+
     def check(self, sha: str) -> dict:
         response = self.lab.client.get("/api/v1/alerts/check", params={"commit": sha})
         assert response.status_code == 200, response.text
@@ -52,7 +58,9 @@ class TipStep:
 
 
 @pytest.fixture
-def tip(client, session, sent_tasks) -> TipStep:
+def tip(client, session, sent_tasks, monkeypatch) -> TipStep:
+    monkeypatch.setenv("PERFCI_CONFIRM_MAX_ROUNDS", "2")  # two rounds per commit keep the story short
+    get_settings.cache_clear()
     series = TipStep(client, session, sent_tasks)
     series.lab.push(STEP_AT + 3)
     series.measure()
@@ -92,20 +100,24 @@ def test_confirm_jobs_are_claimed_before_older_push_jobs(tip):
 
 
 def test_detection_decides_again_on_the_rounds_and_the_rounds_per_commit_stop_it(tip):
+    shas = tip.lab.shas["main"]
     first = tip.jobs(JobPurpose.CONFIRM)
+    status = tip.status(shas[STEP_AT])  # the forge hears "pending" while the rounds decide ...
+    assert status.state == "pending" and status.description.startswith("confirming a suspected regression: cpp +")
+    assert tip.status(shas[STEP_AT - 5]).state == "success"  # ... only for the commits the suspect names
     runs = tip.measure()  # round 1 arrives: ordinary runs, detection runs again
     assert len(runs) == len(first)
     [row] = [s for s in tip.suspects() if s.metric == "cpp"]
     assert row.state == "pending"  # still a suspect: round 2 was asked
     assert {j.round for j in tip.jobs(JobPurpose.CONFIRM)} == {1, 2}
-    tip.measure()  # round 2 arrives: max rounds per commit reached, nothing more is measured for it
+    tip.measure()  # round 2 arrives: max rounds per commit (2 here) reached, nothing more is measured for it
     tip.session.refresh(row)
     assert row.state == "exhausted" and "confirmation stopped" in row.reason
     assert all(j.state == "done" for j in tip.jobs(JobPurpose.CONFIRM))
     baseline, extra = job_sql.repetitions_by_purpose(tip.session, row.machine_id, row.config_id, row.commit_ids + [row.suspect_commit_id])
     assert extra == 2 * 5 * len(set(j.commit_id for j in first))
-    shas = tip.lab.shas["main"]
     assert tip.check(shas[STEP_AT])["state"] != "pending"  # exhausted: the gate is not held forever
+    assert tip.status(shas[STEP_AT]).state == "success"  # nor the forge status
 
     tip.lab.push(3)  # more commits at the new level confirm it: an alert, the suspect settles
     tip.measure()
@@ -114,6 +126,7 @@ def test_detection_decides_again_on_the_rounds_and_the_rounds_per_commit_stop_it
     tip.session.refresh(row)
     assert row.state == "confirmed"
     assert tip.check(shas[STEP_AT])["state"] == "regressed"
+    assert tip.status(shas[STEP_AT]).state == "failure"
 
 
 def test_the_budget_is_respected(client, session, sent_tasks, monkeypatch):

@@ -154,6 +154,15 @@ def test_gitlab_commit_status_request_shape(forge):
     assert request.body == {"state": "failed", "name": "perfci/dut-01", "description": "regression: ipp +2.90% (sim-64B, sim), alert 1"}
 
 
+@pytest.mark.parametrize("forge_kind", [Forge.GITHUB, Forge.GITLAB])
+def test_a_suspect_being_confirmed_is_posted_as_pending_on_both_forges(forge_kind):
+    post = forge_client.StatusPost(forge=forge_kind, api_url="http://forge.invalid", token="t", project="o/r", sha="c" * 40,
+                                   state=CommitState.PENDING, context="perfci/dut-01",
+                                   description="confirming a suspected regression: cpp +2.10%", target_url=None)
+    _, _, body = forge_client.request_of(post)
+    assert body["state"] == "pending"  # both APIs name the state so
+
+
 def test_unreachable_forge_is_transient(forge):
     post = forge_client.StatusPost(forge=Forge.GITHUB, api_url="http://127.0.0.1:9", token="t", project="o/r", sha="b" * 40,
                                    state=CommitState.SUCCESS, context="perfci/x", description="ok", target_url=None)

@@ -53,6 +53,19 @@ class Confirmations:
     config_id: int
     at: dict[str, tuple[int, int]]  # sha -> (commit id, branch position) of the window's commits
     reported: list[tuple[Suspect, SuspectRow]] = field(default_factory=list)
+    # Commits whose suspects appeared, moved or changed state: their forge verdicts are written again.
+    touched: set[int] = field(default_factory=set)
+    _before: dict[int, tuple[str | None, tuple[int, ...]]] = field(default_factory=dict)
+
+    def _note(self, row: SuspectRow) -> None:
+        """Remember a row's state and commits before this detection touches it."""
+        if id(row) not in self._before:
+            self._before[id(row)] = (row.state, tuple(row.commit_ids or ()))
+
+    def _touch(self, row: SuspectRow) -> None:
+        state, commits = self._before.get(id(row), (None, ()))
+        if state != row.state or commits != tuple(row.commit_ids or ()):
+            self.touched.update({row.suspect_commit_id, *commits, *(row.commit_ids or ())})
 
     def track(self, metric: str, backend: str, result: DetectionResult, found_ranges: Sequence[tuple[int, int]],
               judge_from: int) -> None:
@@ -74,6 +87,8 @@ class Confirmations:
                 self.session.add(row)
                 log.info("suspect: %s %s %+.2f%% of %s/%s at commit %s (config %s)", s.why, s.kind.value, s.percent,
                          metric, backend, commit_id, self.config_id)
+            else:
+                self._note(row)
             row.commit_ids = [self.at[c][0] for c in s.commits]
             row.why, row.change_pct, row.p_value = s.why, s.percent, s.p_value
             row.direction = s.kind.value if s.kind in (Kind.REGRESSION, Kind.IMPROVEMENT) else "change"
@@ -84,6 +99,7 @@ class Confirmations:
         for commit_id, row in rows.items():
             if commit_id in seen or row.state not in OPEN_STATES:
                 continue
+            self._note(row)
             position = next((p for c, p in self.at.values() if c == commit_id), None)
             if position is None or position < judge_from:
                 continue  # out of the window: not judged
@@ -92,10 +108,18 @@ class Confirmations:
             row.reason = ("detection reports the change" if covered
                           else "the extra repetitions took the evidence away: no change")
             log.info("suspect at commit %s of %s/%s %s", commit_id, metric, backend, row.state)
+            self._touch(row)
         self.session.flush()
 
     def schedule(self, settings: Settings) -> int:
         """Queue the confirmation rounds the policy asks for the suspects tracked; returns how many."""
+        try:
+            return self._schedule(settings)
+        finally:
+            for _, row in self.reported:
+                self._touch(row)
+
+    def _schedule(self, settings: Settings) -> int:
         if not self.reported:
             return 0
         if not settings.confirm_suspects:

@@ -227,6 +227,7 @@ def detect_config(session: Session, branch_id: int, machine_id: int, config_id: 
         judged_to = _detect_around(session, book, branch_id, machine_id, config_id, late, judge_from, settings, outcome)
     book.finish(settings, outcome)
     outcome.confirm_jobs += confirmations.schedule(settings)
+    outcome.commits.update(confirmations.touched)  # their forge verdicts may have turned pending or back
 
 
 def _judge_from(session: Session, branch_id: int, machine_id: int, config_id: int, positions: list[int]) -> int:

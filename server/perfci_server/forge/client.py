@@ -53,7 +53,7 @@ def request_of(post: StatusPost) -> tuple[str, dict[str, str], dict[str, Any]]:
     else:
         url = f"{base}/projects/{quote(post.project, safe='')}/statuses/{post.sha}"
         headers = {"PRIVATE-TOKEN": post.token}
-        state = "success" if post.state is CommitState.SUCCESS else "failed"
+        state = {CommitState.SUCCESS: "success", CommitState.FAILURE: "failed", CommitState.PENDING: "pending"}[post.state]
         body = {"state": state, "name": post.context, "description": description}
     if post.target_url:
         body["target_url"] = post.target_url

@@ -2,7 +2,8 @@
 
 A measured commit's verdict on a machine is ``failure`` while an untriaged regression alert group
 of that machine implicates it (the commit lies in the group's range, last good .. first bad),
-else ``success``. The verdict is written in the detection (or triage) transaction; posting it is a
+else ``pending`` while a pending suspect of that machine names it (its confirmation rounds
+decide; the CI gate answers ``pending`` too), else ``success``. The verdict is written in the detection (or triage) transaction; posting it is a
 Celery task sent after commit, retried with exponential backoff, and a periodic sweep re-sends
 whatever is still pending — so a forge outage delays a status but never loses it (nor the alert,
 which was committed before any post was attempted).
@@ -19,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from .. import dispatch
 from ..alerts import repository as alert_sql
-from ..models import AlertGroup, BenchConfig, CommitState, CommitStatus, Delivery, Forge, utcnow
+from ..models import AlertGroup, BenchConfig, CommitState, CommitStatus, Delivery, Forge, Suspect, utcnow
 from ..settings import Settings
 from . import repository as status_sql
 from .client import StatusPost
@@ -44,6 +45,10 @@ def record_verdicts(session: Session, machine_id: int, commit_ids: Iterable[int]
     context = f"{settings.status_context}/{status_sql.machine_name(session, machine_id)}"
     commits = status_sql.commits_with_repository(session, ids)
     groups_of = alert_sql.implicating_groups_by_commit(session, [c.id for c in commits], machine_id)
+    suspects_of: dict[int, list[Suspect]] = {}
+    for suspect in alert_sql.pending_suspects(session, ids, [machine_id]):
+        for commit_id in {suspect.suspect_commit_id, *suspect.commit_ids}:
+            suspects_of.setdefault(commit_id, []).append(suspect)
     base = settings.public_url.rstrip("/") + "/api/v1/alerts" if settings.public_url else None
     named: dict[tuple[int, ...], str] = {}  # a batch's commits mostly share the same few groups
     wanted: dict[int, dict[str, str | None]] = {}
@@ -55,6 +60,8 @@ def record_verdicts(session: Session, machine_id: int, commit_ids: Iterable[int]
             if key not in named:
                 named[key] = _name_regression(session, groups)
             state, description, target_url = CommitState.FAILURE, named[key], f"{base}/{groups[0].id}" if base else None
+        elif commit.id in suspects_of:
+            state, description, target_url = CommitState.PENDING, _name_suspect(suspects_of[commit.id]), None
         else:
             state, description, target_url = CommitState.SUCCESS, "no untriaged performance regression", None
         wanted[commit.id] = {"state": state.value, "context": context, "description": description, "target_url": target_url}
@@ -92,6 +99,15 @@ def _name_regression(session: Session, groups: list[AlertGroup]) -> str:
     more = len(alerts) - 1
     if more:
         text += f", +{more} more metric{'s' if more > 1 else ''}"
+    return text
+
+
+def _name_suspect(suspects: list[Suspect]) -> str:
+    """"confirming a suspected regression: cpp +2.10%" — the strongest suspect (lowest p) first."""
+    lead = min(suspects, key=lambda s: s.p_value)
+    text = f"confirming a suspected {lead.direction}: {lead.metric} {lead.change_pct:+.2f}%"
+    if len(suspects) > 1:
+        text += f", +{len(suspects) - 1} more"
     return text
 
 

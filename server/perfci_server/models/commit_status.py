@@ -1,7 +1,7 @@
 """Commit verdicts per machine, and their delivery to the forge as a commit status.
 
-One row per (commit, machine): detection writes the verdict (``success``, or ``failure`` naming
-the regression) in the same transaction as the alerts, so it survives any forge outage; the
+One row per (commit, machine): detection writes the verdict (``success``, ``failure`` naming
+the regression, or ``pending`` while a suspected change naming the commit is being confirmed) in the same transaction as the alerts, so it survives any forge outage; the
 delivery columns say whether the forge has it yet. ``version`` grows with every verdict change;
 a delivery records the version it posted, so a late retry of an old verdict cannot mark a newer
 one as sent.
@@ -21,6 +21,7 @@ from .base import Base, BigId, CreatedAtMixin, IdMixin, utcnow
 class CommitState(str, Enum):
     SUCCESS = "success"
     FAILURE = "failure"
+    PENDING = "pending"  # a suspected change names the commit and its confirmation rounds decide
 
 
 class Delivery(str, Enum):
@@ -34,7 +35,7 @@ class CommitStatus(IdMixin, CreatedAtMixin, Base):
     __tablename__ = "commit_statuses"
     __table_args__ = (
         UniqueConstraint("commit_id", "machine_id"),
-        CheckConstraint("state IN ('success', 'failure')", name="state"),
+        CheckConstraint("state IN ('success', 'failure', 'pending')", name="state"),
         CheckConstraint("delivery IN ('pending', 'sent', 'failed', 'disabled')", name="delivery"),
         # The resend sweep: pending deliveries, oldest first.
         Index("ix_commit_statuses_delivery_updated_at", "delivery", "updated_at"),
