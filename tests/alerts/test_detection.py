@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from alerts_support import SIM, TSC, Lab, sim_values, tsc_values
 from perfci_server.alerts import service as alert_service
 from perfci_server.forge import service as forge_service
-from perfci_server.models import Alert, AlertGroup, CommitStatus
+from perfci_server.models import Alert, AlertGroup, CommitStatus, Suspect
 from perfci_server.settings import get_settings
 from server_support import ADMIN
 
@@ -195,8 +195,10 @@ def test_a_change_that_more_data_shows_to_be_noise_is_dropped(client, session, s
     outcomes = series.noisy_tail()
     assert sum(o.dropped for o in outcomes) == 1
     assert series.lab.alerts() == [] and _counts(session) == (0, 0)
-    verdicts = {s.state for s in session.scalars(select(CommitStatus))}
-    assert verdicts == {"success"}  # the commits of the dropped range were re-judged
+    verdicts = {s.commit_id: s.state for s in session.scalars(select(CommitStatus))}
+    assert "failure" not in verdicts.values()  # the commits of the dropped range were re-judged ...
+    named = {c for s in session.scalars(select(Suspect).where(Suspect.state == "pending")) for c in [s.suspect_commit_id, *s.commit_ids]}
+    assert {c for c, state in verdicts.items() if state == "pending"} <= named  # ... pending only where a suspect is confirmed
 
 
 def test_a_triaged_group_survives_when_detection_no_longer_reports_it(client, session, sent_tasks):

@@ -130,13 +130,13 @@ def segment(y: np.ndarray, weights: np.ndarray, penalty: float, min_segment: int
     last = np.zeros(n + 1, dtype=int)
     cands = np.array([0], dtype=int)
     for t in range(L, n + 1):
-        eligible = cands[cands <= t - L]
+        ready = cands <= t - L
+        eligible = cands[ready]
         if eligible.size:
-            vals = best[eligible] + cost(eligible, t) + penalty
-            j = int(np.argmin(vals))
-            best[t], last[t] = vals[j], eligible[j]
-            keep_eligible = eligible[best[eligible] + cost(eligible, t) <= best[t]]
-            cands = np.concatenate([keep_eligible, cands[cands > t - L]])
+            partial = best[eligible] + cost(eligible, t)  # one cost evaluation serves the choice and the pruning
+            j = int(np.argmin(partial))
+            best[t], last[t] = partial[j] + penalty, eligible[j]
+            cands = np.concatenate([eligible[partial <= best[t]], cands[~ready]])
         if np.isfinite(best[t]):
             cands = np.append(cands, t)
     out = []

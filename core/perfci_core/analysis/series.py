@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -57,9 +58,17 @@ class CleanSeries:
     def __len__(self) -> int:
         return len(self.commits)
 
-    @property
+    @cached_property
     def medians(self) -> np.ndarray:
-        return np.array([float(np.median(s)) for s in self.samples])
+        """Per-point medians, computed once (detection reads them several times), as one
+        np.median over a 2-D array per repetition count instead of one call per point."""
+        out = np.empty(len(self.samples))
+        by_count: dict[int, list[int]] = {}
+        for i, x in enumerate(self.samples):
+            by_count.setdefault(x.size, []).append(i)
+        for idx in by_count.values():
+            out[idx] = np.median(np.stack([self.samples[i] for i in idx]), axis=1)
+        return out
 
     @property
     def counts(self) -> np.ndarray:
