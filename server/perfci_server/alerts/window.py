@@ -74,25 +74,42 @@ class Window:
 
     def put_rows(self, rows: Iterable[Any], positions: Iterable[int]) -> None:
         """Replace every point at ``positions`` by ``rows`` (position, commit_id, sha, metric,
-        backend, value, noisy) — all the values stored at those positions."""
+        backend, value, noisy: alert_sql.window_values) — all the values stored at those positions.
+        A batch of uploads brings thousands of rows: one light pass groups them, then the medians
+        are taken per repetition count in one np.median each (bit-identical to one per point)."""
         wanted = set(positions)
         for by_position in self.points.values():
             for position in wanted & by_position.keys():
                 del by_position[position]
         values: dict[tuple[Key, int], list[float]] = {}
         noisy: set[tuple[Key, int]] = set()
-        for row in rows:
-            values.setdefault(((row.metric, row.backend), row.position), []).append(row.value)
-            if getattr(row, "noisy", False):
-                noisy.add(((row.metric, row.backend), row.position))
-            self.commit_ids[row.position], self.shas[row.position] = row.commit_id, row.sha
-        for (key, position), vs in values.items():
+        commit_ids, shas = self.commit_ids, self.shas
+        for position, commit_id, sha, metric, backend, value, is_noisy in rows:
+            point = ((metric, backend), position)
+            found = values.get(point)
+            if found is None:
+                values[point] = found = []
+            found.append(value)
+            if is_noisy:
+                noisy.add(point)
+            commit_ids[position], shas[position] = commit_id, sha
+        kept: list[tuple[tuple[Key, int], np.ndarray]] = []
+        for point, vs in values.items():
             arr = np.asarray(vs, dtype=float)
-            arr = arr[np.isfinite(arr)]
-            if (key, position) in noisy and arr.size > 1:
+            if not np.isfinite(arr).all():
+                arr = arr[np.isfinite(arr)]
+            if point in noisy and arr.size > 1:
                 arr = _weighed(arr)
             if arr.size:
-                self.points.setdefault(key, {})[position] = Point(arr, float(np.median(arr)))
+                kept.append((point, arr))
+        by_count: dict[int, list[int]] = {}
+        for i, (_, arr) in enumerate(kept):
+            by_count.setdefault(arr.size, []).append(i)
+        medians = np.empty(len(kept))
+        for idx in by_count.values():
+            medians[idx] = np.median(np.stack([kept[i][1] for i in idx]), axis=1)
+        for ((key, position), arr), median in zip(kept, medians.tolist()):
+            self.points.setdefault(key, {})[position] = Point(arr, median)
 
     def slide_to(self, measured: Sequence[tuple[int, int]]) -> None:
         """Keep only the measured (position, commit id) pairs of the current window."""
