@@ -12,6 +12,7 @@ from alerts_support import SIM, TSC, Lab, sim_values, tsc_values
 from perfci_core.analysis import detect
 from perfci_server.alerts import repository as alert_sql
 from perfci_server.alerts import service as alert_service
+from perfci_server.alerts import window as window_cache
 from perfci_server.alerts.window import Window
 from perfci_server.models import BranchCommit, Commit, DetectionWindow, Job, JobState
 from perfci_server.settings import get_settings
@@ -39,11 +40,13 @@ def _snapshot(session, branch_id: int, machine_id: int, config_id: int, settings
     return series, {key: (found, result.suspects if result is not None else ()) for key, (found, result) in changes.items()}
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_the_cached_window_gives_exactly_what_a_full_read_gives(client, session, sent_tasks, seed):
+@pytest.mark.parametrize(("seed", "decoded_kept"), [(1, window_cache.DECODED_KEPT), (2, 0)])
+def test_the_cached_window_gives_exactly_what_a_full_read_gives(client, session, sent_tasks, monkeypatch, seed, decoded_kept):
     """Random noisy (tsc) and deterministic (sim) series with steps, uploaded in batches of random
     size, the window sliding past its size: at every detection the cached window and the changes
-    found on it equal a full read of the tables; the sim shortcut equals detect() on the series."""
+    found on it equal a full read of the tables; the sim shortcut equals detect() on the series.
+    Seed 1 reuses the window this process wrote (window.decode), seed 2 decodes it every time."""
+    monkeypatch.setattr(window_cache, "DECODED_KEPT", decoded_kept)
     rng = np.random.default_rng(seed)
     settings = get_settings().model_copy(update={"detection_window_commits": 25})
     lab = Lab(client, session, sent_tasks, configs=(SIM, TSC))
@@ -182,3 +185,22 @@ def test_with_the_window_cached_a_detection_reads_only_the_commits_with_new_runs
     lab.detect()
     assert len(read[0]) == 33
     assert _alerts(lab) == [(lab.shas["main"][11], lab.shas["main"][12], "ipp")]
+
+
+def test_a_window_decoded_in_this_process_is_reused_only_for_its_own_bytes():
+    rows = [(p, 100 + p, f"{p:040x}", "cpp", "tsc", v, False) for p in range(3) for v in (7.6, 7.7, 7.65)]
+    window = Window()
+    window.slide_to([(p, 100 + p) for p in range(3)])
+    window.put_rows(rows, range(3))
+    data = window.dumps()
+    window_cache.remember(data, window)
+    assert window_cache.decode(data) is window  # the object that wrote these bytes ...
+    again = window_cache.decode(data)  # ... handed out once: the caller updates it
+    assert again is not window and again.dumps() == data
+    other = Window()
+    other.slide_to([(0, 100)])
+    other.put_rows(rows[:3], [0])
+    window_cache.remember(other.dumps(), other)
+    assert window_cache.decode(data) is not other  # different bytes are decoded, never mixed up
+    with pytest.raises((ValueError, OSError)):
+        window_cache.decode(b"not a window")

@@ -77,6 +77,7 @@ from ..settings import Settings
 from . import confirm
 from . import repository as alert_sql
 from .schemas import AlertGroupRead, AlertRead, CheckResult, CheckState, CommitRef, MachineVerdict, SuspectRead, Triage
+from . import window as window_cache
 from .window import Window, WindowSeries, version_of
 
 log = logging.getLogger(__name__)
@@ -246,7 +247,7 @@ def _window(session: Session, branch_id: int, machine_id: int, config_id: int, m
     window = None
     if row is not None and row.version == version:
         try:
-            window = Window.loads(row.data)
+            window = window_cache.decode(row.data)
         except (ValueError, KeyError, OSError) as e:  # a damaged cache is rebuilt, never trusted
             log.warning("detection window of branch %s x machine %s x config %s unreadable (%s): rebuilt", branch_id, machine_id, config_id, e)
     positions = [p for p, _ in measured]
@@ -257,7 +258,9 @@ def _window(session: Session, branch_id: int, machine_id: int, config_id: int, m
     window.slide_to(measured)
     window.put_rows(alert_sql.window_values(session, branch_id, machine_id, config_id, read), read)
     if use_cache:
-        alert_sql.save_detection_window(session, branch_id, machine_id, config_id, version, window.dumps())
+        data = window.dumps()
+        alert_sql.save_detection_window(session, branch_id, machine_id, config_id, version, data)
+        window_cache.remember(data, window)  # the analysis below only reads it
     return window
 
 

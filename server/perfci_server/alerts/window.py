@@ -19,12 +19,19 @@ The cache can never change a verdict:
 
 Points are cleaned as :func:`perfci_core.analysis.series.clean` does (non-finite repetitions
 dropped, empty points skipped) and each point's median is computed once, when it enters.
+
+Decoding the stored window is most of what reading it costs, and a worker usually reads back the
+window it wrote itself: :func:`decode` hands back the object that produced exactly these bytes
+(keyed by their digest, in this process) and decodes only when it has none. What the database
+holds stays the only truth: different bytes (another worker wrote them, a rollback kept older
+ones) miss and are decoded.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +41,7 @@ import numpy as np
 from perfci_core.analysis.series import CleanSeries
 
 FORMAT = 2  # bump when the stored layout changes
+DECODED_KEPT = 64  # windows a process keeps decoded (one per branch x machine x config it detects)
 
 Key = tuple[str, str]  # (metric, backend)
 
@@ -210,3 +218,25 @@ def _weighed(values: np.ndarray) -> np.ndarray:
     per-commit test little to go on, so a host's bad moment is down-weighted rather than taken as
     the commit's level. Not dropped: a commit measured only while the host was busy still shows."""
     return np.asarray([float(np.median(values))])
+
+
+_decoded: OrderedDict[bytes, Window] = OrderedDict()
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=20).digest()
+
+
+def remember(data: bytes, window: Window) -> None:
+    """``window`` is what ``data`` (its :meth:`Window.dumps`) decodes to: keep it for :func:`decode`."""
+    _decoded[_digest(data)] = window
+    _decoded.move_to_end(_digest(data))
+    while len(_decoded) > DECODED_KEPT:
+        _decoded.popitem(last=False)
+
+
+def decode(data: bytes) -> Window:
+    """The window stored as ``data``: the object that wrote these bytes in this process (taken
+    out: the caller updates it), else :meth:`Window.loads` (which raises on damaged data)."""
+    window = _decoded.pop(_digest(data), None)
+    return window if window is not None else Window.loads(data)
