@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from perfci_core.analysis.series import CleanSeries
+from perfci_core.analysis.series import CleanSeries, medians_of
 
 FORMAT = 2  # bump when the stored layout changes
 DECODED_KEPT = 64  # windows a process keeps decoded (one per branch x machine x config it detects)
@@ -84,7 +84,7 @@ class Window:
         """Replace every point at ``positions`` by ``rows`` (position, commit_id, sha, metric,
         backend, value, noisy: alert_sql.window_values) — all the values stored at those positions.
         A batch of uploads brings thousands of rows: one light pass groups them, then the medians
-        are taken per repetition count in one np.median each (bit-identical to one per point)."""
+        are taken together (series.medians_of)."""
         wanted = set(positions)
         for by_position in self.points.values():
             for position in wanted & by_position.keys():
@@ -110,12 +110,7 @@ class Window:
                 arr = _weighed(arr)
             if arr.size:
                 kept.append((point, arr))
-        by_count: dict[int, list[int]] = {}
-        for i, (_, arr) in enumerate(kept):
-            by_count.setdefault(arr.size, []).append(i)
-        medians = np.empty(len(kept))
-        for idx in by_count.values():
-            medians[idx] = np.median(np.stack([kept[i][1] for i in idx]), axis=1)
+        medians = medians_of([arr for _, arr in kept])
         for ((key, position), arr), median in zip(kept, medians.tolist()):
             self.points.setdefault(key, {})[position] = Point(arr, median)
 
