@@ -224,8 +224,9 @@ def _digest(data: bytes) -> bytes:
 
 def remember(data: bytes, window: Window) -> None:
     """``window`` is what ``data`` (its :meth:`Window.dumps`) decodes to: keep it for :func:`decode`."""
-    _decoded[_digest(data)] = window
-    _decoded.move_to_end(_digest(data))
+    key = _digest(data)
+    _decoded[key] = window
+    _decoded.move_to_end(key)
     while len(_decoded) > DECODED_KEPT:
         _decoded.popitem(last=False)
 

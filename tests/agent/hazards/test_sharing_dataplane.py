@@ -56,7 +56,11 @@ def test_the_shared_counter_moves_its_line_between_two_lcores_and_not_on_one(tre
     # lockstep lcores: most increments find the line in the other lcore (see dataplane/README.md)
     assert 0.3 < next(iter(counter.values())) <= 1.0
     again = sample(trees["g"], 2, tmp_path)
-    assert {k: v for k, v in again.raw.items() if again.raw[k] != two.raw.get(k)} == {}  # bit-identical
+    # Every count is bit-identical run to run. Not the tool's own bookkeeping: how many accesses it
+    # logged for reordering depends on when valgrind switched threads (a thread in a system call
+    # leaves the rotation), which is what the lockstep ordering makes the counts independent of.
+    bookkeeping = {"sim.hz_logged_accesses"}
+    assert {k: v for k, v in again.raw.items() if k not in bookkeeping and again.raw[k] != two.raw.get(k)} == {}
 
 
 def test_the_baseline_moves_no_line_of_its_own_between_lcores(trees, tmp_path):
