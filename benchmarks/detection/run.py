@@ -264,9 +264,10 @@ class AdaptiveRun:
         return self.settle(0, n)
 
 
-def adaptive_run(s: Series, real_noise: list[np.ndarray] | None) -> tuple[list[int], list[int | None], int, int]:
+def adaptive_run(s: Series, real_noise: list[np.ndarray] | None,
+                 policy: Policy = Policy()) -> tuple[list[int], list[int | None], int, int]:
     """(changes, delays, extra repetitions, baseline repetitions) of the adaptive loop on ``s``."""
-    run = AdaptiveRun(s, real_noise)
+    run = AdaptiveRun(s, real_noise, policy)
     changes = run.walk()
     delays: list[int | None] = []
     for k in s.steps:
@@ -274,7 +275,7 @@ def adaptive_run(s: Series, real_noise: list[np.ndarray] | None) -> tuple[list[i
         for c in DELAY_CHECKS:
             if k + c >= len(s.points):
                 break
-            if any(abs(j - k) <= 1 for j in AdaptiveRun(s, real_noise).settle(start, k + c + 1)):
+            if any(abs(j - k) <= 1 for j in AdaptiveRun(s, real_noise, policy).settle(start, k + c + 1)):
                 delay = c
                 break
         delays.append(delay)
@@ -408,12 +409,12 @@ def adaptive_figures(corpus: list[Series], changes: list[list[int]], delays: lis
 
 
 def adaptive_seed(seed: int, per_family: int, lengths: tuple[int, int],
-                  real_noise: list[np.ndarray]) -> tuple[str, dict[str, dict[str, dict[str, float]]]]:
+                  real_noise: list[np.ndarray], policy: Policy = Policy()) -> tuple[str, dict[str, dict[str, dict[str, float]]]]:
     """One seed of the adaptive comparison: (its progress line, figures per table and detector)."""
     started = time.monotonic()
     corpus = [s for s in build_corpus(seed, per_family, lengths, [], real_noise, ADAPTIVE_REPS) if s.noisy]
     plain = local_run(perfci_changes, corpus)
-    adaptive = [adaptive_run(s, real_noise) for s in corpus]
+    adaptive = [adaptive_run(s, real_noise, policy) for s in corpus]
     out: dict[str, dict[str, dict[str, float]]] = {}
     for table, keep in ADAPTIVE_TABLES.items():
         idx = [i for i, s in enumerate(corpus) if keep(s)]
@@ -432,13 +433,13 @@ def adaptive_seed(seed: int, per_family: int, lengths: tuple[int, int],
 
 
 def adaptive_main(seeds: list[int], per_family: int, lengths: tuple[int, int], real_noise: list[np.ndarray],
-                  workers: int) -> int:
+                  workers: int, policy: Policy = Policy()) -> int:
     """Adaptive re-measurement against detection alone, both at ADAPTIVE_REPS repetitions per commit;
     seeds run in ``workers`` processes (each seed is independent and deterministic)."""
     rows: dict[str, dict[str, list[dict[str, float]]]] = {t: {} for t in ADAPTIVE_TABLES}
     started = time.monotonic()
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        for line, per_table in pool.map(partial(adaptive_seed, per_family=per_family, lengths=lengths, real_noise=real_noise), seeds):
+        for line, per_table in pool.map(partial(adaptive_seed, per_family=per_family, lengths=lengths, real_noise=real_noise, policy=policy), seeds):
             print(line, flush=True)
             for table, per in per_table.items():
                 for name, fig in per.items():
@@ -476,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-peers", action="store_true", help="skip jumpavg and Otava")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                     help="--adaptive: seeds measured in parallel processes (default: one per CPU)")
+    ap.add_argument("--max-rounds", type=int, default=Policy().max_rounds,
+                    help="--adaptive: extra rounds per commit (the policy's default; other values compare settings)")
     ap.add_argument("--adaptive", action="store_true",
                     help=f"perfci with and without adaptive re-measurement, {ADAPTIVE_REPS} repetitions per commit")
     args = ap.parse_args(argv)
@@ -488,7 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     extra = load_extra(args.extra)
     real_noise = load_real_noise(args.real_noise)
     if args.adaptive:
-        return adaptive_main(seeds, per_family, lengths, real_noise, max(1, args.workers))
+        return adaptive_main(seeds, per_family, lengths, real_noise, max(1, args.workers),
+                             Policy(max_rounds=args.max_rounds))
 
     peers: dict[str, Path] = {}
     notes: list[str] = []

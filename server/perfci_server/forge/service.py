@@ -3,10 +3,11 @@
 A measured commit's verdict on a machine is ``failure`` while an untriaged regression alert group
 of that machine implicates it (the commit lies in the group's range, last good .. first bad),
 else ``pending`` while a pending suspect of that machine names it (its confirmation rounds
-decide; the CI gate answers ``pending`` too), else ``success``. The verdict is written in the detection (or triage) transaction; posting it is a
-Celery task sent after commit, retried with exponential backoff, and a periodic sweep re-sends
-whatever is still pending — so a forge outage delays a status but never loses it (nor the alert,
-which was committed before any post was attempted).
+decide; the CI gate answers ``pending`` too), else ``success``. The verdict is written in the
+detection (or triage) transaction; posting it is a Celery task sent after commit, retried with
+exponential backoff, and a periodic sweep re-sends whatever is still pending — so a forge outage
+delays a status but never loses it (nor the alert, which was committed before any post was
+attempted).
 """
 
 from __future__ import annotations
