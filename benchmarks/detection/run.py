@@ -31,7 +31,8 @@ medians. ``--adaptive`` instead compares perfci with and without adaptive re-mea
 noisy series at 3 repetitions per commit: the loop (AdaptiveRun) detects every 10 commits over the
 server's 200-commit window, asks the shared policy (perfci_core.analysis.adaptive, as the server's
 alerts/confirm.py does) for confirmation rounds of its suspects, draws them from the series' own
-noise model (a `real` round resamples a fresh recorded job), and decides again; it prints recall
+noise model (a `real` round resamples a fresh recorded job), and decides again, every round kept
+as one job as the server's window keeps each run (detection tests the rounds one value per job); it prints recall
 within ±1 commit for 2-3 % steps and for steps of 3 % or more, false alerts per 1000 commits,
 median delay and the budget spent (extra repetitions / baseline repetitions), per seed (mean and
 range) and pooled over the seeds; it runs 30 seeds by default, one process per CPU. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
@@ -60,7 +61,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(ROOT / "core"), str(ROOT / "server"), str(ROOT / "agents"), str(HERE)]
 
-from perfci_core.analysis import detect  # noqa: E402
+from perfci_core.analysis import Point, detect  # noqa: E402
 from perfci_core.analysis.adaptive import Policy, plan  # noqa: E402
 from perfherder import detect_changes as perfherder_detect  # noqa: E402
 
@@ -234,6 +235,7 @@ class AdaptiveRun:
     def __init__(self, s: Series, real_noise: list[np.ndarray] | None, policy: Policy = Policy()):
         self.s, self.real_noise, self.policy = s, real_noise, policy
         self.extras: list[list[float]] = [[] for _ in s.points]
+        self.jobs: list[list[int]] = [[len(p)] for p in s.points]  # repetitions of each job, per commit
         self.rounds: dict[str, int] = {}
         self.position = {c: i for i, c in enumerate(s.commits)}
 
@@ -245,13 +247,15 @@ class AdaptiveRun:
         s = self.s
         baseline = sum(len(p) for p in s.points[start:stop])
         for _ in range(MAX_LOOPS):
-            r = detect([(s.commits[i], s.points[i] + self.extras[i]) for i in range(start, stop)], s.metric, s.backend)
+            r = detect([Point.of(s.commits[i], s.points[i] + self.extras[i], self.jobs[i]) for i in range(start, stop)],
+                       s.metric, s.backend)
             p = plan(r.suspects, self.rounds, self.spent(start, stop), baseline, ADAPTIVE_REPS, self.policy)
             if not p.requests:
                 break
             for q in p.requests:
                 i = self.position[q.commit]
                 self.extras[i] += s.extra(i, q.round, ADAPTIVE_REPS, self.real_noise)
+                self.jobs[i].append(ADAPTIVE_REPS)
                 self.rounds[q.commit] = q.round
         return sorted(self.position[c.suspect] for c in r.changes)
 

@@ -60,6 +60,7 @@ class TipStep:
 @pytest.fixture
 def tip(client, session, sent_tasks, monkeypatch) -> TipStep:
     monkeypatch.setenv("PERFCI_CONFIRM_MAX_ROUNDS", "2")  # two rounds per commit keep the story short
+    monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.4")  # a round is 5 commits x 5: two fit in 40 % of 33 x 5
     get_settings.cache_clear()
     series = TipStep(client, session, sent_tasks)
     series.lab.push(STEP_AT + 3)
@@ -129,8 +130,27 @@ def test_detection_decides_again_on_the_rounds_and_the_rounds_per_commit_stop_it
     assert tip.status(shas[STEP_AT]).state == "failure"
 
 
+def test_the_rounds_jobs_confirm_a_step_at_the_tip_before_more_commits_come(client, session, sent_tasks, monkeypatch):
+    monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.6")  # a 33-commit series: room for a few rounds
+    get_settings.cache_clear()
+    series = TipStep(client, session, sent_tasks)
+    shas = series.lab.push(STEP_AT + 3)
+    series.measure()
+    assert series.lab.alerts() == []  # 3 commits after it: the test over commits cannot confirm it
+    for _ in range(6):  # the rounds arrive, detection decides again on one value per job
+        if not [j for j in series.jobs(JobPurpose.CONFIRM) if j.state == "queued"]:
+            break
+        series.measure()
+    [group] = series.lab.alerts()
+    assert group["first_bad"]["sha"] == shas[STEP_AT] and group["direction"] == "regression"
+    assert {s.state for s in series.suspects() if s.metric == "cpp"} == {"confirmed"}
+    assert max(j.round for j in series.jobs(JobPurpose.CONFIRM)) >= 2  # one round was not enough
+    assert len(series.lab.shas["main"]) == STEP_AT + 3  # no new commit was needed
+    assert series.status(shas[STEP_AT]).state == "failure"
+
+
 def test_the_budget_is_respected(client, session, sent_tasks, monkeypatch):
-    monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.05")  # 5 % of 33 x 5 repetitions: 8, a round of 3 commits is 15
+    monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.05")  # 5 % of 33 x 5 repetitions: 8, a round of 5 commits is 25
     get_settings.cache_clear()
     series = TipStep(client, session, sent_tasks)
     series.lab.push(STEP_AT + 3)

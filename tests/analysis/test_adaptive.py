@@ -1,12 +1,12 @@
 """Suspects and the adaptive re-measurement policy, on simulated series: extra rounds are drawn
-from the same noise model as the series (the detection benchmark's loop, in small)."""
+from the same noise model as the series, each round one job (the detection benchmark's loop, in small)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from perfci_core.analysis import Kind, Settings, Suspect, detect
+from perfci_core.analysis import Kind, Point, Settings, Suspect, detect
 from perfci_core.analysis.adaptive import Policy, plan
 
 REPS = 3
@@ -16,19 +16,23 @@ class Loop:
     """A series of commits c00, c01, ... at true ``levels``; extra rounds come from the same model."""
 
     def __init__(self, levels: np.ndarray, first_bias: dict[int, float] | None = None, cv: float = 0.003, seed: int = 0,
-                 policy: Policy = Policy()):
+                 policy: Policy = Policy(), slow_jobs: float = 0.0):
         self.rng, self.levels, self.cv, self.policy = np.random.default_rng(seed), levels, cv, policy
+        self.slow_jobs = slow_jobs  # share of jobs whose every repetition is 10 % slow (a busy host, DESIGN §4)
         bias = first_bias or {}
         self.points = {f"c{i:02d}": self.draw(i, bias.get(i, 1.0)) for i in range(len(levels))}
+        self.jobs = {c: [REPS] for c in self.points}
         self.rounds: dict[str, int] = {}
         self.spent = 0
         self.plans = []
 
     def draw(self, i: int, bias: float = 1.0) -> list[float]:
+        if self.rng.random() < self.slow_jobs:
+            bias *= 1.10
         return list(self.levels[i] * bias * (1 + self.cv * self.rng.standard_normal(REPS)))
 
     def detect(self):
-        return detect(list(self.points.items()), "cpp", "tsc")
+        return detect([Point.of(c, v, self.jobs.get(c, ())) for c, v in self.points.items()], "cpp", "tsc")
 
     def run(self, max_loops: int = 10):
         result = self.detect()
@@ -39,6 +43,7 @@ class Loop:
                 break
             for q in p.requests:
                 self.points[q.commit] += self.draw(int(q.commit[1:]))
+                self.jobs[q.commit].append(REPS)
                 self.rounds[q.commit] = q.round
                 self.spent += REPS
             result = self.detect()
@@ -60,8 +65,9 @@ def test_an_unpinned_change_is_pinned_to_its_commit_by_extra_rounds():
 
 
 def test_a_bump_of_one_unlucky_job_per_commit_is_a_suspect_then_rejected():
-    # commits 30-33 measured 2 % slow in their first job only (a busy host), the level never moved
-    loop = Loop(np.full(46, 100.0), first_bias={i: 1.02 for i in range(30, 34)})
+    # commits 30-33 measured 2 % slow in their first job only (a busy host), the level never moved;
+    # a budget that affords two rounds of both suspects' commits (46 commits alone give 41 repetitions)
+    loop = Loop(np.full(46, 100.0), first_bias={i: 1.02 for i in range(30, 34)}, policy=Policy(budget_fraction=0.6))
     before = loop.detect()
     assert before.changes == ()  # no alert on it ...
     assert {s.suspect for s in before.suspects} == {"c30", "c34"}  # ... but it is not ignored either
@@ -71,20 +77,39 @@ def test_a_bump_of_one_unlucky_job_per_commit_is_a_suspect_then_rejected():
     assert loop.rounds and max(loop.rounds.values()) <= Policy().max_rounds
 
 
+def test_a_step_at_the_tip_is_confirmed_by_the_jobs_of_its_rounds_before_more_commits_come():
+    # 15 % of the jobs 10 % slow: 3 commits after a +3 % step sit below the slow jobs among the 197
+    # before them, so no test over commits reaches 1e-4; the rounds' jobs, one value each, do
+    levels = np.where(np.arange(200) >= 197, 103.0, 100.0)
+    for seed in range(3):
+        loop = Loop(levels, cv=0.003, seed=seed, slow_jobs=0.15)
+        first = loop.detect()
+        assert first.changes == () and first.suspects  # (the tip's among them once bursts are settled)
+        [change] = loop.run().changes
+        assert change.suspect == "c197" and change.pinned and change.kind is Kind.REGRESSION
+        assert 0.02 < change.rel_change < 0.04 and change.p_value <= Settings().search.alpha
+        assert 1 < max(loop.rounds.values()) <= Policy().max_rounds and loop.spent <= 0.3 * REPS * 200
+
+
 def test_a_step_at_the_tip_stops_at_the_rounds_per_commit_then_more_commits_confirm_it():
-    # 3 commits after a +3 % step: the rank test over commits cannot reach 1e-4 yet, whatever the repetitions
-    loop = Loop(np.where(np.arange(33) >= 30, 103.0, 100.0), policy=Policy(max_rounds=2))  # within the budget
-    [suspect] = loop.detect().suspects
-    assert suspect.why == "unconfirmed" and suspect.suspect == "c30"
+    # one round per commit: too few jobs to confirm, so it waits for the commits pushes bring
+    loop = Loop(np.where(np.arange(200) >= 197, 103.0, 100.0), seed=0, slow_jobs=0.15, policy=Policy(max_rounds=1))
     after = loop.run()
-    assert after.changes == () and [s.suspect for s in after.suspects] == ["c30"]
-    assert set(loop.rounds.values()) == {2}  # every commit it names had its rounds ...
+    assert after.changes == () and "c197" in [s.suspect for s in after.suspects]
+    assert set(loop.rounds.values()) == {1}  # every commit it names had its round ...
     assert loop.plans[-1].requests == () and loop.plans[-1].exhausted == after.suspects  # ... then it stops
-    for i in range(33, 36):  # new commits, as pushes bring them
+    for i in range(200, 230):  # new commits, as pushes bring them
         loop.levels = np.append(loop.levels, 103.0)
         loop.points[f"c{i:02d}"] = loop.draw(i)
+        loop.jobs[f"c{i:02d}"] = [REPS]
     [change] = loop.detect().changes
-    assert change.suspect == "c30" and change.kind is Kind.REGRESSION
+    assert change.suspect == "c197" and change.kind is Kind.REGRESSION
+
+
+def test_jobs_of_a_level_that_never_moved_confirm_nothing():
+    for seed in range(3):
+        loop = Loop(np.full(200, 100.0), cv=0.003, seed=10 + seed, slow_jobs=0.15)
+        assert loop.run().changes == ()
 
 
 def _suspect(name: str, commits: tuple[str, ...], p: float = 0.001) -> Suspect:

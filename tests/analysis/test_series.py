@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from perfci_core.analysis.series import clean, medians_of
+from perfci_core.analysis.series import Point, clean, medians_of
 
 
 def test_medians_taken_together_equal_one_median_per_point_exactly():
@@ -14,3 +15,15 @@ def test_medians_taken_together_equal_one_median_per_point_exactly():
     series = clean([(f"c{i}", x.tolist()) for i, x in enumerate(samples)])
     assert series.medians is series.medians  # computed once
     assert medians_of([]).size == 0
+
+
+def test_each_job_of_a_point_is_one_value_and_dropped_repetitions_leave_the_jobs_in_step():
+    s = clean([Point.of("a", [1.0, 2.0, 3.0, 10.0, 11.0, 12.0], runs=(3, 3)),
+               Point.of("b", [5.0, float("nan"), 7.0, float("nan"), float("nan")], runs=(3, 2)),
+               ("c", [4.0, 4.5])])
+    assert s.runs == ((3, 3), (2,), (2,))  # b's second job had nothing usable left
+    assert s.run_medians(0, 3).tolist() == [2.0, 11.0, 6.0, 4.25]
+    assert clean([("a", [1.0, 2.0]), ("b", [3.0])]).runs == ()  # one job per point: nothing to say
+    assert clean([("a", [1.0, 2.0])]).run_medians(0, 1).tolist() == [1.5]
+    with pytest.raises(ValueError, match="do not add up"):
+        clean([Point.of("a", [1.0, 2.0, 3.0], runs=(2, 2))])

@@ -41,6 +41,7 @@ code length is within ``location_nats`` of the best, between the neighbouring ch
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from dataclasses import dataclass
@@ -167,13 +168,15 @@ def location_range(cost: _Costs, a: int, k: int, b: int, min_segment: int, nats:
 
 class Proposal:
     """The boundaries the MDL search proposes for a series, before any test: computed once and
-    validated at several alphas (detection: the alert's alpha, then the suspects' looser one)."""
+    validated at several alphas (detection: the alert's alpha, then the suspects' looser one on
+    :meth:`with_tail`, its newest points searched again at a lower penalty)."""
 
     def __init__(self, medians: np.ndarray, scaled: np.ndarray, point_sigma: np.ndarray,
                  settings: SearchSettings = SearchSettings()):
         self.medians, self.settings = medians, settings
         self.n = n = medians.size
         self.bounds: list[int] = []
+        self.z = self.w = np.empty(0)  # the clipped points and their weights, once searched
         if n < 2 * settings.min_segment:
             return
         ref = float(np.median(point_sigma))
@@ -185,6 +188,20 @@ class Proposal:
         self.z, self.w = clipped, w
         pen = mdl_penalty(n, float(np.ptp(clipped)), settings.penalty_factor)
         self.bounds = segment(clipped, w, pen, settings.min_segment)
+
+    def with_tail(self, settings: SearchSettings, tail: int) -> Proposal:
+        """This proposal's boundaries before the last ``tail`` points, and a search at ``settings``
+        (another penalty) over those points: what a second search over the whole series would
+        propose near its end, at a fraction of its cost (the same clipped points, the same n)."""
+        out = copy.copy(self)
+        out.settings = settings
+        if self.z.size < 2 * settings.min_segment:
+            return out
+        start = max(0, self.n - tail)
+        pen = mdl_penalty(self.n, float(np.ptp(self.z)), settings.penalty_factor)
+        out.bounds = [b for b in self.bounds if b < start] + [
+            start + b for b in segment(self.z[start:], self.w[start:], pen, settings.min_segment)]
+        return out
 
     def validated(self, metric: catalogue.Metric | None, min_effect: float, alpha: float) -> list[ChangePoint]:
         """The proposed boundaries that pass their rank test at ``alpha``; a failing one is removed

@@ -29,25 +29,37 @@ Suspects (noisy backends only, :class:`Suspect`): places where a change is likel
 statistics can neither confirm nor reject it yet, so that more repetitions there
 (:mod:`.adaptive`) can decide. Two kinds, both bounded so they cannot flood:
 
-- ``unconfirmed``: a boundary the change-point search keeps when its validation test is run at
-  the looser ``Settings.suspect_alpha`` (0.05) instead of the search's alpha (1e-4), with a move
-  of at least the learned minimum effect, and that no confirmed change already covers. Such a
-  boundary is a step the data leans towards (p <= 0.05) but far from the evidence an alert needs:
-  it is worth a few more repetitions, never an alert. (0.05 rather than 0.01 finds 2 % steps
-  early enough for their rounds to pin them; the detection benchmark's tuning seeds 1-10 showed
-  it, and the extra repetitions stayed under 5 % of the baseline.) The MDL grouping, the minimum segment and the minimum effect still apply, so a lone
-  outlier commit or slow drift is no more a suspect than it is a change.
+- ``unconfirmed``: a boundary of the suspects' own search (the MDL grouping at half the penalty,
+  ``Settings.suspect_penalty``, so a step shows after its first few commits) whose validation test
+  passes at the looser ``Settings.suspect_alpha`` (0.05) instead of the search's alpha (1e-4),
+  with a move of at least the learned minimum effect, and that no confirmed change already
+  covers. A step the data leans towards but far from the evidence an alert needs: worth a few
+  more repetitions, never an alert. The minimum segment and the minimum effect still apply, so a
+  lone outlier commit or slow drift is no more a suspect than it is a change.
 - ``unpinned``: a confirmed change whose location is a range of commits (the repetitions could
   not pin it): more repetitions of the commits around it locate it.
 
 At most ``Settings.max_suspects`` per series, the strongest (lowest p) first; each names the
-commits whose extra repetitions decide it (the suspect, the commit before it and the one after,
+commits whose extra repetitions decide it (at least two before the suspect and two from it on,
 plus an unpinned change's candidates), at most ``Settings.suspect_commits`` of them.
+
+Confirmation by the rounds' jobs. The test over commits needs many commits after a step when the
+host is noisy (a quarter of the ``tsc`` jobs on these machines run 10-75 % slow, DESIGN §4): a
+slow commit median on either side costs it ranks, and extra repetitions of a commit only make
+its one median more precise. The repetitions of one job share the host's moment; separate jobs
+do not. So an unconfirmed boundary is also tested with **one value per job** (the median of each
+job's repetitions, :meth:`series.CleanSeries.run_medians`) of the commits it names, before it
+against from it on — the same two-sample test, at the search's alpha and minimum effect. When
+the extra rounds give that test enough jobs to pass, in the boundary's direction, and the
+repetitions pin it to its commit, it is a change like any other (its ``p_value`` that test's).
+Without rounds every commit is one job and a suspect's few commits cannot reach 1e-4 (at most 3
+against 4 commits: p >= 0.057), so this path is only open to the rounds. The rounds of a suspect's commits
+are measured in the same stretch of time, which is what keeps the two sides comparable.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Literal, Sequence
 
 import numpy as np
@@ -75,6 +87,10 @@ class Settings:
     suspect_alpha: float = 0.05  # a boundary with p at most this (but above search.alpha) is a suspect
     max_suspects: int = 3  # per series, strongest first (no flood)
     suspect_commits: int = 7  # commits re-measured per suspect, centred on it
+    # The suspects' own MDL search (module doc): at half the penalty a step is proposed after its
+    # first few commits; at the full one, on the real-noise benchmark family, often 8-13 commits on.
+    suspect_penalty: float = 0.5
+    suspect_tail: int = 50  # ... over the newest commits only (older steps: the full search has had its commits)
 
 
 @dataclass(frozen=True)
@@ -194,6 +210,8 @@ def detect(
     min_effect = learned_min_effect(noise, settings.min_change, settings.noise_factor)
     proposal = Proposal(medians, to_scale(medians), point_sigma, settings.search)  # one search, two alphas
     cps = proposal.validated(m, min_effect, settings.search.alpha)
+    unconfirmed, by_rounds = _loose(s, cps, proposal, m, min_effect, settings)
+    cps = sorted(cps + [cp for cp, _ in by_rounds], key=lambda cp: cp.index)
     bounds = [cp.index for cp in cps]
     changes = []
     for i, cp in enumerate(cps):
@@ -201,24 +219,64 @@ def detect(
         b = bounds[i + 1] if i + 1 < len(bounds) else len(s)
         check, pinned = _pin(s, a, cp.index, b, m, min_effect, settings)
         changes.append(_change(s, cp, name, be, m, check, pinned))
-    suspects = _suspects(s, changes, cps, proposal, m, min_effect, name, be, settings)
+    suspects = _suspects(s, changes, cps, unconfirmed, name, be, settings)
     return DetectionResult(name, be.value, tuple(changes), len(s), noise, min_effect, tuple(notes), suspects)
 
 
-def _suspects(s: CleanSeries, changes: list[Change], cps: list[ChangePoint], proposal: Proposal,
-              m: catalogue.Metric | None, min_effect: float, name: str, be: catalogue.Backend,
+def _loose(s: CleanSeries, cps: list[ChangePoint], proposal: Proposal, m: catalogue.Metric | None,
+           min_effect: float, settings: Settings) -> tuple[list[tuple[ChangePoint, range]], list[tuple[ChangePoint, range]]]:
+    """The boundaries the search keeps at ``suspect_alpha`` that no confirmed change covers, each
+    with the commits its rounds re-measure: (still unconfirmed, confirmed by the rounds' jobs)."""
+    if settings.max_suspects <= 0 or settings.suspect_alpha <= settings.search.alpha:
+        return [], []
+    covered = [(cp.range_start - 1, cp.range_end + 1) for cp in cps]
+    unconfirmed, confirmed = [], []
+    if settings.suspect_penalty != settings.search.penalty_factor:
+        proposal = proposal.with_tail(replace(settings.search, penalty_factor=settings.suspect_penalty),
+                                      settings.suspect_tail)
+    loose = proposal.validated(m, min_effect, settings.suspect_alpha)
+    for i, cp in enumerate(loose):
+        if any(lo <= cp.index <= hi for lo, hi in covered):
+            continue
+        around = _around(len(s), cp.index, cp.range_start, cp.range_end, settings.suspect_commits)
+        test = _rounds_test(s, cp, around, m, min_effect, settings)
+        if test is not None:  # confirmed where the rounds also pin it: a located alert or none
+            a = loose[i - 1].index if i > 0 else 0
+            b = loose[i + 1].index if i + 1 < len(loose) else len(s)
+            if _pin(s, a, cp.index, b, m, min_effect, settings)[1]:
+                confirmed.append((ChangePoint(cp.index, cp.index, cp.index, test), around))
+                continue
+        unconfirmed.append((cp, around))
+    return unconfirmed, confirmed
+
+
+def _rounds_test(s: CleanSeries, cp: ChangePoint, around: range, m: catalogue.Metric | None,
+                 min_effect: float, settings: Settings) -> Comparison | None:
+    """An unconfirmed boundary's test on its re-measured commits, one value per *job*: the jobs of
+    the commits before it against the jobs of the commits from it on (module doc). The verdict
+    when it confirms the boundary (DIFFERENT at the search's alpha, the same direction), else None.
+
+    Without extra rounds each commit is one job, and the few commits around a suspect cannot
+    reach the alpha (at most 3 against 4 commits: p >= 0.057): only rounds can confirm this way."""
+    before = s.run_medians(around.start, cp.index)
+    after = s.run_medians(cp.index, around.stop)
+    if before.size == 0 or after.size == 0:
+        return None
+    test = compare(before, after, m, alpha=settings.search.alpha, min_effect=min_effect)
+    if test.verdict is not Verdict.DIFFERENT or np.sign(test.rel_change) != np.sign(cp.test.rel_change):
+        return None
+    return test
+
+
+def _suspects(s: CleanSeries, changes: list[Change], cps: list[ChangePoint],
+              unconfirmed: list[tuple[ChangePoint, range]], name: str, be: catalogue.Backend,
               settings: Settings) -> tuple[Suspect, ...]:
     """Unconfirmed boundaries (the search at ``suspect_alpha``) and unpinned changes (module doc)."""
     if settings.max_suspects <= 0 or settings.suspect_alpha <= settings.search.alpha:
         return ()
-    covered = [(cp.range_start - 1, cp.range_end + 1) for cp in cps]
-    loose = proposal.validated(m, min_effect, settings.suspect_alpha)
     out: list[Suspect] = []
-    for cp in loose:
-        if any(lo <= cp.index <= hi for lo, hi in covered):
-            continue
+    for cp, around in unconfirmed:
         kind = cp.test.kind if cp.test.kind is not Kind.NONE else Kind.CHANGE
-        around = _around(len(s), cp.index, cp.range_start, cp.range_end, settings.suspect_commits)
         out.append(Suspect("unconfirmed", kind, name, be.value, s.commits[cp.index],
                            tuple(s.commits[i] for i in around), cp.test.rel_change, cp.test.p_value))
     for ch, cp in zip(changes, cps):
@@ -233,8 +291,9 @@ def _suspects(s: CleanSeries, changes: list[Change], cps: list[ChangePoint], pro
 
 def _around(n: int, k: int, lo: int, hi: int, most: int) -> range:
     """Positions to re-measure for a change at ``k`` located in [lo, hi]: the commit before the
-    range to the commit after it, at most ``most`` of them centred on ``k``."""
-    lo, hi = max(0, min(lo, k) - 1), min(n - 1, max(hi, k) + 1)
+    range to the commit after it, and at least ``k - 2`` to ``k + 2`` (the jobs on each side are
+    what confirms it), at most ``most`` of them centred on ``k``."""
+    lo, hi = max(0, min(lo, k - 1) - 1), min(n - 1, max(hi, k + 1) + 1)
     half = max(1, most // 2)
     lo, hi = max(lo, k - half), min(hi, k + half)
     return range(lo, hi + 1)

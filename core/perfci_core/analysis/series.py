@@ -9,6 +9,11 @@ possibly one, possibly none). :func:`clean` is the only place where bad input is
 - everything else is kept exactly, in order, each point remembering its position in the input
   (:attr:`CleanSeries.positions`), so results can name the position the caller passed in.
 
+A point may say which of its repetitions came from which job (:attr:`Point.runs`, the repetition
+count of each job in order). The repetitions of one job share the host's state at that moment, so
+they are not independent samples of the commit; the jobs are (:meth:`CleanSeries.run_medians`).
+Without it a point is one job.
+
 It also fixes the *scale* the change-point search works on (:func:`to_scale`): the natural log of
 the per-commit medians when every value is positive (steps become additive and symmetric, a
 +5 % and a -5 % step weigh the same), otherwise the values divided by their median magnitude.
@@ -32,12 +37,13 @@ class Point:
 
     commit: str
     values: tuple[float, ...]
+    runs: tuple[int, ...] = ()  # repetitions of each job, in order (sum = len(values)); () = one job
 
     @classmethod
-    def of(cls, commit: str, values: float | Iterable[float]) -> Point:
+    def of(cls, commit: str, values: float | Iterable[float], runs: Iterable[int] = ()) -> Point:
         if isinstance(values, (int, float)):
-            return cls(commit, (float(values),))
-        return cls(commit, tuple(float(v) for v in values))
+            return cls(commit, (float(values),), tuple(runs))
+        return cls(commit, tuple(float(v) for v in values), tuple(int(r) for r in runs))
 
 
 @dataclass(frozen=True)
@@ -48,12 +54,15 @@ class CleanSeries:
     samples: tuple[np.ndarray, ...]
     notes: tuple[str, ...] = field(default=())
     positions: tuple[int, ...] = ()  # each point's index in the input series (default: 0, 1, ...)
+    runs: tuple[tuple[int, ...], ...] = ()  # per point, its jobs' repetition counts (default: one job)
 
     def __post_init__(self) -> None:
         if not self.positions:
             object.__setattr__(self, "positions", tuple(range(len(self.commits))))
         elif len(self.positions) != len(self.commits):
             raise ValueError("positions and commits differ in length")
+        if self.runs and len(self.runs) != len(self.commits):
+            raise ValueError("runs and commits differ in length")
 
     def __len__(self) -> int:
         return len(self.commits)
@@ -66,6 +75,18 @@ class CleanSeries:
     @property
     def counts(self) -> np.ndarray:
         return np.array([len(s) for s in self.samples], dtype=float)
+
+    def run_medians(self, start: int, stop: int) -> np.ndarray:
+        """The median of every job of points ``start`` .. ``stop - 1``: one independent value per
+        job (a point without job counts is one job)."""
+        out: list[np.ndarray] = []
+        for i in range(start, stop):
+            sizes = self.runs[i] if self.runs else ()
+            if len(sizes) <= 1:
+                out.append(self.medians[i:i + 1])
+            else:
+                out.append(medians_of(np.split(self.samples[i], np.cumsum(sizes)[:-1])))
+        return np.concatenate(out) if out else np.empty(0)
 
     def pooled(self, start: int, stop: int) -> np.ndarray:
         """Every repetition of points ``start`` .. ``stop - 1``."""
@@ -87,17 +108,24 @@ def medians_of(samples: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def clean(points: Sequence[Point | tuple[str, float | Iterable[float]]]) -> CleanSeries:
-    """Drop non-finite repetitions and empty points, noting each; keep the commit order."""
+    """Drop non-finite repetitions and empty points, noting each; keep the commit order.
+
+    Job counts that do not add up to a point's repetitions are a caller's error (ValueError)."""
     commits: list[str] = []
     samples: list[np.ndarray] = []
     positions: list[int] = []
+    runs: list[tuple[int, ...]] = []
     notes: list[str] = []
     for position, raw in enumerate(points):
         p = raw if isinstance(raw, Point) else Point.of(*raw)
         arr = np.asarray(p.values, dtype=float)
+        sizes = p.runs or (arr.size,)
+        if sum(sizes) != arr.size or min(sizes) < 0:
+            raise ValueError(f"{p.commit}: job repetition counts {list(p.runs)} do not add up to {arr.size} values")
         finite = np.isfinite(arr)
         if not finite.all():
             notes.append(f"{p.commit}: dropped {int((~finite).sum())} non-finite repetition(s)")
+            sizes = tuple(int(part.sum()) for part in np.split(finite, np.cumsum(sizes)[:-1]))
             arr = arr[finite]
         if arr.size == 0:
             notes.append(f"{p.commit}: no usable repetition, point skipped")
@@ -105,7 +133,10 @@ def clean(points: Sequence[Point | tuple[str, float | Iterable[float]]]) -> Clea
         commits.append(p.commit)
         samples.append(arr)
         positions.append(position)
-    return CleanSeries(tuple(commits), tuple(samples), tuple(notes), tuple(positions))
+        runs.append(tuple(n for n in sizes if n))
+    with_jobs = any(len(r) > 1 for r in runs)
+    return CleanSeries(tuple(commits), tuple(samples), tuple(notes), tuple(positions),
+                       tuple(runs) if with_jobs else ())
 
 
 def to_scale(medians: np.ndarray) -> np.ndarray:

@@ -13,9 +13,11 @@ its found changes, then asks for the rounds of the machine x config (:meth:`Conf
   claimed before push jobs, whose ``reason`` names the suspect. A suspect waits while one of its
   rounds is under way;
 - the round's run is an ordinary run: its repetitions join the commit's others in the window
-  reads and its upload triggers detection, which decides again: a suspect no longer reported
-  is ``confirmed`` when a found change of the series covers its commit, ``rejected`` otherwise;
-  one the policy cannot serve any more is ``exhausted`` (undecided, nothing more measured).
+  reads (each run kept apart as one job: detection can test the rounds one value per job, which
+  confirms a step the test over commits cannot yet) and its upload triggers detection, which
+  decides again: a suspect no longer reported is ``confirmed`` when a found change of the series
+  covers its commit, ``rejected`` otherwise; one the policy cannot serve any more is
+  ``exhausted`` (undecided, nothing more measured).
 
 Seam for interleaved A/B measurements: a confirm job is one round of one commit today; a job
 that measures suspect and parent interleaved would be another purpose with the same life cycle.

@@ -161,13 +161,14 @@ def first_measured_position(session: Session, branch_id: int, machine_id: int, c
 def window_values(
     session: Session, branch_id: int, machine_id: int, config_id: int, positions: Sequence[int]
 ) -> Sequence[Row[Any]]:
-    """(position, commit_id, sha, metric, backend, value, noisy) of every sample at these
-    positions, in commit order; ``noisy``: the sample's run carries the agent's noisy mark."""
+    """(position, commit_id, sha, metric, backend, run_id, value, noisy) of every sample at these
+    positions, in commit order, a run's samples together; ``noisy``: the sample's run carries the
+    agent's noisy mark."""
     if not positions:
         return []
     statement = (
-        select(BranchCommit.position, MetricValue.commit_id, Commit.sha, MetricValue.metric, MetricValue.backend, MetricValue.value,
-               Run.noisy.is_not(None).label("noisy"))
+        select(BranchCommit.position, MetricValue.commit_id, Commit.sha, MetricValue.metric, MetricValue.backend,
+               MetricValue.run_id, MetricValue.value, Run.noisy.is_not(None).label("noisy"))
         .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
         .join(Commit, Commit.id == MetricValue.commit_id)
         .join(Run, Run.id == MetricValue.run_id)
@@ -177,7 +178,7 @@ def window_values(
             MetricValue.machine_id == machine_id,
             MetricValue.config_id == config_id,
         )
-        .order_by(BranchCommit.position, MetricValue.metric, MetricValue.backend, MetricValue.rep)
+        .order_by(BranchCommit.position, MetricValue.metric, MetricValue.backend, MetricValue.run_id, MetricValue.rep)
     )
     return session.execute(statement).all()
 

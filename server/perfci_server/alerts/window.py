@@ -18,7 +18,9 @@ The cache can never change a verdict:
   re-measured commit gets its new repetitions.
 
 Points are cleaned as :func:`perfci_core.analysis.series.clean` does (non-finite repetitions
-dropped, empty points skipped) and each point's median is computed once, when it enters.
+dropped, empty points skipped) and each point's median is computed once, when it enters. A point
+measured by several runs (confirmation rounds) keeps each run's repetition count: detection
+tests the rounds one value per job.
 
 Decoding the stored window is most of what reading it costs, and a worker usually reads back the
 window it wrote itself: :func:`decode` hands back the object that produced exactly these bytes
@@ -40,7 +42,7 @@ import numpy as np
 
 from perfci_core.analysis.series import CleanSeries, medians_of
 
-FORMAT = 2  # bump when the stored layout changes
+FORMAT = 3  # bump when the stored layout changes (3: each point's jobs)
 DECODED_KEPT = 64  # windows a process keeps decoded (one per branch x machine x config it detects)
 
 Key = tuple[str, str]  # (metric, backend)
@@ -67,6 +69,7 @@ class WindowSeries(CleanSeries):
 class Point:
     samples: np.ndarray
     median: float
+    runs: tuple[int, ...] = ()  # repetitions of each job (run) in ``samples``, in run order; () = one job
 
 
 @dataclass
@@ -82,37 +85,46 @@ class Window:
 
     def put_rows(self, rows: Iterable[Any], positions: Iterable[int]) -> None:
         """Replace every point at ``positions`` by ``rows`` (position, commit_id, sha, metric,
-        backend, value, noisy: alert_sql.window_values) — all the values stored at those positions.
-        A batch of uploads brings thousands of rows: one light pass groups them, then the medians
-        are taken together (series.medians_of)."""
+        backend, run_id, value, noisy: alert_sql.window_values, a run's values together) — all the
+        values stored at those positions. A batch of uploads brings thousands of rows: one light
+        pass groups them by point and run, then the medians are taken together (series.medians_of)."""
         wanted = set(positions)
         for by_position in self.points.values():
             for position in wanted & by_position.keys():
                 del by_position[position]
-        values: dict[tuple[Key, int], list[float]] = {}
-        noisy: set[tuple[Key, int]] = set()
+        values: dict[tuple[Key, int], dict[int, list[float]]] = {}
+        noisy: set[int] = set()
         commit_ids, shas = self.commit_ids, self.shas
-        for position, commit_id, sha, metric, backend, value, is_noisy in rows:
+        for position, commit_id, sha, metric, backend, run_id, value, is_noisy in rows:
             point = ((metric, backend), position)
-            found = values.get(point)
+            runs = values.get(point)
+            if runs is None:
+                values[point] = runs = {}
+            found = runs.get(run_id)
             if found is None:
-                values[point] = found = []
+                runs[run_id] = found = []
             found.append(value)
             if is_noisy:
-                noisy.add(point)
+                noisy.add(run_id)
             commit_ids[position], shas[position] = commit_id, sha
-        kept: list[tuple[tuple[Key, int], np.ndarray]] = []
-        for point, vs in values.items():
-            arr = np.asarray(vs, dtype=float)
-            if not np.isfinite(arr).all():
-                arr = arr[np.isfinite(arr)]
-            if point in noisy and arr.size > 1:
-                arr = _weighed(arr)
-            if arr.size:
-                kept.append((point, arr))
-        medians = medians_of([arr for _, arr in kept])
-        for ((key, position), arr), median in zip(kept, medians.tolist()):
-            self.points.setdefault(key, {})[position] = Point(arr, median)
+        kept: list[tuple[tuple[Key, int], np.ndarray, tuple[int, ...]]] = []
+        for point, runs in values.items():
+            parts = []
+            for run_id, vs in runs.items():
+                arr = np.asarray(vs, dtype=float)
+                if not np.isfinite(arr).all():
+                    arr = arr[np.isfinite(arr)]
+                if run_id in noisy and arr.size > 1:
+                    arr = _weighed(arr)
+                if arr.size:
+                    parts.append(arr)
+            if len(parts) == 1:
+                kept.append((point, parts[0], ()))  # one job, the usual case: no per-point object to keep
+            elif parts:
+                kept.append((point, np.concatenate(parts), tuple(a.size for a in parts)))
+        medians = medians_of([arr for _, arr, _ in kept])
+        for ((key, position), arr, sizes), median in zip(kept, medians.tolist()):
+            self.points.setdefault(key, {})[position] = Point(arr, median, sizes)
 
     def slide_to(self, measured: Sequence[tuple[int, int]]) -> None:
         """Keep only the measured (position, commit id) pairs of the current window."""
@@ -148,10 +160,12 @@ class Window:
         out = {}
         for key, by_position in sorted(self.points.items()):
             ordered = sorted(by_position)
+            points = [by_position[p] for p in ordered]
             out[key] = WindowSeries(
                 commits=tuple(self.shas[p] for p in ordered),
-                samples=tuple(by_position[p].samples for p in ordered),
-                cached_medians=np.array([by_position[p].median for p in ordered]),
+                samples=tuple(x.samples for x in points),
+                runs=tuple(x.runs or (x.samples.size,) for x in points) if any(len(x.runs) > 1 for x in points) else (),
+                cached_medians=np.array([x.median for x in points]),
             )
         return out
 
@@ -163,7 +177,8 @@ class Window:
 
     def dumps(self) -> bytes:
         """numpy's npz (no pickle), a few flat arrays: the commits, then every point of every
-        series one after the other (its series, position, repetition count, median, values)."""
+        series one after the other (its series, position, repetition count, median, job count,
+        values), and every point's job sizes one after the other."""
         positions = sorted(self.commit_ids)
         keys = sorted(self.points)
         ordered = [(k, p) for k in keys for p in sorted(self.points[k])]
@@ -180,6 +195,8 @@ class Window:
             point_position=np.array([p for _, p in ordered], dtype=np.int64),
             point_count=np.array([x.samples.size for x in points], dtype=np.int64),
             point_median=np.array([x.median for x in points], dtype=float),
+            point_runs=np.array([len(x.runs) for x in points], dtype=np.int64),
+            run_sizes=np.array([n for x in points for n in x.runs], dtype=np.int64),
             values=np.concatenate([x.samples for x in points]) if points else np.empty(0),
         )
         return buffer.getvalue()
@@ -195,14 +212,17 @@ class Window:
         if not set(window.positions) <= window.commit_ids.keys():
             raise ValueError("a window position has no commit")
         keys = [tuple(k.decode().split("\t")) for k in arrays["keys"].tolist()]
-        values = arrays["values"]
+        values, sizes = arrays["values"], arrays["run_sizes"].tolist()
         ends = np.cumsum(arrays["point_count"]).tolist()
-        start = 0
-        for k, p, end, median in zip(arrays["point_key"].tolist(), arrays["point_position"].tolist(), ends,
-                                     arrays["point_median"].tolist()):
-            window.points.setdefault(keys[k], {})[p] = Point(values[start:end], median)
-            start = end
-        if start != values.size:
+        start = first_run = 0
+        for k, p, end, median, n_runs in zip(arrays["point_key"].tolist(), arrays["point_position"].tolist(), ends,
+                                             arrays["point_median"].tolist(), arrays["point_runs"].tolist()):
+            runs = tuple(sizes[first_run:first_run + n_runs])
+            if runs and sum(runs) != end - start:
+                raise ValueError("job sizes do not match a point's repetitions")
+            window.points.setdefault(keys[k], {})[p] = Point(values[start:end], median, runs)
+            start, first_run = end, first_run + n_runs
+        if start != values.size or first_run != len(sizes):
             raise ValueError("repetition counts do not match the values")
         return window
 
