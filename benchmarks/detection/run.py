@@ -32,7 +32,10 @@ noisy series at 3 repetitions per commit: the loop (AdaptiveRun) detects every 1
 server's 200-commit window, asks the shared policy (perfci_core.analysis.adaptive, as the server's
 alerts/confirm.py does) for confirmation rounds of its suspects, draws them from the series' own
 noise model (a `real` round resamples a fresh recorded job), and decides again, every round kept
-as one job as the server's window keeps each run (detection tests the rounds one value per job); it prints recall
+as one job as the server's window keeps each run (detection tests the rounds one value per job). A
+step's delay is read as the server would see it: detection after every upload from the second
+commit after the step on, every round measured so far kept (step_delay), rounded up to the checks
+every other detector's delay is read at. It prints recall
 within ±1 commit for 2-3 % steps and for steps of 3 % or more, false alerts per 1000 commits,
 median delay and the budget spent (extra repetitions / baseline repetitions), per seed (mean and
 range) and pooled over the seeds; it runs 30 seeds by default, one process per CPU. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
@@ -268,21 +271,27 @@ class AdaptiveRun:
         return self.settle(0, n)
 
 
+def step_delay(s: Series, k: int, real_noise: list[np.ndarray] | None, policy: Policy = Policy()) -> int | None:
+    """Commits measured after step ``k`` before the loop reports it within one commit, as the
+    server sees it: detection after every upload from the second commit after it on, each with the
+    rounds it asks, and every round measured so far kept (the server's runs stay). Rounded up to
+    the next of DELAY_CHECKS, the points where every other detector's delay is read."""
+    start = max(0, k - DELAY_CONTEXT)
+    run = AdaptiveRun(s, real_noise, policy)
+    for c in range(DELAY_CHECKS[0], DELAY_CHECKS[-1] + 1):
+        if k + c >= len(s.points):
+            return None
+        if any(abs(j - k) <= 1 for j in run.settle(start, k + c + 1)):
+            return next(d for d in DELAY_CHECKS if d >= c)
+    return None
+
+
 def adaptive_run(s: Series, real_noise: list[np.ndarray] | None,
                  policy: Policy = Policy()) -> tuple[list[int], list[int | None], int, int]:
     """(changes, delays, extra repetitions, baseline repetitions) of the adaptive loop on ``s``."""
     run = AdaptiveRun(s, real_noise, policy)
     changes = run.walk()
-    delays: list[int | None] = []
-    for k in s.steps:
-        start, delay = max(0, k - DELAY_CONTEXT), None
-        for c in DELAY_CHECKS:
-            if k + c >= len(s.points):
-                break
-            if any(abs(j - k) <= 1 for j in AdaptiveRun(s, real_noise, policy).settle(start, k + c + 1)):
-                delay = c
-                break
-        delays.append(delay)
+    delays = [step_delay(s, k, real_noise, policy) for k in s.steps]
     return changes, delays, run.spent(0, len(s.points)), sum(len(p) for p in s.points)
 
 

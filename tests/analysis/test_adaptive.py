@@ -138,9 +138,10 @@ def test_rounds_under_way_wait_and_rounds_counted_are_never_asked_again():
 
 
 def test_no_suspects_on_a_quiet_series_nor_on_deterministic_ones_and_they_can_be_turned_off():
-    rng = np.random.default_rng(3)
-    quiet = [(f"c{i:02d}", list(100 * (1 + 0.01 * rng.standard_normal(REPS)))) for i in range(300)]
-    assert detect(quiet, "cpp", "tsc").suspects == ()
+    for seed in range(3, 13):  # a suspect is a CI gate answering "pending": none on noise alone
+        rng = np.random.default_rng(seed)
+        quiet = [(f"c{i:02d}", list(100 * (1 + 0.01 * rng.standard_normal(REPS)))) for i in range(300)]
+        assert detect(quiet, "cpp", "tsc").suspects == ()
     sim = [(f"c{i:02d}", [81.0 if i < 5 else 82.0]) for i in range(10)]
     assert detect(sim, "ipp", "sim").suspects == ()
     loop = Loop(np.where(np.arange(33) >= 30, 103.0, 100.0))
