@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select, text
 
 from alerts_support import TSC, Lab
+from perfci_core.analysis.adaptive import run_order
 from perfci_server.jobs import repository as job_sql
 from perfci_server.models import Commit, CommitStatus, Job, JobPurpose, Suspect
 from perfci_server.settings import get_settings
@@ -77,6 +78,8 @@ def test_a_suspect_is_pending_with_confirm_jobs_that_say_why(tip):
     assert row.suspect_commit_id in commits and commits <= set(row.commit_ids)
     assert all(j.round == 1 and j.state == "queued" and j.priority > 0 for j in confirm)
     assert all(f"at {shas[STEP_AT][:12]}" in j.reason and "unconfirmed regression" in j.reason for j in confirm)
+    # claimed in the plan's seeded random order (the first plan has spent nothing), not in series order
+    assert [j.commit_id for j in confirm] == list(run_order(row.commit_ids, (row.machine_id, row.config_id, 0)))
     assert tip.lab.alerts() == []  # not an alert
 
     pending = tip.lab.client.get("/api/v1/alerts/pending").json()["items"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from perfci_core.analysis import Kind, Point, Settings, Suspect, detect
-from perfci_core.analysis.adaptive import Policy, plan
+from perfci_core.analysis.adaptive import Policy, plan, run_order
 
 REPS = 3
 
@@ -153,3 +153,16 @@ def test_suspects_of_two_metrics_at_the_same_commits_share_one_round():
     pps = Suspect("unconfirmed", Kind.REGRESSION, "pps", "tsc", "c10", ("c09", "c10", "c11"), -0.02, 2e-3)
     p = plan([cpp, pps], {}, 0, 300, 3)
     assert [q.commit for q in p.requests] == ["c09", "c10", "c11"] and p.exhausted == ()  # one job measures both
+
+
+def test_a_rounds_jobs_run_in_a_random_order_that_favours_neither_side_of_the_suspect():
+    s = _suspect("c10", ("c08", "c09", "c10", "c11", "c12"))
+    requests = plan([s], {}, 0, 300, 3).requests
+    assert [q.commit for q in requests] == list(s.commits)  # the plan lists them in series order ...
+    orders = [[q.commit for q in run_order(requests, (1, 2, seed))] for seed in range(400)]
+    assert all(sorted(o) == sorted(s.commits) for o in orders)  # ... every round measures each once
+    assert orders[7] == [q.commit for q in run_order(requests, (1, 2, 7))]  # reproducible from its seed
+    before = [np.mean([o.index(c) for c in ("c08", "c09")]) for o in orders]
+    after = [np.mean([o.index(c) for c in ("c10", "c11", "c12")]) for o in orders]
+    assert abs(np.mean(before) - np.mean(after)) < 0.25  # series order would put them 2.5 positions apart
+    assert len({tuple(o) for o in orders}) > 100

@@ -11,6 +11,10 @@ is settled when detection stops reporting it: confirmed (it became a change, pin
 when all its commits had ``max_rounds`` rounds or the budget is spent: it stays undecided and
 nothing more is measured for it until new commits change the picture.
 
+The rounds of a plan are measured in a seeded random order (:func:`run_order`), not in series
+order: detection tests the jobs of the commits before a suspect against those from it on, and a
+host that drifts during a round would otherwise always favour the same side.
+
 Budget, per series (one machine x config): extra repetitions <= ``budget_fraction`` x the
 repetitions measured for the commits themselves (the baseline). Requests that do not fit are
 dropped, the strongest suspect (detection orders them by p) is served first, and a round is
@@ -19,8 +23,10 @@ never split (a job measures the config's repetitions).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from .detect import Suspect
 
@@ -93,3 +99,13 @@ def plan(suspects: tuple[Suspect, ...] | list[Suspect], rounds: Mapping[str, int
             asked.add(c)
         left -= len(new) * repetitions_per_round
     return Plan(tuple(requests), tuple(exhausted), spent, allowed)
+
+
+def run_order(requests: Sequence[Request], seed: Sequence[int]) -> tuple[Request, ...]:
+    """The order a plan's rounds are queued, and so measured, in: a random permutation drawn from
+    ``seed`` (reproducible). A plan lists each suspect's commits in series order; measured that
+    way, any drift of the host during a round (it warms up, a neighbour starts) would fall on the
+    commits after the suspect and read as a step. Shuffled, it favours either side by chance only
+    — why ``compare --measure`` draws the order inside each pair (the agent's ``pair_order``)."""
+    picks = np.random.default_rng([int(x) for x in seed]).permutation(len(requests))
+    return tuple(requests[int(i)] for i in picks)

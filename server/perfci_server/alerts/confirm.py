@@ -10,8 +10,9 @@ its found changes, then asks for the rounds of the machine x config (:meth:`Conf
   the commits that get one more round, within the machine x config budget: extra repetitions of
   the window's commits <= ``confirm_budget_fraction`` x their own (queued rounds count as
   spent). Each round is a ``confirm`` job (``round`` 1, 2, ...) of the same machine x config,
-  claimed before push jobs, whose ``reason`` names the suspect. A suspect waits while one of its
-  rounds is under way;
+  claimed before push jobs, whose ``reason`` names the suspect; a plan's jobs are queued in a
+  seeded random order (``analysis.adaptive.run_order``), which is the order they are claimed in.
+  A suspect waits while one of its rounds is under way;
 - the round's run is an ordinary run: its repetitions join the commit's others in the window
   reads (each run kept apart as one job: detection can test the rounds one value per job, which
   confirms a step the test over commits cannot yet) and its upload triggers detection, which
@@ -33,7 +34,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from perfci_core.analysis import DetectionResult, Kind, Suspect
-from perfci_core.analysis.adaptive import Policy, plan
+from perfci_core.analysis.adaptive import Policy, plan, run_order
 
 from ..jobs import repository as job_sql
 from ..models import ACTIVE_STATES, BenchConfig, Job, JobPurpose, JobState, SuspectState
@@ -137,7 +138,8 @@ class Confirmations:
         suspects = sorted({s: row for s, row in self.reported}.items(), key=lambda x: x[0].p_value)
         decided = plan([s for s, _ in suspects], {sha_of[c]: r for c, r in rounds_by_id.items()}, spent, baseline,
                        reps, policy, waiting)
-        rounds = [(self.at[q.commit][0], q.round, q.reason) for q in decided.requests]
+        ordered = run_order(decided.requests, (self.machine_id, self.config_id, spent))  # ids are the claim order
+        rounds = [(self.at[q.commit][0], q.round, q.reason) for q in ordered]
         added = job_sql.insert_confirm_jobs(self.session, self.machine_id, self.config_id, rounds, settings.max_attempts)
         exhausted = set(decided.exhausted)
         for s, row in suspects:
