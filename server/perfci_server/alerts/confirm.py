@@ -59,6 +59,18 @@ class Confirmations:
     # Commits whose suspects appeared, moved or changed state: their forge verdicts are written again.
     touched: set[int] = field(default_factory=set)
     _before: dict[int, tuple[str | None, tuple[int, ...]]] = field(default_factory=dict)
+    _by_series: dict[tuple[str, str], dict[int, SuspectRow]] | None = None
+
+    def _rows(self) -> dict[tuple[str, str], dict[int, SuspectRow]]:
+        """The machine x config's suspect rows by (metric, backend) and commit: one query per
+        detection, not one per series (a config has dozens of series)."""
+        if self._by_series is None:
+            self._by_series = {}
+            for r in self.session.scalars(select(SuspectRow).where(
+                    SuspectRow.branch_id == self.branch_id, SuspectRow.machine_id == self.machine_id,
+                    SuspectRow.config_id == self.config_id)):
+                self._by_series.setdefault((r.metric, r.backend), {})[r.suspect_commit_id] = r
+        return self._by_series
 
     def _note(self, row: SuspectRow) -> None:
         """Remember a row's state and commits before this detection touches it."""
@@ -75,10 +87,7 @@ class Confirmations:
         """Record one series' suspects; settle the ones it no longer reports. ``found_ranges``: the
         (last good, first bad] positions of the series' found changes; ``judge_from``: the first
         position the window judged (an older suspect slid out of view and stays as it was)."""
-        rows = {r.suspect_commit_id: r for r in self.session.scalars(
-            select(SuspectRow).where(
-                SuspectRow.branch_id == self.branch_id, SuspectRow.machine_id == self.machine_id,
-                SuspectRow.config_id == self.config_id, SuspectRow.metric == metric, SuspectRow.backend == backend))}
+        rows = self._rows().setdefault((metric, backend), {})
         seen: set[int] = set()
         for s in result.suspects:
             commit_id = self.at[s.suspect][0]
@@ -88,6 +97,7 @@ class Confirmations:
                 row = SuspectRow(branch_id=self.branch_id, machine_id=self.machine_id, config_id=self.config_id,
                                  metric=metric, backend=backend, suspect_commit_id=commit_id)
                 self.session.add(row)
+                rows[commit_id] = row
                 log.info("suspect: %s %s %+.2f%% of %s/%s at commit %s (config %s)", s.why, s.kind.value, s.percent,
                          metric, backend, commit_id, self.config_id)
             else:
