@@ -41,9 +41,10 @@ class Point:
 
     @classmethod
     def of(cls, commit: str, values: float | Iterable[float], runs: Iterable[int] = ()) -> Point:
+        sizes = tuple(int(r) for r in runs)
         if isinstance(values, (int, float)):
-            return cls(commit, (float(values),), tuple(runs))
-        return cls(commit, tuple(float(v) for v in values), tuple(int(r) for r in runs))
+            return cls(commit, (float(values),), sizes)
+        return cls(commit, tuple(float(v) for v in values), sizes)
 
 
 @dataclass(frozen=True)
