@@ -3,6 +3,7 @@ import pytest
 
 from perfci_core.analysis.changepoints import (
     _Costs,
+    _neighbour_medians,
     find_change_points,
     hampel_clip,
     location_range,
@@ -38,6 +39,51 @@ def test_segment_matches_brute_force_single_split():
     total = [cost(0, k) + cost(k, 60) for k in range(3, 58)]
     best_k = 3 + int(np.argmin(total))
     assert segment(y, w, pen, 3) == [best_k]
+
+
+def _optimal_partition(y: np.ndarray, w: np.ndarray, penalty: float, L: int) -> tuple[float, list[int]]:
+    """The definition, without pruning: minimum total code length over every grouping."""
+    n, cost = y.size, _Costs(y, w)
+    best, last = [-penalty] + [np.inf] * n, [0] * (n + 1)
+    for t in range(L, n + 1):
+        for e in range(0, t - L + 1):
+            if best[e] < np.inf and best[e] + float(cost(e, t)) + penalty < best[t]:
+                best[t], last[t] = best[e] + float(cost(e, t)) + penalty, e
+    out, t = [], n
+    while t > 0:
+        t = last[t]
+        if t > 0:
+            out.append(t)
+    return best[n], sorted(out)
+
+
+def test_segment_is_the_optimal_partition_on_random_series():
+    rng = np.random.default_rng(3)
+    for _ in range(150):
+        n = int(rng.integers(1, 120))
+        y = rng.normal(0, 1, n) + np.where(np.arange(n) >= rng.integers(0, n + 1), rng.normal(0, 4), 0.0)
+        w, L, pen = rng.uniform(0.01, 2.0, n), int(rng.integers(1, 5)), float(rng.uniform(0.5, 15.0))
+        got = segment(y, w, pen, L)
+        if n < 2 * L:
+            assert got == []
+            continue
+        total, bounds = _optimal_partition(y, w, pen, L)
+        cost = _Costs(y, w)
+        edges = [0, *got, n]
+        assert all(b - a >= L for a, b in zip(edges, edges[1:]))
+        assert sum(float(cost(a, b)) for a, b in zip(edges, edges[1:])) + pen * len(got) == pytest.approx(total, abs=1e-9)
+        assert got == bounds
+
+
+def test_neighbour_medians_are_the_medians_of_the_points_either_side():
+    rng = np.random.default_rng(4)
+    for n in [*range(1, 10), 57]:
+        y = rng.normal(0, 1, n)
+        left, right = _neighbour_medians(y, 3)
+        for i in range(n):
+            before, after = y[max(0, i - 3):i], y[i + 1:i + 4]
+            assert (np.isnan(left[i]) and before.size == 0) or left[i] == np.median(before)
+            assert (np.isnan(right[i]) and after.size == 0) or right[i] == np.median(after)
 
 
 def test_costs_are_weighted_squared_error_in_nats():

@@ -81,12 +81,7 @@ def hampel_clip(y: np.ndarray, sigma: np.ndarray, clip: float) -> np.ndarray:
     h = HAMPEL_HALF_WINDOW
     if n < 2:
         return y.copy()
-    pad = np.full(h, np.nan)
-    windows = np.lib.stride_tricks.sliding_window_view(np.concatenate([pad, y, pad]), h)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows at the two ends
-        left = np.nanmedian(windows[0:n], axis=1)  # y[i-h:i]
-        right = np.nanmedian(windows[h + 1:h + 1 + n], axis=1)  # y[i+1:i+1+h]
+    left, right = _neighbour_medians(y, h)
     d_left = np.where(np.isnan(left), np.inf, np.abs(y - left))
     d_right = np.where(np.isnan(right), np.inf, np.abs(y - right))
     use_left = d_left <= d_right
@@ -95,6 +90,23 @@ def hampel_clip(y: np.ndarray, sigma: np.ndarray, clip: float) -> np.ndarray:
     limit = clip * np.asarray(sigma, dtype=float)
     out = np.where(dist > limit, ref + np.copysign(limit, y - ref), y)
     return out
+
+
+def _neighbour_medians(y: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per point i: the median of y[i-h:i] and of y[i+1:i+1+h] (fewer points at the two ends,
+    NaN where there are none). One np.median over the full windows and a few small ones at the
+    ends: np.nanmedian over NaN-padded windows gives the same values at several times the cost."""
+    n = y.size
+    left, right = np.full(n, np.nan), np.full(n, np.nan)
+    if n > h:
+        full = np.median(np.lib.stride_tricks.sliding_window_view(y, h), axis=1)  # full[j] = median(y[j:j+h])
+        left[h:] = full[:n - h]
+        right[:n - h] = full[1:]
+    for i in range(1, min(h, n)):  # windows cut by the start (none before point 0)
+        left[i] = np.median(y[:i])
+    for i in range(max(0, n - h), n - 1):  # ... and by the end (none after the last point)
+        right[i] = np.median(y[i + 1:])
+    return left, right
 
 
 class _Costs:
@@ -120,26 +132,39 @@ def mdl_penalty(n: int, y_range_sigmas: float, factor: float = 1.0) -> float:
 def segment(y: np.ndarray, weights: np.ndarray, penalty: float, min_segment: int) -> list[int]:
     """Optimal partitioning (PELT pruning) of standardised ``y``: the first index of every group
     after the first, in order. ``weights`` are 1 / variance per point (in standardised units).
+
+    Detection runs it several times per series and upload, so the loop keeps its numpy calls
+    few: the candidates live in one buffer in ascending order (the ones too recent to start a
+    group are its last few entries), and the cost of :class:`_Costs` is written out inline.
     """
     n = y.size
     L = max(1, min_segment)
     if n < 2 * L:
         return []
     cost = _Costs(y, weights)
+    s0, s1, s2 = cost.s0, cost.s1, cost.s2
     best = np.full(n + 1, np.inf)
     best[0] = -penalty
     last = np.zeros(n + 1, dtype=int)
-    cands = np.array([0], dtype=int)
+    cands = np.empty(n + 1, dtype=np.intp)  # cands[:size]: the group starts still worth trying
+    cands[0], size = 0, 1
     for t in range(L, n + 1):
-        ready = cands <= t - L
-        eligible = cands[ready]
-        if eligible.size:
-            partial = best[eligible] + cost(eligible, t)  # one cost evaluation serves the choice and the pruning
-            j = int(np.argmin(partial))
-            best[t], last[t] = partial[j] + penalty, eligible[j]
-            cands = np.concatenate([eligible[partial <= best[t]], cands[~ready]])
-        if np.isfinite(best[t]):
-            cands = np.append(cands, t)
+        ready = size
+        while ready and cands[ready - 1] > t - L:  # a group from there would be shorter than L
+            ready -= 1
+        if ready:
+            e = cands[:ready]
+            d0, d1, d2 = s0[t] - s0[e], s1[t] - s1[e], s2[t] - s2[e]
+            partial = best[e] + np.maximum(d2 - d1 * d1 / d0, 0.0) / 2.0  # serves the choice and the pruning
+            j = int(partial.argmin())
+            best[t], last[t] = partial[j] + penalty, e[j]
+            keep, recent = e[partial <= best[t]], cands[ready:size].copy()
+            cands[:keep.size] = keep
+            cands[keep.size:keep.size + recent.size] = recent
+            size = keep.size + recent.size
+        if best[t] < np.inf:
+            cands[size] = t
+            size += 1
     out = []
     t = n
     while t > 0:
@@ -172,7 +197,8 @@ class Proposal:
     :meth:`with_tail`, its newest points searched again at a lower penalty)."""
 
     def __init__(self, medians: np.ndarray, scaled: np.ndarray, point_sigma: np.ndarray,
-                 settings: SearchSettings = SearchSettings()):
+                 settings: SearchSettings = SearchSettings(), tail: int | None = None):
+        """``tail``: search only the newest ``tail`` points (no boundary is proposed before them)."""
         self.medians, self.settings = medians, settings
         self.n = n = medians.size
         self.bounds: list[int] = []
@@ -187,7 +213,8 @@ class Proposal:
         w[clipped != z] *= OUTLIER_WEIGHT  # an outlier must not pull a boundary towards itself
         self.z, self.w = clipped, w
         pen = mdl_penalty(n, float(np.ptp(clipped)), settings.penalty_factor)
-        self.bounds = segment(clipped, w, pen, settings.min_segment)
+        start = 0 if tail is None else max(0, n - tail)
+        self.bounds = [start + b for b in segment(clipped[start:], w[start:], pen, settings.min_segment)]
 
     def with_tail(self, settings: SearchSettings, tail: int) -> Proposal:
         """This proposal's boundaries before the last ``tail`` points, and a search at ``settings``
