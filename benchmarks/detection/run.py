@@ -2,7 +2,7 @@
 detect_changes), CSIT jumpavg and Apache Otava on labelled corpora, over many generator seeds.
 
     .venv/bin/python benchmarks/detection/run.py [--seeds 10] [--seed 20240601] [--quick]
-        [--extra FILE.json ...] [--no-peers] [--adaptive]
+        [--extra FILE.json ...] [--no-peers] [--adaptive [--max-rounds N] [--suspect-penalty F]]
 
 Each seed draws its own corpus; every figure is printed as the mean over the seeds with its range
 (min-max), in two tables: the noisy families and the deterministic one, which are never mixed.
@@ -37,8 +37,10 @@ step's delay is read as the server would see it: detection after every upload fr
 commit after the step on, every round measured so far kept (step_delay), rounded up to the checks
 every other detector's delay is read at. It prints recall
 within ±1 commit for 2-3 % steps and for steps of 3 % or more, false alerts per 1000 commits,
-median delay and the budget spent (extra repetitions / baseline repetitions), per seed (mean and
-range) and pooled over the seeds; it runs 30 seeds by default, one process per CPU. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
+median delay, the budget spent (extra repetitions / baseline repetitions) and the suspects given
+rounds far from any labelled step (each holds its commits' forge status at pending while its rounds
+run), per seed (mean and range) and pooled over the seeds; it runs 30 seeds by default, one process
+per CPU. ``--max-rounds`` and ``--suspect-penalty`` compare other settings than the defaults. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
 (default ``~/.cache/perfci-bench``), each talking JSON over a subprocess; one that cannot be
 installed is reported and skipped.
 """
@@ -66,6 +68,7 @@ sys.path[:0] = [str(ROOT / "core"), str(ROOT / "server"), str(ROOT / "agents"), 
 
 from perfci_core.analysis import Point, detect  # noqa: E402
 from perfci_core.analysis.adaptive import Policy, plan  # noqa: E402
+from perfci_core.analysis.detect import Settings  # noqa: E402
 from perfherder import detect_changes as perfherder_detect  # noqa: E402
 
 DELAY_CHECKS = [2, 3, 5, 8, 13, 21, 34]
@@ -227,6 +230,7 @@ ADAPTIVE_REPS = 3  # repetitions of every commit before adaptation (and of every
 ADAPTIVE_STRIDE = 10  # commits between two detections of the online walk
 SERVER_WINDOW = 200  # measured commits one server detection reads (Settings.detection_window_commits)
 MAX_LOOPS = 8  # re-decisions per detection (each after the requested rounds arrived)
+SUSPECT_SLACK = 3  # a suspect this close to a labelled step is that step's (its search is coarse)
 
 
 class AdaptiveRun:
@@ -235,8 +239,10 @@ class AdaptiveRun:
     detect again, until the policy asks nothing. Extra rounds are drawn from their own seed per
     (commit, round), so any prefix sees the draws the online walk saw."""
 
-    def __init__(self, s: Series, real_noise: list[np.ndarray] | None, policy: Policy = Policy()):
-        self.s, self.real_noise, self.policy = s, real_noise, policy
+    def __init__(self, s: Series, real_noise: list[np.ndarray] | None, policy: Policy = Policy(),
+                 settings: Settings = Settings()):
+        self.s, self.real_noise, self.policy, self.settings = s, real_noise, policy, settings
+        self.suspected: set[int] = set()  # positions of the suspects that were given rounds
         self.extras: list[list[float]] = [[] for _ in s.points]
         self.jobs: list[list[int]] = [[len(p)] for p in s.points]  # repetitions of each job, per commit
         self.rounds: dict[str, int] = {}
@@ -251,7 +257,7 @@ class AdaptiveRun:
         baseline = sum(len(p) for p in s.points[start:stop])
         for _ in range(MAX_LOOPS):
             r = detect([Point.of(s.commits[i], s.points[i] + self.extras[i], self.jobs[i]) for i in range(start, stop)],
-                       s.metric, s.backend)
+                       s.metric, s.backend, self.settings)
             p = plan(r.suspects, self.rounds, self.spent(start, stop), baseline, ADAPTIVE_REPS, self.policy)
             if not p.requests:
                 break
@@ -260,6 +266,7 @@ class AdaptiveRun:
                 self.extras[i] += s.extra(i, q.round, ADAPTIVE_REPS, self.real_noise)
                 self.jobs[i].append(ADAPTIVE_REPS)
                 self.rounds[q.commit] = q.round
+                self.suspected.add(self.position[q.suspect.suspect])
         return sorted(self.position[c.suspect] for c in r.changes)
 
     def walk(self) -> list[int]:
@@ -271,13 +278,14 @@ class AdaptiveRun:
         return self.settle(0, n)
 
 
-def step_delay(s: Series, k: int, real_noise: list[np.ndarray] | None, policy: Policy = Policy()) -> int | None:
+def step_delay(s: Series, k: int, real_noise: list[np.ndarray] | None, policy: Policy = Policy(),
+               settings: Settings = Settings()) -> int | None:
     """Commits measured after step ``k`` before the loop reports it within one commit, as the
     server sees it: detection after every upload from the second commit after it on, each with the
     rounds it asks, and every round measured so far kept (the server's runs stay). Rounded up to
     the next of DELAY_CHECKS, the points where every other detector's delay is read."""
     start = max(0, k - DELAY_CONTEXT)
-    run = AdaptiveRun(s, real_noise, policy)
+    run = AdaptiveRun(s, real_noise, policy, settings)
     for c in range(DELAY_CHECKS[0], DELAY_CHECKS[-1] + 1):
         if k + c >= len(s.points):
             return None
@@ -286,13 +294,16 @@ def step_delay(s: Series, k: int, real_noise: list[np.ndarray] | None, policy: P
     return None
 
 
-def adaptive_run(s: Series, real_noise: list[np.ndarray] | None,
-                 policy: Policy = Policy()) -> tuple[list[int], list[int | None], int, int]:
-    """(changes, delays, extra repetitions, baseline repetitions) of the adaptive loop on ``s``."""
-    run = AdaptiveRun(s, real_noise, policy)
+def adaptive_run(s: Series, real_noise: list[np.ndarray] | None, policy: Policy = Policy(),
+                 settings: Settings = Settings()) -> tuple[list[int], list[int | None], int, int, int]:
+    """(changes, delays, extra repetitions, baseline repetitions, false suspects) of the adaptive
+    loop on ``s``. A false suspect was given rounds more than SUSPECT_SLACK commits from every
+    labelled step: its commits read "pending" on the forge while its rounds ran, for nothing."""
+    run = AdaptiveRun(s, real_noise, policy, settings)
     changes = run.walk()
-    delays = [step_delay(s, k, real_noise, policy) for k in s.steps]
-    return changes, delays, run.spent(0, len(s.points)), sum(len(p) for p in s.points)
+    delays = [step_delay(s, k, real_noise, policy, settings) for k in s.steps]
+    false = sum(all(abs(i - k) > SUSPECT_SLACK for k in s.steps) for i in run.suspected)
+    return changes, delays, run.spent(0, len(s.points)), sum(len(p) for p in s.points), false
 
 
 # ----------------------------------------------------------------------------- peers
@@ -405,29 +416,31 @@ def print_table(title: str, rows: dict[str, list[dict[str, float]]], secs: dict[
 
 
 ADAPTIVE_COLUMNS = (("recall±1 2-3%", ".3f"), ("recall±1 >=3%", ".3f"), ("FA/1k±1", ".2f"), ("delay", ".1f"),
-                    ("budget", ".3f"))
+                    ("budget", ".3f"), ("suspects/1k", ".2f"))
 ADAPTIVE_TABLES = {"synthetic noisy (normal, heavy, bimodal, outliers, drift)": lambda s: s.family != "real",
                    "real noise (recorded tsc runs, resampled)": lambda s: s.family == "real"}
 
 
 def adaptive_figures(corpus: list[Series], changes: list[list[int]], delays: list[list[int | None]],
-                     spent: int, baseline: int) -> dict[str, float]:
+                     spent: int, baseline: int, false_suspects: int = 0) -> dict[str, float]:
     fig = figures(corpus, changes, delays)
     counts = recall_by_size(corpus, changes)
     two, big = counts[2], [sum(c[i] for c in counts[3:]) for i in (0, 1)]
     return {"recall±1 2-3%": two[0] / two[1] if two[1] else math.nan,
             "recall±1 >=3%": big[0] / big[1] if big[1] else math.nan,
             "found 2-3%": two[0], "steps 2-3%": two[1], "found >=3%": big[0], "steps >=3%": big[1],
-            "FA/1k±1": fig["FA/1k±1"], "delay": fig["delay"], "budget": spent / baseline if baseline else 0.0}
+            "FA/1k±1": fig["FA/1k±1"], "delay": fig["delay"], "budget": spent / baseline if baseline else 0.0,
+            "suspects/1k": 1000 * false_suspects / sum(len(s.points) for s in corpus)}
 
 
 def adaptive_seed(seed: int, per_family: int, lengths: tuple[int, int],
-                  real_noise: list[np.ndarray], policy: Policy = Policy()) -> tuple[str, dict[str, dict[str, dict[str, float]]]]:
+                  real_noise: list[np.ndarray], policy: Policy = Policy(),
+                  settings: Settings = Settings()) -> tuple[str, dict[str, dict[str, dict[str, float]]]]:
     """One seed of the adaptive comparison: (its progress line, figures per table and detector)."""
     started = time.monotonic()
     corpus = [s for s in build_corpus(seed, per_family, lengths, [], real_noise, ADAPTIVE_REPS) if s.noisy]
     plain = local_run(perfci_changes, corpus)
-    adaptive = [adaptive_run(s, real_noise, policy) for s in corpus]
+    adaptive = [adaptive_run(s, real_noise, policy, settings) for s in corpus]
     out: dict[str, dict[str, dict[str, float]]] = {}
     for table, keep in ADAPTIVE_TABLES.items():
         idx = [i for i, s in enumerate(corpus) if keep(s)]
@@ -436,7 +449,8 @@ def adaptive_seed(seed: int, per_family: int, lengths: tuple[int, int],
         out[table] = {
             "perfci": adaptive_figures(part, [plain[0][i] for i in idx], [plain[1][i] for i in idx], 0, base),
             "perfci adaptive": adaptive_figures(part, [adaptive[i][0] for i in idx], [adaptive[i][1] for i in idx],
-                                                sum(adaptive[i][2] for i in idx), base)}
+                                                sum(adaptive[i][2] for i in idx), base,
+                                                sum(adaptive[i][4] for i in idx))}
     line = (f"seed {seed}: {len(corpus)} series, {sum(len(s.points) for s in corpus)} commits, "
             f"{sum(len(s.steps) for s in corpus)} steps ({time.monotonic() - started:.0f} s)")
     for table, per in out.items():
@@ -446,13 +460,14 @@ def adaptive_seed(seed: int, per_family: int, lengths: tuple[int, int],
 
 
 def adaptive_main(seeds: list[int], per_family: int, lengths: tuple[int, int], real_noise: list[np.ndarray],
-                  workers: int, policy: Policy = Policy()) -> int:
+                  workers: int, policy: Policy = Policy(), settings: Settings = Settings()) -> int:
     """Adaptive re-measurement against detection alone, both at ADAPTIVE_REPS repetitions per commit;
     seeds run in ``workers`` processes (each seed is independent and deterministic)."""
     rows: dict[str, dict[str, list[dict[str, float]]]] = {t: {} for t in ADAPTIVE_TABLES}
     started = time.monotonic()
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        for line, per_table in pool.map(partial(adaptive_seed, per_family=per_family, lengths=lengths, real_noise=real_noise, policy=policy), seeds):
+        for line, per_table in pool.map(partial(adaptive_seed, per_family=per_family, lengths=lengths, real_noise=real_noise, policy=policy,
+                                          settings=settings), seeds):
             print(line, flush=True)
             for table, per in per_table.items():
                 for name, fig in per.items():
@@ -473,7 +488,9 @@ def adaptive_main(seeds: list[int], per_family: int, lengths: tuple[int, int], r
                 f"{b} {h}/{t} = {h / t if t else math.nan:.3f}" for b, (h, t) in zip(("2-3 %", ">=3 %"), pooled)))
     print("recall±1: labelled steps found within one commit, by relative size; FA/1k±1: false alerts per 1000 "
           "commits; delay: median commits measured after the step before it was reported; budget: extra "
-          "repetitions / baseline repetitions (the policy's cap is 0.30).")
+          "repetitions / baseline repetitions (the policy's cap is 0.30); suspects/1k: suspects given rounds more "
+          f"than {SUSPECT_SLACK} commits from every labelled step, per 1000 commits (their commits read pending "
+          "on the forge while the rounds ran).")
     print(f"took {time.monotonic() - started:.0f} s")
     return 0
 
@@ -492,6 +509,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="--adaptive: seeds measured in parallel processes (default: one per CPU)")
     ap.add_argument("--max-rounds", type=int, default=Policy().max_rounds,
                     help="--adaptive: extra rounds per commit (the policy's default; other values compare settings)")
+    ap.add_argument("--suspect-penalty", type=float, default=Settings().suspect_penalty,
+                    help="--adaptive: the suspects' search penalty (detection's default; other values compare settings)")
     ap.add_argument("--adaptive", action="store_true",
                     help=f"perfci with and without adaptive re-measurement, {ADAPTIVE_REPS} repetitions per commit")
     args = ap.parse_args(argv)
@@ -505,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     real_noise = load_real_noise(args.real_noise)
     if args.adaptive:
         return adaptive_main(seeds, per_family, lengths, real_noise, max(1, args.workers),
-                             Policy(max_rounds=args.max_rounds))
+                             Policy(max_rounds=args.max_rounds), Settings(suspect_penalty=args.suspect_penalty))
 
     peers: dict[str, Path] = {}
     notes: list[str] = []

@@ -16,9 +16,12 @@ class Loop:
     """A series of commits c00, c01, ... at true ``levels``; extra rounds come from the same model."""
 
     def __init__(self, levels: np.ndarray, first_bias: dict[int, float] | None = None, cv: float = 0.003, seed: int = 0,
-                 policy: Policy = Policy(), slow_jobs: float = 0.0):
+                 policy: Policy = Policy(), slow_jobs: float = 0.0, slow_runs: float = 0.0,
+                 settings: Settings = Settings()):
         self.rng, self.levels, self.cv, self.policy = np.random.default_rng(seed), levels, cv, policy
+        self.settings = settings
         self.slow_jobs = slow_jobs  # share of jobs whose every repetition is 10 % slow (a busy host, DESIGN §4)
+        self.slow_runs = slow_runs  # share of runs slowed on their own by 10-60 % (the recorded tsc noise)
         bias = first_bias or {}
         self.points = {f"c{i:02d}": self.draw(i, bias.get(i, 1.0)) for i in range(len(levels))}
         self.jobs = {c: [REPS] for c in self.points}
@@ -29,10 +32,14 @@ class Loop:
     def draw(self, i: int, bias: float = 1.0) -> list[float]:
         if self.rng.random() < self.slow_jobs:
             bias *= 1.10
-        return list(self.levels[i] * bias * (1 + self.cv * self.rng.standard_normal(REPS)))
+        x = self.levels[i] * bias * (1 + self.cv * self.rng.standard_normal(REPS))
+        if self.slow_runs:
+            x *= np.where(self.rng.random(REPS) < self.slow_runs, self.rng.uniform(1.1, 1.6, REPS), 1.0)
+        return list(x)
 
     def detect(self):
-        return detect([Point.of(c, v, self.jobs.get(c, ())) for c, v in self.points.items()], "cpp", "tsc")
+        return detect([Point.of(c, v, self.jobs.get(c, ())) for c, v in self.points.items()], "cpp", "tsc",
+                      self.settings)
 
     def run(self, max_loops: int = 10):
         result = self.detect()
@@ -110,6 +117,24 @@ def test_jobs_of_a_level_that_never_moved_confirm_nothing():
     for seed in range(3):
         loop = Loop(np.full(200, 100.0), cv=0.003, seed=10 + seed, slow_jobs=0.15)
         assert loop.run().changes == ()
+        loop = Loop(np.full(200, 100.0), cv=0.003, seed=20 + seed, slow_runs=0.25)
+        assert loop.run().changes == ()
+
+
+def test_a_step_the_slowed_runs_hide_in_the_medians_is_found_and_confirmed_from_each_jobs_best_run():
+    # A quarter of the runs slowed on their own by 10-60 %: a commit's median of three is slow
+    # whenever two are, so three commits after a +3 % step do not stand out in the medians. No run
+    # is ever faster than the host allows, so the best of each job shows the step.
+    levels = np.where(np.arange(200) >= 197, 103.0, 100.0)
+    plain_confirmed = 0
+    for seed in range(6):
+        loop = Loop(levels, seed=seed, slow_runs=0.25)
+        [change] = loop.run().changes
+        assert change.suspect == "c197" and change.pinned and change.kind is Kind.REGRESSION
+        assert 0.02 < change.rel_change < 0.04 and loop.spent <= 0.3 * REPS * 200  # before any new commit
+        plain = Loop(levels, seed=seed, slow_runs=0.25, settings=Settings(best_runs=False))
+        plain_confirmed += [c.suspect for c in plain.run().changes] == ["c197"]
+    assert plain_confirmed <= 3  # the medians alone confirm half of them at most
 
 
 def _suspect(name: str, commits: tuple[str, ...], p: float = 0.001) -> Suspect:

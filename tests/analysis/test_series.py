@@ -27,3 +27,15 @@ def test_each_job_of_a_point_is_one_value_and_dropped_repetitions_leave_the_jobs
     assert clean([("a", [1.0, 2.0])]).run_medians(0, 1).tolist() == [1.5]
     with pytest.raises(ValueError, match="do not add up"):
         clean([Point.of("a", [1.0, 2.0, 3.0], runs=(2, 2))])
+
+
+def test_the_best_run_of_each_job_and_a_per_point_value_that_does_not_drift_with_its_job_count():
+    s = clean([Point.of("a", [1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 4.0, 5.0, 6.0], runs=(3, 3, 3)),
+               ("b", [7.0, 5.0, 9.0]), ("c", [2.5]), ("d", [8.0, 6.0])])
+    assert s.run_best(0, 4, lower_is_better=True).tolist() == [1.0, 10.0, 4.0, 5.0, 2.5, 6.0]
+    assert s.run_best(0, 1, lower_is_better=False).tolist() == [3.0, 12.0, 6.0]
+    # the median of a point's job bests: a's 1.0 would be its best of all, and fall with every job added
+    assert s.bests(True).tolist() == [4.0, 5.0, 2.5, 6.0]
+    assert s.bests(False).tolist() == [6.0, 9.0, 2.5, 8.0]
+    assert s.bests(True) is s.bests(True)  # computed once
+    assert clean([("a", [3.0, 1.0])]).bests(True).tolist() == [1.0]

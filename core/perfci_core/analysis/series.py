@@ -11,7 +11,8 @@ possibly one, possibly none). :func:`clean` is the only place where bad input is
 
 A point may say which of its repetitions came from which job (:attr:`Point.runs`, the repetition
 count of each job in order). The repetitions of one job share the host's state at that moment, so
-they are not independent samples of the commit; the jobs are (:meth:`CleanSeries.run_medians`).
+they are not independent samples of the commit; the jobs are (:meth:`CleanSeries.run_medians`,
+:meth:`CleanSeries.run_best`).
 Without it a point is one job.
 
 It also fixes the *scale* the change-point search works on (:func:`to_scale`): the natural log of
@@ -88,6 +89,41 @@ class CleanSeries:
             else:
                 out.append(medians_of(np.split(self.samples[i], np.cumsum(sizes)[:-1])))
         return np.concatenate(out) if out else np.empty(0)
+
+    def run_best(self, start: int, stop: int, lower_is_better: bool) -> np.ndarray:
+        """The best repetition of every job of points ``start`` .. ``stop - 1`` (the lowest when
+        lower is better): one value per job that the host's interference barely touches, since
+        interference only ever makes a run worse (the heavy upper tail of DESIGN §4; in the
+        recording of benchmarks/detection/data a quarter of the ``tsc`` runs are 10-75 % slow, none
+        is fast)."""
+        pick = np.min if lower_is_better else np.max
+        out: list[float] = []
+        for i in range(start, stop):
+            sizes = self.runs[i] if self.runs else ()
+            parts = np.split(self.samples[i], np.cumsum(sizes)[:-1]) if len(sizes) > 1 else [self.samples[i]]
+            out.extend(float(pick(x)) for x in parts)
+        return np.asarray(out, dtype=float)
+
+    def job_counts(self) -> np.ndarray:
+        return np.array([len(r) for r in self.runs] if self.runs else [1] * len(self), dtype=float)
+
+    def bests(self, lower_is_better: bool) -> np.ndarray:
+        """Per point, the median of its jobs' best repetitions (:meth:`run_best`): a value that
+        does not drift with how many jobs a point had, as the best of all its repetitions would."""
+        cache = self.__dict__.setdefault("_bests", {})
+        if lower_is_better not in cache:
+            pick = np.min if lower_is_better else np.max
+            out = np.empty(len(self))
+            by_size: dict[int, list[int]] = {}
+            for i, x in enumerate(self.samples):
+                if self.runs and len(self.runs[i]) > 1:
+                    out[i] = float(np.median(self.run_best(i, i + 1, lower_is_better)))
+                else:
+                    by_size.setdefault(x.size, []).append(i)
+            for idx in by_size.values():  # one call per size, as medians_of
+                out[idx] = pick(np.stack([self.samples[i] for i in idx]), axis=1)
+            cache[lower_is_better] = out
+        return cache[lower_is_better]
 
     def pooled(self, start: int, stop: int) -> np.ndarray:
         """Every repetition of points ``start`` .. ``stop - 1``."""
