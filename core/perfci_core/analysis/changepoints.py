@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,6 +132,11 @@ def segment(y: np.ndarray, weights: np.ndarray, penalty: float, min_segment: int
     """Optimal partitioning (PELT pruning) of standardised ``y``: the first index of every group
     after the first, in order. ``weights`` are 1 / variance per point (in standardised units).
 
+    Pruning: a group start ``e`` whose best code length to ``t`` is already worse than ``t``'s
+    own can never be optimal again — but only from ``t + min_segment`` on, when a group can
+    start at ``t``; until then ``e`` stays a candidate (dropping it at ``t``, the textbook rule,
+    loses the optimum now and then when groups have a minimum length).
+
     Detection runs it several times per series and upload, so the loop keeps its numpy calls
     few: the candidates live in one buffer in ascending order (the ones too recent to start a
     group are its last few entries), and the cost of :class:`_Costs` is written out inline.
@@ -148,7 +152,13 @@ def segment(y: np.ndarray, weights: np.ndarray, penalty: float, min_segment: int
     last = np.zeros(n + 1, dtype=int)
     cands = np.empty(n + 1, dtype=np.intp)  # cands[:size]: the group starts still worth trying
     cands[0], size = 0, 1
+    beaten: dict[int, np.ndarray] = {}  # time -> the starts beaten then (dropped L points later)
     for t in range(L, n + 1):
+        drop = beaten.pop(t - L, None)
+        if drop is not None and drop.size:
+            live = cands[:size][~np.isin(cands[:size], drop, assume_unique=True)]
+            size = live.size
+            cands[:size] = live
         ready = size
         while ready and cands[ready - 1] > t - L:  # a group from there would be shorter than L
             ready -= 1
@@ -158,10 +168,7 @@ def segment(y: np.ndarray, weights: np.ndarray, penalty: float, min_segment: int
             partial = best[e] + np.maximum(d2 - d1 * d1 / d0, 0.0) / 2.0  # serves the choice and the pruning
             j = int(partial.argmin())
             best[t], last[t] = partial[j] + penalty, e[j]
-            keep, recent = e[partial <= best[t]], cands[ready:size].copy()
-            cands[:keep.size] = keep
-            cands[keep.size:keep.size + recent.size] = recent
-            size = keep.size + recent.size
+            beaten[t] = e[partial > best[t]]
         if best[t] < np.inf:
             cands[size] = t
             size += 1

@@ -73,8 +73,8 @@ Both are rank tests over exchangeable jobs, so whichever value a job contributes
 never moved passes them at most ``alpha`` of the time; what the best run changes is power. The
 alert itself still needs the repetitions to pin it (:func:`_pin`), and the test over commits
 (which raises alerts without rounds) keeps the medians: the main detection is unchanged. On
-recorded ``tsc`` noise, 12 jobs against 18 across a +3 % step pass the test 80 % of the time on
-their best runs and 26 % on their medians (``benchmarks/detection/job_values.py``).
+recorded ``tsc`` noise, 12 jobs against 18 across a +3 % step pass the test 81 % of the time on
+their best runs and 27 % on their medians (``benchmarks/detection/job_values.py``).
 """
 
 from __future__ import annotations
