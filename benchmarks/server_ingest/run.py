@@ -214,8 +214,6 @@ def _queued_tasks(redis_url: str, purge: bool = False) -> dict[str, int]:
     """Task names waiting in the broker's queue (Celery's Redis transport: one list per queue).
     ``purge`` also drops the marks of coalesced tasks (dispatch.send_once_after_commit), as a
     worker taking those tasks would."""
-    import redis
-
     from perfci_server.celery_app import celery_app
 
     queue = celery_app.conf.task_default_queue
