@@ -47,8 +47,8 @@ plus an unpinned change's candidates), at most ``Settings.suspect_commits`` of t
 Confirmation by the rounds' jobs. The test over commits needs many commits after a step when the
 host is noisy (a quarter of the recorded ``tsc`` runs on these machines are 10-75 % slow, in most
 jobs: benchmarks/detection/data/README.md): a slow commit median on either side costs it ranks,
-and extra repetitions of a commit only make its one median more precise. The repetitions of one job share the host's moment; separate jobs
-do not. So an unconfirmed boundary is also tested with **one value per job** (the median of each
+and extra repetitions of a commit only make its one median more precise. The repetitions of one
+job share the host's moment; separate jobs do not. So an unconfirmed boundary is also tested with **one value per job** (the median of each
 job's repetitions, :meth:`series.CleanSeries.run_medians`) of the commits it names, before it
 against from it on — the same two-sample test, at the search's alpha and minimum effect. When
 the extra rounds give that test enough jobs to pass, in the boundary's direction, and the

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -84,11 +84,16 @@ class CleanSeries:
         out: list[np.ndarray] = []
         for i in range(start, stop):
             sizes = self.runs[i] if self.runs else ()
-            if len(sizes) <= 1:
-                out.append(self.medians[i:i + 1])
-            else:
-                out.append(medians_of(np.split(self.samples[i], np.cumsum(sizes)[:-1])))
+            out.append(self.medians[i:i + 1] if len(sizes) <= 1 else medians_of(self.jobs(i)))
         return np.concatenate(out) if out else np.empty(0)
+
+    def jobs(self, i: int) -> list[np.ndarray]:
+        """The repetitions of point ``i``, one array per job."""
+        sizes = self.runs[i] if self.runs else ()
+        return np.split(self.samples[i], np.cumsum(sizes)[:-1]) if len(sizes) > 1 else [self.samples[i]]
+
+    def job_counts(self) -> np.ndarray:
+        return np.array([len(r) for r in self.runs] if self.runs else [1] * len(self), dtype=float)
 
     def run_best(self, start: int, stop: int, lower_is_better: bool) -> np.ndarray:
         """The best repetition of every job of points ``start`` .. ``stop - 1`` (the lowest when
@@ -97,31 +102,18 @@ class CleanSeries:
         recording of benchmarks/detection/data a quarter of the ``tsc`` runs are 10-75 % slow, none
         is fast)."""
         pick = np.min if lower_is_better else np.max
-        out: list[float] = []
-        for i in range(start, stop):
-            sizes = self.runs[i] if self.runs else ()
-            parts = np.split(self.samples[i], np.cumsum(sizes)[:-1]) if len(sizes) > 1 else [self.samples[i]]
-            out.extend(float(pick(x)) for x in parts)
-        return np.asarray(out, dtype=float)
-
-    def job_counts(self) -> np.ndarray:
-        return np.array([len(r) for r in self.runs] if self.runs else [1] * len(self), dtype=float)
+        return np.asarray([float(pick(x)) for i in range(start, stop) for x in self.jobs(i)], dtype=float)
 
     def bests(self, lower_is_better: bool) -> np.ndarray:
         """Per point, the median of its jobs' best repetitions (:meth:`run_best`): a value that
         does not drift with how many jobs a point had, as the best of all its repetitions would."""
         cache = self.__dict__.setdefault("_bests", {})
         if lower_is_better not in cache:
-            pick = np.min if lower_is_better else np.max
+            single = [i for i in range(len(self)) if not self.runs or len(self.runs[i]) <= 1]
             out = np.empty(len(self))
-            by_size: dict[int, list[int]] = {}
-            for i, x in enumerate(self.samples):
-                if self.runs and len(self.runs[i]) > 1:
-                    out[i] = float(np.median(self.run_best(i, i + 1, lower_is_better)))
-                else:
-                    by_size.setdefault(x.size, []).append(i)
-            for idx in by_size.values():  # one call per size, as medians_of
-                out[idx] = pick(np.stack([self.samples[i] for i in idx]), axis=1)
+            out[single] = reduce_each([self.samples[i] for i in single], np.min if lower_is_better else np.max)
+            for i in sorted(set(range(len(self))) - set(single)):
+                out[i] = float(np.median(self.run_best(i, i + 1, lower_is_better)))
             cache[lower_is_better] = out
         return cache[lower_is_better]
 
@@ -133,14 +125,20 @@ class CleanSeries:
 
 
 def medians_of(samples: Sequence[np.ndarray]) -> np.ndarray:
-    """The median of each non-empty array, as one np.median over a 2-D array per size instead of
-    one call per array (bit-identical, and the per-call overhead is most of a small median's cost)."""
+    """The median of each non-empty array (:func:`reduce_each`)."""
+    return reduce_each(samples, np.median)
+
+
+def reduce_each(samples: Sequence[np.ndarray], reduce: Callable[..., np.ndarray]) -> np.ndarray:
+    """``reduce`` (np.median, np.min, ...) of each non-empty array, as one call over a 2-D array
+    per size instead of one call per array (bit-identical, and the per-call overhead is most of a
+    small array's cost)."""
     out = np.empty(len(samples))
     by_size: dict[int, list[int]] = {}
     for i, x in enumerate(samples):
         by_size.setdefault(x.size, []).append(i)
     for idx in by_size.values():
-        out[idx] = np.median(np.stack([samples[i] for i in idx]), axis=1)
+        out[idx] = reduce(np.stack([samples[i] for i in idx]), axis=1)
     return out
 
 
