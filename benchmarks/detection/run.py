@@ -2,7 +2,7 @@
 detect_changes), CSIT jumpavg and Apache Otava on labelled corpora, over many generator seeds.
 
     .venv/bin/python benchmarks/detection/run.py [--seeds 10] [--seed 20240601] [--quick]
-        [--extra FILE.json ...] [--no-peers] [--adaptive [--max-rounds N] [--suspect-penalty F]]
+        [--extra FILE.json ...] [--no-peers] [--adaptive [--max-rounds N] [--suspect-penalty F] [--best-tail N]]
 
 Each seed draws its own corpus; every figure is printed as the mean over the seeds with its range
 (min-max), in two tables: the noisy families and the deterministic one, which are never mixed.
@@ -40,7 +40,7 @@ within ±1 commit for 2-3 % steps and for steps of 3 % or more, false alerts per
 median delay, the budget spent (extra repetitions / baseline repetitions) and the suspects given
 rounds far from any labelled step (each holds its commits' forge status at pending while its rounds
 run), per seed (mean and range) and pooled over the seeds; it runs 30 seeds by default, one process
-per CPU. ``--max-rounds`` and ``--suspect-penalty`` compare other settings than the defaults. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
+per CPU. ``--max-rounds``, ``--suspect-penalty`` and ``--best-tail`` compare other settings than the defaults. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
 (default ``~/.cache/perfci-bench``), each talking JSON over a subprocess; one that cannot be
 installed is reported and skipped.
 """
@@ -511,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="--adaptive: extra rounds per commit (the policy's default; other values compare settings)")
     ap.add_argument("--suspect-penalty", type=float, default=Settings().suspect_penalty,
                     help="--adaptive: the suspects' search penalty (detection's default; other values compare settings)")
+    ap.add_argument("--best-tail", type=int, default=Settings().best_tail,
+                    help="--adaptive: newest commits the best-run suspects' search covers (detection's default)")
     ap.add_argument("--adaptive", action="store_true",
                     help=f"perfci with and without adaptive re-measurement, {ADAPTIVE_REPS} repetitions per commit")
     args = ap.parse_args(argv)
@@ -524,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     real_noise = load_real_noise(args.real_noise)
     if args.adaptive:
         return adaptive_main(seeds, per_family, lengths, real_noise, max(1, args.workers),
-                             Policy(max_rounds=args.max_rounds), Settings(suspect_penalty=args.suspect_penalty))
+                             Policy(max_rounds=args.max_rounds), Settings(suspect_penalty=args.suspect_penalty, best_tail=args.best_tail))
 
     peers: dict[str, Path] = {}
     notes: list[str] = []
