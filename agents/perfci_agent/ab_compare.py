@@ -7,7 +7,7 @@ Each look tests at alpha / (number of looks the budget allows), so the loop as a
 unchanged commit DIFFERENT at most alpha of the time (:func:`~perfci_core.analysis.paired.sequential_alpha`).
 
 The minimum effect of each metric is the one detection would use on the metric's series on this
-machine x config x backend (:func:`perfci_core.analysis.paired.min_effect_of_series`): the
+machine x config x backend (:func:`perfci_core.analysis.min_effect.min_effect_of_series`): the
 server's series when a server, repository and machine are given, else the local history
 (:mod:`.history`), else the fixed floor with a note. Both documents are kept in the local result
 cache afterwards, so the local history (and ``perfci bisect``) can use them.
@@ -23,7 +23,8 @@ from typing import Callable
 from perfci_core import metrics as catalogue
 from perfci_core.analysis.compare import Comparison, Verdict
 from perfci_core.analysis.compare import DEFAULT_ALPHA
-from perfci_core.analysis.paired import MinEffect, min_effect_of_series, paired_compare, sequential_alpha
+from perfci_core.analysis.min_effect import MinEffect, min_effect_of_series
+from perfci_core.analysis.paired import paired_compare, sequential_alpha
 from perfci_core.analysis.series import Point
 from perfci_core.result import ResultDocument
 

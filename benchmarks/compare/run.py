@@ -12,7 +12,7 @@ Three ways to decide "did HEAD regress against BASE", each on the same simulated
   verdict (:func:`perfci_core.analysis.paired.paired_compare`, Wilcoxon signed-rank, each of the
   5 looks at alpha 0.01 / 5), with the fixed 0.2 % floor;
 - **paired, learned** -- the same with the minimum effect learned from the series' own noise
-  (:func:`perfci_core.analysis.paired.min_effect_of_series` on a 30-commit history of 5-repetition
+  (:func:`perfci_core.analysis.min_effect.min_effect_of_series` on a 30-commit history of 5-repetition
   jobs measured on the same host): what ``perfci compare --measure`` does when the series is known.
 
 Two noise sources:
@@ -52,7 +52,8 @@ sys.path[:0] = [str(ROOT / "core")]
 from perfci_core.analysis.compare import Verdict, compare  # noqa: E402
 from perfci_core.analysis.detect import Settings  # noqa: E402
 from perfci_core.analysis.compare import DEFAULT_ALPHA  # noqa: E402
-from perfci_core.analysis.paired import min_effect_of_series, paired_compare, sequential_alpha  # noqa: E402
+from perfci_core.analysis.min_effect import min_effect_of_series  # noqa: E402
+from perfci_core.analysis.paired import paired_compare, sequential_alpha  # noqa: E402
 
 RECORDED = ROOT / "benchmarks" / "detection" / "data" / "tsc-noise.json"
 BASE_CPP = 80.0

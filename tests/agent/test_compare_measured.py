@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from perfci_agent.bisect.cache import ResultCache
 from perfci_agent.history import local_series
 from perfci_cli.app import app
-from perfci_core.analysis.paired import min_effect_of_series
+from perfci_core.analysis.min_effect import min_effect_of_series
 from perfci_core.result import BenchConfig, MetricValue, ResultDocument, Sample, NoisyRun
 
 CONFIG = "self-64B-short"

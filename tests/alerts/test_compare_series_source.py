@@ -12,7 +12,7 @@ import uvicorn
 
 from alerts_support import committed_sim_lab
 from perfci_agent.commands.compare import _series_source
-from perfci_core.analysis.paired import min_effect_of_series
+from perfci_core.analysis.min_effect import min_effect_of_series
 from perfci_server.app import create_app
 from server_support import ADMIN
 

@@ -8,13 +8,8 @@ import pytest
 from scipy import stats
 
 from perfci_core.analysis.compare import Kind, Verdict, compare
-from perfci_core.analysis.paired import (
-    MIN_SERIES_POINTS,
-    min_attainable_p,
-    min_effect_of_series,
-    paired_compare,
-    paired_high_threshold,
-)
+from perfci_core.analysis.min_effect import MIN_SERIES_POINTS, min_effect_of_series
+from perfci_core.analysis.paired import min_attainable_p, paired_compare, paired_high_threshold
 
 from .synth import drifting_host, levels, noisy
 

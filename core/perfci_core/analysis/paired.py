@@ -32,13 +32,12 @@ of medians, and :func:`paired_high_threshold` for the SAME threshold. The determ
 (``sim``) keeps the exact-change rule: pairing adds nothing to bit-identical counts.
 
 The minimum effect comes from the series' own noise, as detection takes it
-(:func:`min_effect_of_series`), with the fixed floor and a note saying so when no series is known.
+(:func:`.min_effect.min_effect_of_series`), with the fixed floor and a note saying so when no series is known.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -47,15 +46,12 @@ from scipy import stats
 from perfci_core import metrics as catalogue
 
 from .compare import DEFAULT_ALPHA, DEFAULT_TOLERANCE, Comparison, Kind, Verdict, compare, kind_of
-from .detect import Settings as DetectionSettings
-from .detect import series_noise
-from .noise import MAD_TO_SIGMA, learned_min_effect, mad_sigma
-from .series import CleanSeries, Point, clean, relative_change, resolve_metric
+from .noise import MAD_TO_SIGMA, mad_sigma
+from .series import relative_change, resolve_metric
 
 # Pitman efficiency of the signed-rank test relative to the t-test under normal noise: its z for a
 # shift of d standard deviations over n pairs is about sqrt(n * 3 / pi) * d.
 _WILCOXON_ARE = 3.0 / math.pi
-MIN_SERIES_POINTS = 5  # fewer measured commits than this say too little about a series' noise
 BURST_K = 3.0
 
 
@@ -189,42 +185,3 @@ def paired_compare(
         kind = kind_of(m, 1.0, 1.0 + rel) if m is not None else Kind.CHANGE
     return Comparison(verdict, p, before_median, after_median, rel, min_effect, kind, n, n, False,
                       p_ks=math.nan, p_mwu=math.nan, high_threshold=high, notes=tuple(notes))
-
-
-@dataclass(frozen=True)
-class MinEffect:
-    """The minimum effect a comparison uses and where it came from."""
-
-    value: float  # relative (0.01 = 1 %)
-    source: str  # "series" (learned from the series' noise) or "floor" (the fixed floor)
-    noise: float | None  # the series' relative per-commit noise, when learned
-    points: int  # measured commits the noise was learned from
-    note: str
-
-    def to_dict(self) -> dict:
-        return {"value": self.value, "source": self.source, "noise": self.noise, "points": self.points, "note": self.note}
-
-
-def min_effect_of_series(
-    series: CleanSeries | Sequence[Point | tuple[str, float | Sequence[float]]] | None,
-    where: str = "the series",
-    settings: DetectionSettings = DetectionSettings(),
-) -> MinEffect:
-    """The minimum effect detection would use on ``series`` (commit order, every repetition):
-    ``max(floor, factor x relative per-commit noise)`` with detection's own noise estimate.
-    Without a series of at least :data:`MIN_SERIES_POINTS` measured commits, the fixed floor,
-    with a note saying so (``where`` names the series in the notes)."""
-    floor = settings.min_change
-    s = None
-    if series is not None:
-        s = series if isinstance(series, CleanSeries) else clean(series)
-    if s is None or len(s) < MIN_SERIES_POINTS:
-        have = 0 if s is None else len(s)
-        return MinEffect(floor, "floor", None, have,
-                         f"{where}: {have} measured commit(s), fewer than {MIN_SERIES_POINTS}: "
-                         f"the fixed floor {floor:.2%} is used, not the series' noise")
-    noise, _ = series_noise(s)
-    value = learned_min_effect(noise, floor, settings.noise_factor)
-    return MinEffect(value, "series", noise, len(s),
-                     f"{where}: learned from {len(s)} commits (per-commit noise {noise:.2%}, "
-                     f"minimum effect max({floor:.2%}, {settings.noise_factor:g} x noise))")
