@@ -1,5 +1,6 @@
 """Suspects and the adaptive re-measurement policy, on simulated series: extra rounds are drawn
-from the same noise model as the series, each round one job (the detection benchmark's loop, in small)."""
+from the same noise model as the series, each round one job, or one interleaved session of a
+suspect's k - 1 and k sharing the host's state (the detection benchmark's loop, in small)."""
 
 from __future__ import annotations
 
@@ -17,19 +18,26 @@ class Loop:
 
     def __init__(self, levels: np.ndarray, first_bias: dict[int, float] | None = None, cv: float = 0.003, seed: int = 0,
                  policy: Policy = Policy(), slow_jobs: float = 0.0, slow_runs: float = 0.0,
-                 settings: Settings = Settings()):
+                 settings: Settings = Settings(), host_drift: float = 0.0):
         self.rng, self.levels, self.cv, self.policy = np.random.default_rng(seed), levels, cv, policy
         self.settings = settings
         self.slow_jobs = slow_jobs  # share of jobs whose every repetition is 10 % slow (a busy host, DESIGN §4)
         self.slow_runs = slow_runs  # share of runs slowed on their own by 10-60 % (the recorded tsc noise)
+        self.host_drift = host_drift  # each session's host is slower or faster by this relative sd (batch drift)
         bias = first_bias or {}
         self.points = {f"c{i:02d}": self.draw(i, bias.get(i, 1.0)) for i in range(len(levels))}
         self.jobs = {c: [REPS] for c in self.points}
+        self.pairs = {c: [0] for c in self.points}
+        self.sessions = 0
         self.rounds: dict[str, int] = {}
         self.spent = 0
         self.plans = []
 
-    def draw(self, i: int, bias: float = 1.0) -> list[float]:
+    def host(self) -> float:
+        return 1.0 + self.host_drift * self.rng.standard_normal() if self.host_drift else 1.0
+
+    def draw(self, i: int, bias: float = 1.0, host: float | None = None) -> list[float]:
+        bias *= self.host() if host is None else host
         if self.rng.random() < self.slow_jobs:
             bias *= 1.10
         x = self.levels[i] * bias * (1 + self.cv * self.rng.standard_normal(REPS))
@@ -38,7 +46,7 @@ class Loop:
         return list(x)
 
     def detect(self):
-        return detect([Point.of(c, v, self.jobs.get(c, ())) for c, v in self.points.items()], "cpp", "tsc",
+        return detect([Point.of(c, v, self.jobs[c], self.pairs[c]) for c, v in self.points.items()], "cpp", "tsc",
                       self.settings)
 
     def run(self, max_loops: int = 10):
@@ -49,12 +57,21 @@ class Loop:
             if not p.requests:
                 break
             for q in p.requests:
-                self.points[q.commit] += self.draw(int(q.commit[1:]))
-                self.jobs[q.commit].append(REPS)
+                if q.partner is None:
+                    self.add(q.commit, self.draw(int(q.commit[1:])), 0)
+                elif q.commit < q.partner:  # one session for both sides: one host state
+                    host, self.sessions = self.host(), self.sessions + 1
+                    for c in (q.commit, q.partner):
+                        self.add(c, self.draw(int(c[1:]), host=host), self.sessions)
                 self.rounds[q.commit] = q.round
                 self.spent += REPS
             result = self.detect()
         return result
+
+    def add(self, commit: str, values: list[float], session: int) -> None:
+        self.points[commit] += values
+        self.jobs[commit].append(REPS)
+        self.pairs[commit].append(session)
 
 
 def test_an_unpinned_change_is_pinned_to_its_commit_by_extra_rounds():
@@ -108,7 +125,7 @@ def test_a_step_at_the_tip_stops_at_the_rounds_per_commit_then_more_commits_conf
     for i in range(200, 230):  # new commits, as pushes bring them
         loop.levels = np.append(loop.levels, 103.0)
         loop.points[f"c{i:02d}"] = loop.draw(i)
-        loop.jobs[f"c{i:02d}"] = [REPS]
+        loop.jobs[f"c{i:02d}"], loop.pairs[f"c{i:02d}"] = [REPS], [0]
     [change] = loop.detect().changes
     assert change.suspect == "c197" and change.kind is Kind.REGRESSION
 
@@ -128,11 +145,11 @@ def test_a_step_the_slowed_runs_hide_in_the_medians_is_found_and_confirmed_from_
     levels = np.where(np.arange(200) >= 197, 103.0, 100.0)
     plain_confirmed = 0
     for seed in range(6):
-        loop = Loop(levels, seed=seed, slow_runs=0.25)
+        loop = Loop(levels, seed=seed, slow_runs=0.25, policy=Policy(paired=False))  # the best runs alone
         [change] = loop.run().changes
         assert change.suspect == "c197" and change.pinned and change.kind is Kind.REGRESSION
         assert 0.02 < change.rel_change < 0.04 and loop.spent <= 0.3 * REPS * 200  # before any new commit
-        plain = Loop(levels, seed=seed, slow_runs=0.25, settings=Settings(best_runs=False))
+        plain = Loop(levels, seed=seed, slow_runs=0.25, settings=Settings(best_runs=False), policy=Policy(paired=False))
         plain_confirmed += [c.suspect for c in plain.run().changes] == ["c197"]
     assert plain_confirmed <= 3  # the medians alone confirm half of them at most
 
@@ -191,3 +208,65 @@ def test_a_rounds_jobs_run_in_a_random_order_that_favours_neither_side_of_the_su
     after = [np.mean([o.index(c) for c in ("c10", "c11", "c12")]) for o in orders]
     assert abs(np.mean(before) - np.mean(after)) < 0.25  # series order would put them 2.5 positions apart
     assert len({tuple(o) for o in orders}) > 100
+
+
+def test_a_round_measures_the_suspect_and_the_commit_before_it_as_one_interleaved_session():
+    s = _suspect("c10", ("c08", "c09", "c10", "c11", "c12"))
+    p = plan([s], {"c09": 2}, 0, 300, 3)
+    pairs = {q.commit: (q.partner, q.partner_round) for q in p.requests}
+    assert pairs == {"c08": (None, 0), "c09": ("c10", 1), "c10": ("c09", 3), "c11": (None, 0), "c12": (None, 0)}
+    assert [q.round for q in p.requests if q.commit == "c09"] == [3]
+    assert all(q.partner is None for q in plan([s], {}, 0, 300, 3, Policy(paired=False)).requests)
+    # the commit before it already asked for a stronger suspect: measured with that one's round, unpaired
+    both = plan([_suspect("c09", ("c08", "c09"), 1e-4), s], {}, 0, 300, 3)
+    assert [(q.commit, q.partner) for q in both.requests if q.suspect is s] == [("c10", None), ("c11", None), ("c12", None)]
+
+
+def test_on_a_host_drifting_between_jobs_interleaved_pairs_confirm_and_pin_a_step_separate_jobs_cannot():
+    # Every job runs on a host 4 % slower or faster (seeded), its repetitions 0.3 % apart: a +3 % step
+    # three commits from the tip, then 8 rounds. Separate jobs of its commits differ by the host more
+    # than by the step; the two sides of an interleaved session share the host, their ratio does not.
+    levels = np.where(np.arange(200) >= 197, 103.0, 100.0)
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+
+        def job(i: int, host: float) -> list[float]:
+            return list(levels[i] * host * (1 + 0.003 * rng.standard_normal(REPS)))
+
+        def host() -> float:
+            return 1.0 + 0.04 * rng.standard_normal()
+
+        values = {i: [job(i, host())] for i in range(200)}
+        sessions = {i: [0] for i in range(200)}
+        for r in range(1, 9):
+            shared = host()
+            for i in (196, 197):  # the suspect and the commit before it: one session
+                values[i].append(job(i, shared))
+                sessions[i].append(r)
+            for i in (195, 198, 199):
+                values[i].append(job(i, host()))
+                sessions[i].append(0)
+
+        def series(paired: bool) -> list[Point]:
+            return [Point.of(f"c{i:03d}", sum(values[i], []), [REPS] * len(values[i]),
+                             sessions[i] if paired else [0] * len(sessions[i])) for i in range(200)]
+
+        [change] = detect(series(True), "cpp", "tsc").changes
+        assert change.suspect == "c197" and change.pinned and change.kind is Kind.REGRESSION
+        assert 0.025 < change.rel_change < 0.035 and change.p_value < 1e-6  # the 24 pairs' signed-rank p
+        assert detect(series(False), "cpp", "tsc").changes == ()  # the same values, not known as pairs
+
+
+def test_the_loop_confirms_and_pins_a_step_on_a_drifting_host_from_its_interleaved_rounds():
+    levels = np.where(np.arange(200) >= 195, 103.0, 100.0)
+    for seed in range(6):
+        loop = Loop(levels, seed=seed, host_drift=0.015)
+        [change] = loop.run(max_loops=12).changes
+        assert change.suspect == "c195" and change.pinned and change.kind is Kind.REGRESSION
+        assert loop.spent <= 0.3 * REPS * 200 and loop.sessions >= 1
+
+
+def test_interleaved_pairs_of_a_level_that_never_moved_confirm_nothing():
+    for seed in range(4):
+        assert Loop(np.full(200, 100.0), seed=30 + seed, host_drift=0.02).run(max_loops=12).changes == ()
+        assert Loop(np.full(200, 100.0), seed=40 + seed, slow_runs=0.25).run(max_loops=12).changes == ()

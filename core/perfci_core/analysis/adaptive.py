@@ -11,6 +11,12 @@ is settled when detection stops reporting it: confirmed (it became a change, pin
 when all its commits had ``max_rounds`` rounds or the budget is spent: it stays undecided and
 nothing more is measured for it until new commits change the picture.
 
+Interleaved pairs (``Policy.paired``): in each round of a suspect at ``k``, the commits ``k - 1``
+and ``k`` are one request pair (:attr:`Request.partner`), measured A B A B in one session, each
+pair of runs sharing the host's moment; detection tests those pairs on their own (the paired
+test of :mod:`.detect`), which a host drifting between jobs cannot fool. The suspect's other
+commits are measured as separate jobs, as before: the jobs' test over the boundary still needs them.
+
 The rounds of a plan are measured in a seeded random order (:func:`run_order`), not in series
 order: detection tests the jobs of the commits before a suspect against those from it on, and a
 host that drifts during a round would otherwise always favour the same side.
@@ -39,6 +45,7 @@ class Policy:
     # benchmark's tuning seeds (11-40) 2-3 % recall was 0.908 / 0.931 / 0.960 at 4 / 8 / 12 rounds,
     # spending 5.0 / 6.8 / 7.7 % extra repetitions (the budget caps it at 30 %).
     max_rounds: int = 12
+    paired: bool = True  # measure each suspect's k - 1 and k interleaved (module doc)
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ class Request:
     commit: str
     round: int  # 1, 2, ... (round 0 is the commit's own push or bisect measurement)
     suspect: Suspect
+    partner: str | None = None  # the commit measured interleaved with this one in the same session
+    partner_round: int = 0  # the partner's round in that session
 
     @property
     def reason(self) -> str:
@@ -94,11 +103,22 @@ def plan(suspects: tuple[Suspect, ...] | list[Suspect], rounds: Mapping[str, int
         if not due or len(new) * repetitions_per_round > left:
             exhausted.append(s)  # a suspect is measured as a whole or not at all: half the evidence decides nothing
             continue
+        pair = _pair(s, new) if policy.paired else ()
         for c in new:
-            requests.append(Request(c, rounds.get(c, 0) + 1, s))
+            partner = next((x for x in pair if x != c), None) if c in pair else None
+            requests.append(Request(c, rounds.get(c, 0) + 1, s, partner, rounds.get(partner, 0) + 1 if partner else 0))
             asked.add(c)
         left -= len(new) * repetitions_per_round
     return Plan(tuple(requests), tuple(exhausted), spent, allowed)
+
+
+def _pair(s: Suspect, new: Sequence[str]) -> tuple[str, ...]:
+    """The suspect commit and the one before it, when both are asked in this round (one of them
+    already asked for a stronger suspect is measured with that one's round, unpaired)."""
+    i = s.commits.index(s.suspect) if s.suspect in s.commits else 0
+    if i < 1 or s.commits[i - 1] not in new or s.suspect not in new:
+        return ()
+    return (s.commits[i - 1], s.suspect)
 
 
 def run_order(requests: Sequence[Request], seed: Sequence[int]) -> tuple[Request, ...]:

@@ -76,6 +76,20 @@ alert itself still needs the repetitions to pin it (:func:`_pin`), and the test 
 (which raises alerts without rounds) keeps the medians: the main detection is unchanged. On
 recorded ``tsc`` noise, 12 jobs against 18 across a +3 % step pass the test 81 % of the time on
 their best runs and 27 % on their medians (``benchmarks/detection/job_values.py``).
+
+Interleaved rounds. A round of the suspect ``k`` measures ``k - 1`` and ``k`` interleaved, A B A B
+in one session (:mod:`.adaptive`, the agent's ``interleave``): the two runs of a pair share the
+host's moment, so a host that drifts between jobs moves both and cancels in their ratio, which no
+test over separate jobs can do. When a boundary at ``k`` has such pairs
+(:meth:`series.CleanSeries.paired`), they get their own test: the signed-rank test of
+:func:`.paired.paired_compare` on every pair so far, at ``Settings.paired_share`` of the alpha
+(the jobs' tests share the rest: Bonferroni over the looks actually taken), with the learned
+minimum effect. It compares ``k`` with ``k - 1`` directly, so when it passes, in the boundary's
+direction, the change is confirmed *and* pinned at ``k``; it also pins a confirmed change the
+repetitions could not pin (at ``paired_share`` of the pinning alpha). Pairs are evidence of their
+own: when drifting jobs have taken the boundary out of the suspects' search, pairs that pass
+confirm the change at ``k`` all the same, and pairs that lean by at least the minimum effect
+without enough of them yet keep it a suspect (more rounds); pairs that say SAME let it go.
 """
 
 from __future__ import annotations
@@ -90,6 +104,7 @@ from perfci_core import metrics as catalogue
 from .changepoints import ChangePoint, Proposal, SearchSettings, find_exact_changes
 from .compare import DEFAULT_TOLERANCE, Comparison, Kind, Verdict, compare
 from .noise import diff_sigma, learned_min_effect
+from .paired import paired_compare
 from .series import CleanSeries, Point, clean, resolve_metric, to_scale
 
 NOISE_FLOOR = 1e-6  # relative; a noisy-backend series that never moved still gets a finite scale
@@ -123,6 +138,9 @@ class Settings:
     # when a backlog of uploads is detected at once.
     best_runs: bool = True
     best_tail: int = 15
+    # The share of a confirmation's (and of a pin's) alpha given to the interleaved pairs' test when a
+    # boundary has pairs (module doc); the jobs' tests share the rest.
+    paired_share: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -250,6 +268,9 @@ def detect(
         a = bounds[i - 1] if i > 0 else 0
         b = bounds[i + 1] if i + 1 < len(bounds) else len(s)
         check, pinned = _pin(s, a, cp.index, b, m, min_effect, settings)
+        if not pinned:
+            pairs = _pairs_test(s, cp, m, min_effect, settings.commit_alpha * settings.paired_share)
+            check, pinned = (pairs, True) if pairs is not None else (check, False)
         changes.append(_change(s, cp, name, be, m, check, pinned))
     suspects = _suspects(s, changes, cps, unconfirmed, name, be, settings)
     return DetectionResult(name, be.value, tuple(changes), len(s), noise, min_effect, tuple(notes), suspects)
@@ -276,7 +297,14 @@ def _loose(s: CleanSeries, cps: list[ChangePoint], proposal: Proposal, m: catalo
         if any(lo <= cp.index <= hi for lo, hi in covered):
             continue
         around = _around(len(s), cp.index, cp.range_start, cp.range_end, settings.suspect_commits)
-        test = _rounds_test(s, cp, around, m, min_effect, settings)
+        alpha = settings.search.alpha
+        if len(s.paired(cp.index - 1, cp.index)[0]):
+            pairs = _pairs_test(s, cp, m, min_effect, alpha * settings.paired_share)
+            if pairs is not None:  # k against k - 1 directly: confirmed and pinned
+                confirmed.append((ChangePoint(cp.index, cp.index, cp.index, pairs), around))
+                continue
+            alpha *= 1.0 - settings.paired_share
+        test = _rounds_test(s, cp, around, m, min_effect, settings, alpha)
         if test is not None:  # confirmed where the rounds also pin it: a located alert or none
             a = loose[i - 1].index if i > 0 else 0
             b = loose[i + 1].index if i + 1 < len(loose) else len(s)
@@ -284,6 +312,19 @@ def _loose(s: CleanSeries, cps: list[ChangePoint], proposal: Proposal, m: catalo
                 confirmed.append((ChangePoint(cp.index, cp.index, cp.index, test), around))
                 continue
         unconfirmed.append((cp, around))
+    tested = {cp.index for cp in loose}
+    for k in s.paired_points():  # pairs the search did not test at their own boundary: their own evidence
+        if k in tested or any(lo <= k <= hi for lo, hi in covered) or any(abs(k - c.index) <= 1 for c, _ in confirmed):
+            continue
+        before, after = s.paired(k - 1, k)
+        test = paired_compare(before, after, m, alpha=settings.search.alpha * settings.paired_share, min_effect=min_effect)
+        around = _around(len(s), k, k, k, settings.suspect_commits)
+        near = [u for u in unconfirmed if abs(u[0].index - k) <= 1]
+        if test.verdict is Verdict.DIFFERENT:  # pinned at k: a neighbouring boundary of the search is this change
+            confirmed.append((ChangePoint(k, k, k, test), around))
+            unconfirmed = [u for u in unconfirmed if abs(u[0].index - k) > 1]
+        elif test.verdict is Verdict.UNKNOWN and abs(test.rel_change) >= min_effect and not near:
+            unconfirmed.append((ChangePoint(k, k, k, test), around))  # leaning, too few pairs yet: more rounds
     return unconfirmed, confirmed
 
 
@@ -302,12 +343,28 @@ def _best_proposal(s: CleanSeries, m: catalogue.Metric | None, settings: Setting
                     tail=settings.best_tail)
 
 
+def _pairs_test(s: CleanSeries, cp: ChangePoint, m: catalogue.Metric | None, min_effect: float,
+                alpha: float) -> Comparison | None:
+    """The interleaved pairs of ``k - 1`` and ``k`` (module doc): the paired verdict when it is
+    DIFFERENT at ``alpha`` in the boundary's direction, else None (also without pairs)."""
+    k = cp.index
+    if k < 1:
+        return None
+    before, after = s.paired(k - 1, k)
+    if not len(before):
+        return None
+    test = paired_compare(before, after, m, alpha=alpha, min_effect=min_effect)
+    if test.verdict is Verdict.DIFFERENT and np.sign(test.rel_change) == np.sign(cp.test.rel_change):
+        return test
+    return None
+
+
 def _rounds_test(s: CleanSeries, cp: ChangePoint, around: range, m: catalogue.Metric | None,
-                 min_effect: float, settings: Settings) -> Comparison | None:
+                 min_effect: float, settings: Settings, alpha: float) -> Comparison | None:
     """An unconfirmed boundary's test on its re-measured commits, one value per *job*: the jobs of
     the commits before it against the jobs of the commits from it on, on the jobs' medians and on
-    their best runs (module doc). The verdict when it confirms the boundary (DIFFERENT at the
-    search's alpha shared by the two, the same direction), else None.
+    their best runs (module doc). The verdict when it confirms the boundary (DIFFERENT at
+    ``alpha`` shared by the two, the same direction), else None.
 
     Without extra rounds each commit is one job, and the few commits around a suspect cannot
     reach the alpha (at most 3 against 4 commits: p >= 0.057): only rounds can confirm this way."""
@@ -317,7 +374,7 @@ def _rounds_test(s: CleanSeries, cp: ChangePoint, around: range, m: catalogue.Me
     if settings.best_runs and m is not None:  # the best of each job too; the two tests share the alpha (Bonferroni)
         low = m.direction is catalogue.Direction.LOWER_IS_BETTER
         per_job.append((s.run_best(around.start, cp.index, low), s.run_best(cp.index, around.stop, low)))
-    alpha = settings.search.alpha / len(per_job)
+    alpha /= len(per_job)
     for before, after in per_job:
         test = compare(before, after, m, alpha=alpha, min_effect=min_effect)
         if test.verdict is Verdict.DIFFERENT and np.sign(test.rel_change) == np.sign(cp.test.rel_change):

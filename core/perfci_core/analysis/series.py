@@ -13,7 +13,9 @@ A point may say which of its repetitions came from which job (:attr:`Point.runs`
 count of each job in order). The repetitions of one job share the host's state at that moment, so
 they are not independent samples of the commit; the jobs are (:meth:`CleanSeries.run_medians`,
 :meth:`CleanSeries.run_best`).
-Without it a point is one job.
+Without it a point is one job. A job may also name the interleaved measurement it belongs to
+(:attr:`Point.pairs`): two jobs of two commits with the same key were measured A B A B ... in
+one session, their i-th repetitions side by side (:meth:`CleanSeries.paired`).
 
 It also fixes the *scale* the change-point search works on (:func:`to_scale`): the natural log of
 the per-commit medians when every value is positive (steps become additive and symmetric, a
@@ -39,13 +41,16 @@ class Point:
     commit: str
     values: tuple[float, ...]
     runs: tuple[int, ...] = ()  # repetitions of each job, in order (sum = len(values)); () = one job
+    # Per job (parallel to ``runs``), the key of the interleaved measurement it was part of; 0 = none.
+    pairs: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, commit: str, values: float | Iterable[float], runs: Iterable[int] = ()) -> Point:
-        sizes = tuple(int(r) for r in runs)
+    def of(cls, commit: str, values: float | Iterable[float], runs: Iterable[int] = (),
+           pairs: Iterable[int] = ()) -> Point:
+        sizes, keys = tuple(int(r) for r in runs), tuple(int(k) for k in pairs)
         if isinstance(values, (int, float)):
-            return cls(commit, (float(values),), sizes)
-        return cls(commit, tuple(float(v) for v in values), sizes)
+            return cls(commit, (float(values),), sizes, keys)
+        return cls(commit, tuple(float(v) for v in values), sizes, keys)
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class CleanSeries:
     notes: tuple[str, ...] = field(default=())
     positions: tuple[int, ...] = ()  # each point's index in the input series (default: 0, 1, ...)
     runs: tuple[tuple[int, ...], ...] = ()  # per point, its jobs' repetition counts (default: one job)
+    pairs: tuple[tuple[int, ...], ...] = ()  # per point, its jobs' interleaved-measurement keys (0: none)
 
     def __post_init__(self) -> None:
         if not self.positions:
@@ -65,6 +71,9 @@ class CleanSeries:
             raise ValueError("positions and commits differ in length")
         if self.runs and len(self.runs) != len(self.commits):
             raise ValueError("runs and commits differ in length")
+        if self.pairs and (len(self.pairs) != len(self.commits)
+                           or any(len(k) != len(self.runs[i] if self.runs else (0,)) for i, k in enumerate(self.pairs))):
+            raise ValueError("pair keys must name each job of each point")
 
     def __len__(self) -> int:
         return len(self.commits)
@@ -117,6 +126,26 @@ class CleanSeries:
             cache[lower_is_better] = out
         return cache[lower_is_better]
 
+    def paired(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """The repetitions of points ``a`` and ``b`` that were measured interleaved, side by side:
+        (``a``'s, ``b``'s), the i-th of each one pair. Jobs of the two points with the same key
+        are one interleaved measurement; one whose sides differ in size is left out (a side lost
+        repetitions, so its order no longer matches the other's)."""
+        if not self.pairs:
+            return np.empty(0), np.empty(0)
+        left = {k: x for k, x in zip(self.pairs[a], self.jobs(a)) if k}
+        sides = [(left[k], x) for k, x in zip(self.pairs[b], self.jobs(b)) if k in left and left[k].size == x.size]
+        if not sides:
+            return np.empty(0), np.empty(0)
+        return np.concatenate([x for x, _ in sides]), np.concatenate([y for _, y in sides])
+
+    def paired_points(self) -> list[int]:
+        """The points ``k`` with interleaved pairs against ``k - 1`` (:meth:`paired`)."""
+        if not self.pairs:
+            return []
+        keys = [set(k) - {0} for k in self.pairs]
+        return [k for k in range(1, len(self)) if keys[k] & keys[k - 1] and len(self.paired(k - 1, k)[0])]
+
     def pooled(self, start: int, stop: int) -> np.ndarray:
         """Every repetition of points ``start`` .. ``stop - 1``."""
         if stop <= start:
@@ -145,11 +174,13 @@ def reduce_each(samples: Sequence[np.ndarray], reduce: Callable[..., np.ndarray]
 def clean(points: Sequence[Point | tuple[str, float | Iterable[float]]]) -> CleanSeries:
     """Drop non-finite repetitions and empty points, noting each; keep the commit order.
 
-    Job counts that do not add up to a point's repetitions are a caller's error (ValueError)."""
+    Job counts that do not add up to a point's repetitions are a caller's error (ValueError). A
+    paired job that loses a repetition is no longer paired (its order no longer matches)."""
     commits: list[str] = []
     samples: list[np.ndarray] = []
     positions: list[int] = []
     runs: list[tuple[int, ...]] = []
+    keys: list[tuple[int, ...]] = []
     notes: list[str] = []
     for position, raw in enumerate(points):
         p = raw if isinstance(raw, Point) else Point.of(*raw)
@@ -157,11 +188,15 @@ def clean(points: Sequence[Point | tuple[str, float | Iterable[float]]]) -> Clea
         sizes = p.runs or (arr.size,)
         if sum(sizes) != arr.size or min(sizes) < 0:
             raise ValueError(f"{p.commit}: job repetition counts {list(p.runs)} do not add up to {arr.size} values")
+        pair = p.pairs or (0,) * len(sizes)
+        if len(pair) != len(sizes):
+            raise ValueError(f"{p.commit}: {len(pair)} pair key(s) for {len(sizes)} job(s)")
         finite = np.isfinite(arr)
         if not finite.all():
             notes.append(f"{p.commit}: dropped {int((~finite).sum())} non-finite repetition(s)")
-            sizes = tuple(int(part.sum()) for part in np.split(finite, np.cumsum(sizes)[:-1]))
-            arr = arr[finite]
+            kept = tuple(int(part.sum()) for part in np.split(finite, np.cumsum(sizes)[:-1]))
+            pair = tuple(k if n == m else 0 for k, n, m in zip(pair, kept, sizes))
+            sizes, arr = kept, arr[finite]
         if arr.size == 0:
             notes.append(f"{p.commit}: no usable repetition, point skipped")
             continue
@@ -169,9 +204,11 @@ def clean(points: Sequence[Point | tuple[str, float | Iterable[float]]]) -> Clea
         samples.append(arr)
         positions.append(position)
         runs.append(tuple(n for n in sizes if n))
-    with_jobs = any(len(r) > 1 for r in runs)
+        keys.append(tuple(k for k, n in zip(pair, sizes) if n))
+    with_jobs = any(len(r) > 1 for r in runs) or any(any(k) for k in keys)
+    with_pairs = any(any(k) for k in keys)
     return CleanSeries(tuple(commits), tuple(samples), tuple(notes), tuple(positions),
-                       tuple(runs) if with_jobs else ())
+                       tuple(runs) if with_jobs else (), tuple(keys) if with_pairs else ())
 
 
 def to_scale(medians: np.ndarray) -> np.ndarray:
