@@ -110,6 +110,7 @@ class Lab:
         self.agents: dict[str, dict[str, Any]] = {}
         self.shas: dict[str, list[str]] = {}
         self.ran_detections = 0
+        self.sessions: list[list[int]] = []  # the job ids of each claim (two: an interleaved pair, measured together)
 
     def agent(self, name: str = "dut-01", machine: dict[str, Any] | None = None) -> dict[str, Any]:
         machine = machine or {"cpu_model": "Intel(R) Xeon(R) Gold 6338", "cores": 32, "kernel": "6.1.0-18-amd64",
@@ -146,11 +147,15 @@ class Lab:
             assert claim.status_code == 200, claim.text
             job = claim.json()
             config = self.configs[job["config"]["name"]]
-            doc = document(job["commit"], config, values(index[job["commit"]], config["name"]), agent["fingerprint"], agent["machine"])
-            upload = self.client.put(f"/api/v1/agent/jobs/{job['job_id']}/attempts/{job['attempt']}/result",
-                                     content=json.dumps(doc), headers={**agent["headers"], "Content-Type": "application/json"})
-            assert upload.status_code == 201, upload.text
-            runs.append(upload.json()["run_id"])
+            self.sessions.append([job["job_id"]] + ([job["partner"]["job_id"]] if job.get("partner") else []))
+            sides = [job] + ([{**job, **job["partner"]}] if job.get("partner") else [])  # an interleaved pair: both
+            for side in sides:
+                doc = document(side["commit"], config, values(index[side["commit"]], config["name"]), agent["fingerprint"],
+                               agent["machine"])
+                upload = self.client.put(f"/api/v1/agent/jobs/{side['job_id']}/attempts/{side['attempt']}/result",
+                                         content=json.dumps(doc), headers={**agent["headers"], "Content-Type": "application/json"})
+                assert upload.status_code == 201, upload.text
+                runs.append(upload.json()["run_id"])
 
     def detect(self) -> list[alert_service.Outcome]:
         """Run the detection tasks the uploads sent (in this process, in the test's transaction)."""

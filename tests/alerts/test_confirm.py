@@ -98,8 +98,10 @@ def test_confirm_jobs_are_claimed_before_older_push_jobs(tip):
     # ... and one older than every confirm job (the lowest id: first in a claim by age alone)
     tip.session.execute(text("UPDATE jobs SET id = -id WHERE id = :id"), {"id": push_ids[0]})
     assert len(push_ids) == 2 and -push_ids[0] < min(confirm_ids)
-    claimed = [tip.lab.client.post("/api/v1/agent/jobs/claim", headers=tip.agent["headers"]).json()["job_id"]
-               for _ in confirm_ids]
+    claimed: list[int] = []
+    while len(claimed) < len(confirm_ids):  # an interleaved pair comes in one claim
+        job = tip.lab.client.post("/api/v1/agent/jobs/claim", headers=tip.agent["headers"]).json()
+        claimed += [job["job_id"]] + ([job["partner"]["job_id"]] if job["partner"] else [])
     assert sorted(claimed) == sorted(confirm_ids)
 
 
@@ -188,3 +190,63 @@ def test_the_claim_is_one_index_scan_in_priority_order(session):
     pick = job_sql._PICK_NEXT_JOB.replace("IN :backends", "IN ('auto', 'tsc')")
     plan = "\n".join(row[0] for row in session.execute(text(f"EXPLAIN {pick}"), {"machine_id": 1}))
     assert "ix_jobs_claim" in plan and "Sort" not in plan, plan
+
+
+class DriftingHost(TipStep):
+    """The tip step on a host that drifts between sessions: every claim (one job, or an interleaved
+    pair measured together) runs 2 % slower or faster at random (seeded), far beyond the 0.3 % noise
+    of the repetitions inside it. Separate jobs of k - 1 and k differ by that drift; the two sides
+    of one interleaved session share it."""
+
+    def values(self, i: int, _config: str) -> dict[str, list[float]]:
+        host = 1.0 + 0.02 * float(np.random.default_rng([11, len(self.lab.sessions)]).standard_normal())
+        level = (103.0 if i >= STEP_AT else 100.0) * host
+        cpp = level * (1 + 0.003 * self.rng.standard_normal(5))
+        return {"cpp": cpp.tolist(), "pps": (2.1e9 * 0.97 / cpp).tolist()}
+
+
+def confirmed_within(series: TipStep, rounds: int) -> bool:
+    for _ in range(rounds):
+        if series.lab.alerts() or not [j for j in series.jobs(JobPurpose.CONFIRM) if j.state == "queued"]:
+            break
+        series.measure()
+    return bool(series.lab.alerts())
+
+
+def test_each_round_measures_the_suspect_and_its_parent_interleaved_and_their_pairs_confirm_it(
+        client, session, sent_tasks, monkeypatch):
+    monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.9")
+    get_settings.cache_clear()
+    series = DriftingHost(client, session, sent_tasks)
+    shas = series.lab.push(STEP_AT + 3)
+    series.measure()
+    [row] = [s for s in series.suspects() if s.metric == "cpp"]
+    assert row.suspect_commit_id == series.session.scalar(select(Commit.id).where(Commit.sha == shas[STEP_AT]))
+    by_id = {j.id: j for j in series.jobs(JobPurpose.CONFIRM)}
+    pairs = {frozenset((j.id, j.partner_job_id)) for j in by_id.values() if j.partner_job_id is not None}
+    assert len(pairs) == 1  # the suspect's k - 1 and k, partners of each other; its other commits measured alone
+    [(a, b)] = [tuple(p) for p in pairs]
+    assert by_id[a].partner_job_id == b and by_id[b].partner_job_id == a
+    ids = dict(series.session.execute(select(Commit.sha, Commit.id).where(Commit.sha.in_(shas[STEP_AT - 1:STEP_AT + 1]))).all())
+    assert {by_id[a].commit_id, by_id[b].commit_id} == set(ids.values())
+
+    assert confirmed_within(series, 8)
+    assert sorted(len(s) for s in series.lab.sessions if len(s) == 2)  # the pairs were claimed together
+    [group] = series.lab.alerts()
+    assert group["first_bad"]["sha"] == shas[STEP_AT] and group["direction"] == "regression"
+    paired_runs = series.session.execute(text(
+        "SELECT r.job_id, r.paired_with FROM runs r WHERE r.paired_with IS NOT NULL AND r.status = 'ok'")).all()
+    assert paired_runs and all((p, j) in set(paired_runs) for j, p in paired_runs)  # each side names the other
+
+
+def test_without_interleaved_rounds_the_same_drifting_host_does_not_confirm_the_step(client, session, sent_tasks,
+                                                                                    monkeypatch):
+    monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.9")
+    monkeypatch.setenv("PERFCI_CONFIRM_PAIRED", "false")
+    get_settings.cache_clear()
+    series = DriftingHost(client, session, sent_tasks)
+    series.lab.push(STEP_AT + 3)
+    series.measure()
+    assert [s for s in series.suspects() if s.metric == "cpp"]
+    assert all(j.partner_job_id is None for j in series.jobs(JobPurpose.CONFIRM))
+    assert not confirmed_within(series, 8)

@@ -188,7 +188,7 @@ def test_with_the_window_cached_a_detection_reads_only_the_commits_with_new_runs
 
 
 def test_a_window_decoded_in_this_process_is_reused_only_for_its_own_bytes():
-    rows = [(p, 100 + p, f"{p:040x}", "cpp", "tsc", 1000 + p, v, False) for p in range(3) for v in (7.6, 7.7, 7.65)]
+    rows = [(p, 100 + p, f"{p:040x}", "cpp", "tsc", 1000 + p, v, False, 0) for p in range(3) for v in (7.6, 7.7, 7.65)]
     window = Window()
     window.slide_to([(p, 100 + p) for p in range(3)])
     window.put_rows(rows, range(3))
@@ -207,9 +207,9 @@ def test_a_window_decoded_in_this_process_is_reused_only_for_its_own_bytes():
 
 
 def test_a_window_keeps_each_commits_jobs_through_storage_and_a_noisy_job_counts_once():
-    rows = [(0, 100, "a" * 40, "cpp", "tsc", 7, v, False) for v in (7.6, 7.7, 7.65)]
-    rows += [(0, 100, "a" * 40, "cpp", "tsc", 9, v, True) for v in (9.0, 12.0, 15.0)]  # a confirmation round, marked noisy
-    rows += [(1, 101, "b" * 40, "cpp", "tsc", 8, v, False) for v in (7.5, 7.6)]
+    rows = [(0, 100, "a" * 40, "cpp", "tsc", 7, v, False, 0) for v in (7.6, 7.7, 7.65)]
+    rows += [(0, 100, "a" * 40, "cpp", "tsc", 9, v, True, 0) for v in (9.0, 12.0, 15.0)]  # a confirmation round, marked noisy
+    rows += [(1, 101, "b" * 40, "cpp", "tsc", 8, v, False, 0) for v in (7.5, 7.6)]
     window = Window()
     window.slide_to([(0, 100), (1, 101)])
     window.put_rows(rows, range(2))
@@ -219,3 +219,21 @@ def test_a_window_keeps_each_commits_jobs_through_storage_and_a_noisy_job_counts
         assert [x.tolist() for x in series.samples] == [[7.6, 7.7, 7.65, 12.0], [7.5, 7.6]]
         assert series.runs == ((3, 1), (2,))
         assert series.run_medians(0, 2).tolist() == [7.65, 12.0, 7.55]
+
+
+def test_a_window_keeps_interleaved_sessions_through_storage_and_pairs_their_repetitions():
+    rows = [(0, 100, "a" * 40, "cpp", "tsc", 7, v, False, 0) for v in (7.6, 7.7, 7.65)]  # the commit's own job
+    rows += [(0, 100, "a" * 40, "cpp", "tsc", 9, v, False, 40) for v in (7.1, 7.2, 7.3)]  # session 40, side a
+    rows += [(1, 101, "b" * 40, "cpp", "tsc", 10, v, False, 40) for v in (8.1, 8.2, 8.3)]  # session 40, side b
+    rows += [(1, 101, "b" * 40, "cpp", "tsc", 11, v, False, 55) for v in (8.0, 8.4)]  # its partner never arrived
+    rows += [(2, 102, "c" * 40, "cpp", "tsc", 12, v, False, 0) for v in (7.5, 7.6)]
+    window = Window()
+    window.slide_to([(0, 100), (1, 101), (2, 102)])
+    window.put_rows(rows, range(3))
+    again = Window.loads(window.dumps())
+    for w in (window, again):
+        series = w.series()[("cpp", "tsc")]
+        assert series.runs == ((3, 3), (3, 2), (2,)) and series.pairs == ((0, 40), (40, 55), (0,))
+        before, after = series.paired(0, 1)
+        assert before.tolist() == [7.1, 7.2, 7.3] and after.tolist() == [8.1, 8.2, 8.3]
+        assert series.paired(1, 2)[0].size == 0

@@ -351,3 +351,26 @@ def test_a_bisect_started_for_an_alert_hunts_the_alerts_direction(client, sessio
         "repository": "perfci-org/dataplane", "good": shas[1], "bad": shas[5], "machine_id": agent["machine_id"],
         "config": SIM_CONFIG["name"], "metric": "ipp", "backend": "sim", "direction": "worse"})
     assert bad.status_code == 422 and "direction" in bad.text
+
+
+@pytest.mark.services
+def test_a_step_that_wants_two_new_commits_on_a_noisy_backend_measures_them_as_one_interleaved_session(
+        client, session, sent_tasks, tmp_path):
+    from perfci_server.settings import get_settings
+    from server_support import enroll
+
+    shas = _empty_history(tmp_path / "repo", 6)
+    create_repository(client)
+    push_range(client, tmp_path / "repo", shas)  # no config yet: nothing is measured
+    tsc = {"name": "self-64B-tsc", "packets": 100_000, "warmup": 2_000, "backend": "tsc", "repetitions": 3}
+    create_config(client, **tsc)
+    agent = enroll(client, backends=["tsc"])
+    body = {"repository": "perfci-org/dataplane", "branch": "main", "good": shas[0], "bad": shas[-1],
+            "machine_id": agent["machine_id"], "config": tsc["name"], "metric": "cpp", "backend": "tsc"}
+    assert client.post("/api/v1/bisects", json=body, headers=ADMIN).status_code == 201
+    for args in sent_tasks.named(bisect_service.ADVANCE_TASK):
+        bisect_service.advance(session, *args, get_settings())
+    session.commit()
+    claim = client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).json()
+    assert {claim["commit"], claim["partner"]["commit"]} == {shas[0], shas[-1]}  # the endpoints, together
+    assert client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).status_code == 204

@@ -20,8 +20,11 @@ its found changes, then asks for the rounds of the machine x config (:meth:`Conf
   covers its commit, ``rejected`` otherwise; one the policy cannot serve any more is
   ``exhausted`` (undecided, nothing more measured).
 
-Seam for interleaved A/B measurements: a confirm job is one round of one commit today; a job
-that measures suspect and parent interleaved would be another purpose with the same life cycle.
+Interleaved rounds: the policy names a suspect's ``k - 1`` and ``k`` as partners in each round;
+their two confirm jobs are linked (``jobs.partner_job_id``), the claim leases both to one agent,
+which measures them A B A B in one session and uploads each side to its own job (ordinary
+uploads), and each attempt's run names the other job (``runs.paired_with``): the window pairs
+their repetitions and detection tests them on their own (``analysis.detect``).
 """
 
 from __future__ import annotations
@@ -143,7 +146,8 @@ class Confirmations:
         rounds_by_id = job_sql.confirm_rounds(self.session, self.machine_id, self.config_id, window)
         sha_of = {commit_id: sha for sha, (commit_id, _) in self.at.items()}
         waiting = {sha_of[c] for c in self._rounds_under_way(window)}
-        policy = Policy(budget_fraction=settings.confirm_budget_fraction, max_rounds=settings.confirm_max_rounds)
+        policy = Policy(budget_fraction=settings.confirm_budget_fraction, max_rounds=settings.confirm_max_rounds,
+                        paired=settings.confirm_paired)
         # Suspects of several metrics of one config share its jobs: one plan over them, strongest first.
         suspects = sorted({s: row for s, row in self.reported}.items(), key=lambda x: x[0].p_value)
         decided = plan([s for s, _ in suspects], {sha_of[c]: r for c, r in rounds_by_id.items()}, spent, baseline,
@@ -151,6 +155,9 @@ class Confirmations:
         ordered = run_order(decided.requests, (self.machine_id, self.config_id, spent))  # ids are the claim order
         rounds = [(self.at[q.commit][0], q.round, q.reason) for q in ordered]
         added = job_sql.insert_confirm_jobs(self.session, self.machine_id, self.config_id, rounds, settings.max_attempts)
+        partners = [((self.at[q.commit][0], q.round), (self.at[q.partner][0], q.partner_round))
+                    for q in ordered if q.partner is not None and q.commit < q.partner]
+        job_sql.link_partners(self.session, self.machine_id, self.config_id, partners)
         exhausted = set(decided.exhausted)
         for s, row in suspects:
             if s in exhausted:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, Select, and_, delete, exists, func, select, text, update
+from sqlalchemy import Row, Select, and_, case, delete, exists, func, select, text, update
 from sqlalchemy.orm import Session, aliased
 
 from .. import db
@@ -161,14 +161,16 @@ def first_measured_position(session: Session, branch_id: int, machine_id: int, c
 def window_values(
     session: Session, branch_id: int, machine_id: int, config_id: int, positions: Sequence[int]
 ) -> Sequence[Row[Any]]:
-    """(position, commit_id, sha, metric, backend, run_id, value, noisy) of every sample at these
-    positions, in commit order, a run's samples together; ``noisy``: the sample's run carries the
-    agent's noisy mark."""
+    """(position, commit_id, sha, metric, backend, run_id, value, noisy, pair) of every sample at these
+    positions, in commit order, a run's samples together in repetition order; ``noisy``: the
+    sample's run carries the agent's noisy mark; ``pair``: the key of the interleaved session the
+    run was part of (the lower of its job and the partner job it names; 0 when measured alone)."""
     if not positions:
         return []
+    pair = case((Run.paired_with.is_(None), 0), (Run.paired_with < Run.job_id, Run.paired_with), else_=Run.job_id)
     statement = (
         select(BranchCommit.position, MetricValue.commit_id, Commit.sha, MetricValue.metric, MetricValue.backend,
-               MetricValue.run_id, MetricValue.value, Run.noisy.is_not(None).label("noisy"))
+               MetricValue.run_id, MetricValue.value, Run.noisy.is_not(None).label("noisy"), pair.label("pair"))
         .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
         .join(Commit, Commit.id == MetricValue.commit_id)
         .join(Run, Run.id == MetricValue.run_id)

@@ -20,7 +20,8 @@ The cache can never change a verdict:
 Points are cleaned as :func:`perfci_core.analysis.series.clean` does (non-finite repetitions
 dropped, empty points skipped) and each point's median is computed once, when it enters. A point
 measured by several runs (confirmation rounds) keeps each run's repetition count: detection
-tests the rounds one value per job.
+tests the rounds one value per job. A run measured interleaved with a partner job keeps the
+session's key (``window_values``' ``pair``), so detection pairs its repetitions with the partner's.
 
 Decoding the stored window is most of what reading it costs, and a worker usually reads back the
 window it wrote itself: :func:`decode` hands back the object that produced exactly these bytes
@@ -42,7 +43,7 @@ import numpy as np
 
 from perfci_core.analysis.series import CleanSeries, medians_of
 
-FORMAT = 3  # bump when the stored layout changes (3: each point's jobs)
+FORMAT = 4  # bump when the stored layout changes (3: each point's jobs; 4: their interleaved-session keys)
 DECODED_KEPT = 64  # windows a process keeps decoded (one per branch x machine x config it detects)
 
 Key = tuple[str, str]  # (metric, backend)
@@ -70,6 +71,7 @@ class Point:
     samples: np.ndarray
     median: float
     runs: tuple[int, ...] = ()  # repetitions of each job (run) in ``samples``, in run order; () = one job
+    pairs: tuple[int, ...] = ()  # each job's interleaved-session key (0: measured alone); () = none paired
 
 
 @dataclass
@@ -85,7 +87,7 @@ class Window:
 
     def put_rows(self, rows: Iterable[Any], positions: Iterable[int]) -> None:
         """Replace every point at ``positions`` by ``rows`` (position, commit_id, sha, metric,
-        backend, run_id, value, noisy: alert_sql.window_values, a run's values together) — all the
+        backend, run_id, value, noisy, pair: alert_sql.window_values, a run's values together) — all the
         values stored at those positions. A batch of uploads brings thousands of rows: one light
         pass groups them by point and run, then the medians are taken together (series.medians_of)."""
         wanted = set(positions)
@@ -94,8 +96,9 @@ class Window:
                 del by_position[position]
         values: dict[tuple[Key, int], dict[int, list[float]]] = {}
         noisy: set[int] = set()
+        session: dict[int, int] = {}
         commit_ids, shas = self.commit_ids, self.shas
-        for position, commit_id, sha, metric, backend, run_id, value, is_noisy in rows:
+        for position, commit_id, sha, metric, backend, run_id, value, is_noisy, pair in rows:
             point = ((metric, backend), position)
             runs = values.get(point)
             if runs is None:
@@ -106,25 +109,30 @@ class Window:
             found.append(value)
             if is_noisy:
                 noisy.add(run_id)
+            if pair:
+                session[run_id] = pair
             commit_ids[position], shas[position] = commit_id, sha
-        kept: list[tuple[tuple[Key, int], np.ndarray, tuple[int, ...]]] = []
+        kept: list[tuple[tuple[Key, int], np.ndarray, tuple[int, ...], tuple[int, ...]]] = []
         for point, runs in values.items():
-            parts = []
+            parts, keys = [], []
             for run_id, vs in runs.items():
                 arr = np.asarray(vs, dtype=float)
+                pair = session.get(run_id, 0)
                 if not np.isfinite(arr).all():
-                    arr = arr[np.isfinite(arr)]
+                    arr, pair = arr[np.isfinite(arr)], 0  # a lost repetition breaks the pairs' order
                 if run_id in noisy and arr.size > 1:
                     arr = _weighed(arr)
                 if arr.size:
                     parts.append(arr)
-            if len(parts) == 1:
-                kept.append((point, parts[0], ()))  # one job, the usual case: no per-point object to keep
+                    keys.append(pair)
+            paired = tuple(keys) if any(keys) else ()
+            if len(parts) == 1 and not paired:
+                kept.append((point, parts[0], (), ()))  # one job, the usual case: no per-point object to keep
             elif parts:
-                kept.append((point, np.concatenate(parts), tuple(a.size for a in parts)))
-        medians = medians_of([arr for _, arr, _ in kept])
-        for ((key, position), arr, sizes), median in zip(kept, medians.tolist()):
-            self.points.setdefault(key, {})[position] = Point(arr, median, sizes)
+                kept.append((point, np.concatenate(parts), tuple(a.size for a in parts), paired))
+        medians = medians_of([arr for _, arr, _, _ in kept])
+        for ((key, position), arr, sizes, paired), median in zip(kept, medians.tolist()):
+            self.points.setdefault(key, {})[position] = Point(arr, median, sizes, paired)
 
     def slide_to(self, measured: Sequence[tuple[int, int]]) -> None:
         """Keep only the measured (position, commit id) pairs of the current window."""
@@ -161,10 +169,13 @@ class Window:
         for key, by_position in sorted(self.points.items()):
             ordered = sorted(by_position)
             points = [by_position[p] for p in ordered]
+            with_jobs = any(len(x.runs) > 1 or x.pairs for x in points)
+            with_pairs = any(x.pairs for x in points)
             out[key] = WindowSeries(
                 commits=tuple(self.shas[p] for p in ordered),
                 samples=tuple(x.samples for x in points),
-                runs=tuple(x.runs or (x.samples.size,) for x in points) if any(len(x.runs) > 1 for x in points) else (),
+                runs=tuple(x.runs or (x.samples.size,) for x in points) if with_jobs else (),
+                pairs=tuple(x.pairs or (0,) * max(1, len(x.runs)) for x in points) if with_pairs else (),
                 cached_medians=np.array([x.median for x in points]),
             )
         return out
@@ -178,7 +189,7 @@ class Window:
     def dumps(self) -> bytes:
         """numpy's npz (no pickle), a few flat arrays: the commits, then every point of every
         series one after the other (its series, position, repetition count, median, job count,
-        values), and every point's job sizes one after the other."""
+        values), and every point's job sizes and interleaved-session keys one after the other."""
         positions = sorted(self.commit_ids)
         keys = sorted(self.points)
         ordered = [(k, p) for k in keys for p in sorted(self.points[k])]
@@ -197,6 +208,7 @@ class Window:
             point_median=np.array([x.median for x in points], dtype=float),
             point_runs=np.array([len(x.runs) for x in points], dtype=np.int64),
             run_sizes=np.array([n for x in points for n in x.runs], dtype=np.int64),
+            run_pairs=np.array([k for x in points for k in (x.pairs or (0,) * len(x.runs))], dtype=np.int64),
             values=np.concatenate([x.samples for x in points]) if points else np.empty(0),
         )
         return buffer.getvalue()
@@ -212,7 +224,9 @@ class Window:
         if not set(window.positions) <= window.commit_ids.keys():
             raise ValueError("a window position has no commit")
         keys = [tuple(k.decode().split("\t")) for k in arrays["keys"].tolist()]
-        values, sizes = arrays["values"], arrays["run_sizes"].tolist()
+        values, sizes, keys_of_runs = arrays["values"], arrays["run_sizes"].tolist(), arrays["run_pairs"].tolist()
+        if len(keys_of_runs) != len(sizes):
+            raise ValueError("interleaved-session keys do not match the jobs")
         ends = np.cumsum(arrays["point_count"]).tolist()
         start = first_run = 0
         for k, p, end, median, n_runs in zip(arrays["point_key"].tolist(), arrays["point_position"].tolist(), ends,
@@ -220,7 +234,8 @@ class Window:
             runs = tuple(sizes[first_run:first_run + n_runs])
             if runs and sum(runs) != end - start:
                 raise ValueError("job sizes do not match a point's repetitions")
-            window.points.setdefault(keys[k], {})[p] = Point(values[start:end], median, runs)
+            paired = tuple(keys_of_runs[first_run:first_run + n_runs])
+            window.points.setdefault(keys[k], {})[p] = Point(values[start:end], median, runs, paired if any(paired) else ())
             start, first_run = end, first_run + n_runs
         if start != values.size or first_run != len(sizes):
             raise ValueError("repetition counts do not match the values")

@@ -5,8 +5,9 @@ The search itself is :mod:`perfci_core.analysis.bisect`; its state is stored on 
 :func:`advance` rebuilds the observations from the database each time: a commit's stored
 repetitions on the bisect's machine x config (results already in the server are used as they
 are), a build failure as a commit to skip, a job still queued or running as "wait". What the
-search asks to measure becomes jobs for that machine (one per commit, the jobs table's rule), so
-a commit cannot be re-measured here: the search runs with ``remeasure=False`` and, for noisy
+search asks to measure becomes jobs for that machine (one per commit, the jobs table's rule; a
+step that wants two new commits on a noisy backend makes them partner jobs, measured interleaved
+in one session as ``perfci bisect --local`` does), so a commit cannot be re-measured here: the search runs with ``remeasure=False`` and, for noisy
 metrics, with the repetitions of the config — where more would be needed it decides by the
 larger move and says so in its notes. What it hunts (``direction``) is kept in the stored state,
 and moves against it are isolated with jobs the same way (:mod:`perfci_core.analysis.bisect`).
@@ -186,6 +187,9 @@ def advance(session: Session, bisect_id: int, settings: Settings) -> str:
         commit_ids = [bisect.commit_ids[i] for i in new]
         job_sql.insert_missing_jobs(session, commit_ids, [bisect.machine_id], [bisect.config_id], settings.max_attempts,
                                     JobPurpose.BISECT, f"bisect {bisect.id}: {step.why}")
+        if len(commit_ids) == 2 and bisect.backend != catalogue.Backend.SIM.value:
+            # A step comparing two new commits: one interleaved session (the claim leases both), as the local bisect does.
+            job_sql.link_partners(session, bisect.machine_id, bisect.config_id, [((commit_ids[0], 0), (commit_ids[1], 0))])
         bisect.scheduled = sorted(set(bisect.scheduled) | set(new))
     bisect.message = f"{step.why}: waiting for {len(wanted)} result(s)"
     log.info("bisect %d: %s (scheduled %s)", bisect.id, bisect.message, new)

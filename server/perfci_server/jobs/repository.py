@@ -59,6 +59,29 @@ def insert_confirm_jobs(session: Session, machine_id: int, config_id: int, round
     return len(result.all())
 
 
+def link_partners(session: Session, machine_id: int, config_id: int,
+                  pairs: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> int:
+    """Make each pair of confirmation jobs ((commit id, round), (commit id, round)) partners: the
+    claim leases them together and one agent measures them interleaved. Only queued jobs that have
+    no partner yet are linked (a job measured already, or paired already, stays as it is)."""
+    if not pairs:
+        return 0
+    keys = {key for pair in pairs for key in pair}
+    rows = session.execute(
+        select(Job.id, Job.commit_id, Job.round)
+        .where(Job.machine_id == machine_id, Job.config_id == config_id,
+               Job.commit_id.in_(sorted({c for c, _ in keys})), Job.round.in_(sorted({r for _, r in keys})),
+               Job.state == JobState.QUEUED.value, Job.partner_job_id.is_(None))
+    ).all()
+    ids = {(r.commit_id, r.round): r.id for r in rows}
+    linked = [(ids[a], ids[b]) for a, b in pairs if a in ids and b in ids]
+    if linked:
+        jobs = Job.__table__  # Core: an executemany UPDATE keyed by a bound id
+        session.execute(update(jobs).where(jobs.c.id == bindparam("job")).values(partner_job_id=bindparam("partner")),
+                        [{"job": a, "partner": b} for a, b in linked] + [{"job": b, "partner": a} for a, b in linked])
+    return len(linked)
+
+
 def _row(commit_id: int, machine_id: int, config_id: int, round_: int, purpose: JobPurpose, reason: str,
          max_attempts: int, now: datetime) -> dict[str, Any]:
     return {
@@ -101,59 +124,75 @@ def repetitions_by_purpose(session: Session, machine_id: int, config_id: int, co
 # the highest priority, then the oldest: bisect steps and confirmation rounds before push jobs;
 # enabled machine, a backend the agent offers) and the columns ClaimedJob is built from. The
 # ORDER BY is ix_jobs_claim's order, so the pick is one index scan that stops at the first match.
+# A picked job with a queued partner (alerts.confirm's interleaved pair) is leased together with
+# it: one agent measures both in one session, and each attempt's run names the other job.
 _PICK_NEXT_JOB = """
-    SELECT j.id FROM jobs AS j
+    SELECT j.id, j.partner_job_id FROM jobs AS j
     JOIN bench_configs AS c ON c.id = j.config_id
     JOIN machines AS m ON m.id = j.machine_id
     WHERE j.machine_id = :machine_id AND j.state = 'queued' AND m.enabled AND c.backend IN :backends
     ORDER BY j.priority DESC, j.id LIMIT 1"""
 _LEASE = "state = 'leased', attempts = jobs.attempts + 1, agent_id = :agent_id, lease_expires_at = :lease_until, updated_at = :now"
 _CLAIMED_COLUMNS = """
-    SELECT claimed.id AS job_id, claimed.attempts AS attempt, r.name AS repository, r.clone_url,
+    SELECT claimed.id AS job_id, claimed.attempts AS attempt, claimed.paired_with, r.name AS repository, r.clone_url,
            cm.sha AS commit_sha, c.id, c.name, c.harness, c.pkt_size, c.flows, c.routes, c.packets,
            c.warmup, c.lcores, c.scaling, c.backend, c.repetitions, c.enabled, c.created_at
     FROM claimed
     JOIN commits AS cm ON cm.id = claimed.commit_id
     JOIN repositories AS r ON r.id = cm.repository_id
-    JOIN bench_configs AS c ON c.id = claimed.config_id"""
+    JOIN bench_configs AS c ON c.id = claimed.config_id
+    ORDER BY claimed.id = :picked DESC"""
 # Typed binds: SQLite stores datetimes as text, in the format of the column type.
 _BACKENDS = bindparam("backends", expanding=True)
 _NOW, _LEASE_UNTIL = bindparam("now", type_=UTCDateTime()), bindparam("lease_until", type_=UTCDateTime())
 
-# PostgreSQL: the whole claim in one statement and one round trip. The pick takes FOR UPDATE SKIP
-# LOCKED, so concurrent claimers each lock a different row instead of queueing on the same one;
-# the lease, the run of the attempt and the agent's last-seen time are written by the same statement.
+# PostgreSQL: the whole claim in one statement and one round trip. The pick (and its partner) take
+# FOR UPDATE SKIP LOCKED, so concurrent claimers each lock different rows instead of queueing on
+# the same one; the leases, the runs of the attempts and the agent's last-seen time are written by
+# the same statement. A partner another claim holds is skipped: the pick is then measured alone.
 _CLAIM_POSTGRESQL = text(f"""
 WITH picked AS ({_PICK_NEXT_JOB} FOR UPDATE OF j SKIP LOCKED),
+partner AS (
+    SELECT p.id FROM jobs AS p JOIN picked ON p.id = picked.partner_job_id WHERE p.state = 'queued'
+    FOR UPDATE OF p SKIP LOCKED
+),
+both_ids AS (SELECT id FROM picked UNION ALL SELECT id FROM partner),
 claimed AS (
-    UPDATE jobs SET {_LEASE} FROM picked WHERE jobs.id = picked.id AND jobs.state = 'queued'
-    RETURNING jobs.id, jobs.attempts, jobs.commit_id, jobs.config_id
+    UPDATE jobs SET {_LEASE} FROM both_ids WHERE jobs.id = both_ids.id AND jobs.state = 'queued'
+    RETURNING jobs.id, jobs.attempts, jobs.commit_id, jobs.config_id,
+              CASE WHEN jobs.id IN (SELECT id FROM picked) THEN (SELECT id FROM partner)
+                   ELSE (SELECT id FROM picked) END AS paired_with
 ),
 new_run AS (
-    INSERT INTO runs (job_id, attempt, agent_id, status, backend_reason, created_at)
-    SELECT id, attempts, :agent_id, 'running', '', :now FROM claimed
+    INSERT INTO runs (job_id, attempt, agent_id, status, backend_reason, created_at, paired_with)
+    SELECT id, attempts, :agent_id, 'running', '', :now, paired_with FROM claimed
 ),
 seen AS (UPDATE agents SET last_seen_at = :now WHERE id = :agent_id)
-{_CLAIMED_COLUMNS}""").bindparams(_BACKENDS, _NOW, _LEASE_UNTIL)
+{_CLAIMED_COLUMNS.replace(":picked", "(SELECT id FROM picked)")}""").bindparams(_BACKENDS, _NOW, _LEASE_UNTIL)
 
 # SQLite renders no row locks and no data-modifying CTEs, but runs one writer at a time and each
-# statement is atomic; the outer state = 'queued' re-check keeps the UPDATE correct either way.
+# statement is atomic; the state = 'queued' re-checks keep the UPDATEs correct either way.
 _CLAIM_SQLITE_STEPS = (
     text("UPDATE agents SET last_seen_at = :now WHERE id = :agent_id").bindparams(_NOW),
-    text(f"UPDATE jobs SET {_LEASE} WHERE jobs.id = ({_PICK_NEXT_JOB}) AND jobs.state = 'queued' RETURNING id, attempts")
-    .bindparams(_BACKENDS, _NOW, _LEASE_UNTIL),
-    text("INSERT INTO runs (job_id, attempt, agent_id, status, backend_reason, created_at) "
-         "VALUES (:job_id, :attempt, :agent_id, 'running', '', :now)").bindparams(_NOW),
-    text(f"WITH claimed AS (SELECT id, attempts, commit_id, config_id FROM jobs WHERE id = :job_id) {_CLAIMED_COLUMNS}"),
+    text(f"UPDATE jobs SET {_LEASE} WHERE jobs.id = (SELECT id FROM ({_PICK_NEXT_JOB})) AND jobs.state = 'queued' "
+         "RETURNING id, attempts, partner_job_id").bindparams(_BACKENDS, _NOW, _LEASE_UNTIL),
+    text(f"UPDATE jobs SET {_LEASE} WHERE jobs.id = :partner AND jobs.state = 'queued' AND jobs.machine_id = :machine_id "
+         "RETURNING id, attempts").bindparams(_NOW, _LEASE_UNTIL),
+    text("INSERT INTO runs (job_id, attempt, agent_id, status, backend_reason, created_at, paired_with) "
+         "VALUES (:job_id, :attempt, :agent_id, 'running', '', :now, :paired_with)").bindparams(_NOW),
+    text(f"WITH claimed AS (SELECT jobs.id, jobs.attempts, jobs.commit_id, jobs.config_id, runs.paired_with FROM jobs "
+         f"JOIN runs ON runs.job_id = jobs.id AND runs.attempt = jobs.attempts WHERE jobs.id IN (:picked, :partner)) "
+         f"{_CLAIMED_COLUMNS}"),
 )
 
 
 def claim_next(
     session: Session, machine_id: int, agent_id: int, backends: Sequence[str], now: datetime, lease_until: datetime
-) -> Row[Any] | None:
-    """Lease the next queued job of this machine (highest priority, then oldest) whose backend the agent offers, create the run
-    of the attempt and note the agent as seen; None when no job is waiting (or the machine is
-    disabled). The row: job_id, attempt, repository, clone_url, commit_sha and the config's columns.
+) -> list[Row[Any]]:
+    """Lease the next queued job of this machine (highest priority, then oldest) whose backend the agent offers, and its
+    partner when that one is queued too; create the run of each attempt and note the agent as seen. [] when no job is
+    waiting (or the machine is disabled). The rows, the picked job first: job_id, attempt, paired_with (the other job
+    of an interleaved pair, else None), repository, clone_url, commit_sha and the config's columns.
 
     Core/text statements only: the ORM would also try to synchronise a session that holds no jobs,
     at several times the cost of the statements themselves.
@@ -162,15 +201,21 @@ def claim_next(
         "machine_id": machine_id, "agent_id": agent_id, "backends": ["auto", *backends], "now": now, "lease_until": lease_until,
     }
     if db.is_postgresql(session):
-        return session.execute(_CLAIM_POSTGRESQL, params).first()
-    seen, lease, add_run, context = _CLAIM_SQLITE_STEPS
+        return list(session.execute(_CLAIM_POSTGRESQL, params).all())
+    seen, lease, lease_partner, add_run, context = _CLAIM_SQLITE_STEPS
     session.execute(seen, params)
     leased = session.execute(lease, params).first()
     if leased is None:
-        return None
-    params.update(job_id=leased.id, attempt=leased.attempts)
-    session.execute(add_run, params)
-    return session.execute(context, params).one()
+        return []
+    partner = None
+    if leased.partner_job_id is not None:
+        partner = session.execute(lease_partner, {**params, "partner": leased.partner_job_id}).first()
+    for job, other in ((leased, partner), (partner, leased)):
+        if job is not None:
+            session.execute(add_run, {**params, "job_id": job.id, "attempt": job.attempts,
+                                      "paired_with": other.id if (other is not None and partner is not None) else None})
+    params.update(picked=leased.id, partner=partner.id if partner is not None else -1)
+    return list(session.execute(context, params).all())
 
 
 def job_with_context(session: Session, job_id: int) -> Job | None:

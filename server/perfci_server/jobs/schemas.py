@@ -10,8 +10,16 @@ from perfci_core.result import MAX_TEXT, BenchConfig
 from ..bounded import DbInt
 
 
+class PartnerJob(BaseModel):
+    """The other job of an interleaved pair, leased with the claimed one (same machine and config)."""
+
+    job_id: int
+    attempt: int
+    commit: str
+
+
 class ClaimedJob(BaseModel):
-    """Everything an agent needs to build, run and report one attempt."""
+    """Everything an agent needs to build, run and report one attempt (two, with a partner)."""
 
     job_id: int
     attempt: int
@@ -23,6 +31,10 @@ class ClaimedJob(BaseModel):
     config: BenchConfig
     backend: str = Field(description="'auto' or the backend the config requires")
     repetitions: int
+    partner: PartnerJob | None = Field(
+        default=None, description="leased with this job: measure both commits interleaved, A B A B ..., and upload "
+                                  "each side to its own job")
+    pair_seed: int | None = Field(default=None, description="seed of the pairs' order (reproducible from the job ids)")
 
 
 class LeaseRenewal(BaseModel):
@@ -76,6 +88,7 @@ class RunRead(BaseModel):
     received_at: datetime | None
     created_at: datetime
     notes: list[str] | None = None  # impossible values the result carried (not stored)
+    paired_with: int | None = None  # the partner job this attempt was measured interleaved with
 
 
 class JobRead(BaseModel):
@@ -91,6 +104,10 @@ class JobRead(BaseModel):
     lease_expires_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    purpose: str = "push"
+    round: int = 0
+    reason: str = ""
+    partner_job_id: int | None = None
 
 
 class JobDetail(JobRead):

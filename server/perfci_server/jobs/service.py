@@ -4,6 +4,7 @@ by a result (results.service) or a failure report, and swept back to the queue w
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -20,7 +21,7 @@ from ..agents.repository import AgentIdentity
 from ..models import ACTIVE_STATES, Job, JobState, Run, RunStatus, utcnow
 from ..settings import Settings
 from . import repository as job_sql
-from .schemas import ClaimedJob, JobDetail, JobOutcome, JobRead, RunRead
+from .schemas import ClaimedJob, JobDetail, JobOutcome, JobRead, PartnerJob, RunRead
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +38,16 @@ def schedule_commits(session: Session, commit_ids: Sequence[int], settings: Sett
 def claim(session: Session, agent: AgentIdentity, settings: Settings) -> ClaimedJob | None:
     now = utcnow()
     lease_until = now + timedelta(seconds=settings.lease_seconds)
-    claimed = job_sql.claim_next(session, agent.machine_id, agent.id, agent.backends, now, lease_until)
-    if claimed is None:
+    rows = job_sql.claim_next(session, agent.machine_id, agent.id, agent.backends, now, lease_until)
+    if not rows:
         return None
+    claimed = rows[0]
     config = ConfigRead.model_validate(claimed._mapping)
+    partner = None
+    if len(rows) > 1:
+        other = rows[1]
+        partner = PartnerJob(job_id=other.job_id, attempt=other.attempt, commit=other.commit_sha)
+        log.info("claimed jobs %d and %d together: measured interleaved", claimed.job_id, other.job_id)
     return ClaimedJob(
         job_id=claimed.job_id,
         attempt=claimed.attempt,
@@ -52,7 +59,15 @@ def claim(session: Session, agent: AgentIdentity, settings: Settings) -> Claimed
         config=config.bench_config(),
         backend=config.backend,
         repetitions=config.repetitions,
+        partner=partner,
+        pair_seed=None if partner is None else pair_seed(claimed.job_id, partner.job_id, claimed.attempt),
     )
+
+
+def pair_seed(job_id: int, partner_job_id: int, attempt: int) -> int:
+    """The seed of an interleaved pair's order: drawn from the two jobs and the attempt, so a
+    replay of the session knows it, and a new attempt gets a new order."""
+    return zlib.crc32(f"{min(job_id, partner_job_id)}:{max(job_id, partner_job_id)}:{attempt}".encode())
 
 
 def current_attempt(
@@ -146,6 +161,10 @@ def job_read(job: Job) -> JobRead:
         lease_expires_at=job.lease_expires_at,
         created_at=job.created_at,
         updated_at=job.updated_at,
+        purpose=job.purpose,
+        round=job.round,
+        reason=job.reason,
+        partner_job_id=job.partner_job_id,
     )
 
 

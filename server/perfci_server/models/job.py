@@ -73,6 +73,9 @@ class Job(IdMixin, CreatedAtMixin, Base):
     priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     round: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     reason: Mapped[str] = mapped_column(Text, default="", server_default="")  # e.g. the suspect a confirm job decides
+    # The job measured with this one in one interleaved session (alerts.confirm: a suspect's k - 1 and k);
+    # the claim leases both to one agent when both are queued.
+    partner_job_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="SET NULL"))
 
     commit: Mapped[Commit] = relationship(lazy="raise")
     machine: Mapped[Machine] = relationship(lazy="raise")
@@ -128,3 +131,6 @@ class Run(IdMixin, CreatedAtMixin, Base):
     received_at: Mapped[datetime | None]
     # When detection analysed this (ok) run's series; NULL while it waits (alerts.service.detect_pending).
     detected_at: Mapped[datetime | None]
+    # The partner job this attempt was measured interleaved with (its repetitions pair with the
+    # partner's run that names this job); NULL for an attempt measured alone.
+    paired_with: Mapped[int | None] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="SET NULL"))
