@@ -17,7 +17,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -87,13 +87,16 @@ def interleave(
     cache_dir: str | Path | None = None,
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
+    sim_family: str | None = None,
+    cores: Sequence[int] | None = None,
 ) -> Interleaved:
     """Measure ``pairs`` pairs of ``base`` and ``head``; pairs are numbered from ``start_pair``
     (to add pairs to an earlier run with the same seed, which then continues its order).
 
     A side that does not build gives a ``build_failed`` document and no runs at all; a run that
     fails ends the measurement with that side ``run_failed`` and only the complete pairs kept.
-    ``seed`` None draws one (recorded in the result)."""
+    ``seed`` None draws one (recorded in the result). ``sim_family`` and ``cores`` reach every
+    :func:`measure` call as they are (the agent daemon measures a pair exactly like one job)."""
     say = progress or (lambda *a, **k: None)
     root = repo_root(repo)
     shas = {side: resolve_commit(root, rev) for side, rev in zip(SIDES, (base, head))}
@@ -108,7 +111,7 @@ def interleave(
             say("measure_" + event, side=side, pair=rep, **kw)
 
         return measure(root, shas[side], backend=backend, reps=1, config=config, core=core, cache_dir=ws.cache_dir,
-                       progress=relay)
+                       progress=relay, sim_family=sim_family, cores=cores)
 
     # Both builds before the first run: a compile between runs would put the host in another state.
     failed: dict[str, ResultDocument] = {}

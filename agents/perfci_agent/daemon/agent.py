@@ -5,6 +5,10 @@
            -> perfci measure (same code path; once more when the result is marked noisy)
            -> spool -> upload until acknowledged
 
+A paired claim (the commits either side of a suspected change, one job each) is measured
+interleaved in one session (:mod:`.paired`); each of its two jobs is renewed, failed, released
+and uploaded on its own.
+
 The lease is renewed from a background thread from claim until the upload is acknowledged.
 Failures that are not the commit's (fetch failed, unusable backend, an agent bug) go to the
 failure endpoint; build and run failures are results and are uploaded like any other. A stop
@@ -22,22 +26,24 @@ import time
 import traceback
 from collections.abc import Callable
 from importlib import metadata
+from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
-
-from perfci_core.result import MAX_TEXT, BenchConfig, ResultDocument
+from perfci_core.result import MAX_TEXT, ResultDocument, Tuning
 
 from ..errors import MeasureError
+from ..interleave import Interleaved, interleave
 from ..measure import Stopped, measure
 from ..noisy import describe
 from ..server_api import AgentClient, ApiError, ServerUnreachable, is_transient
 from ..workspace import tail
 from . import host, identity
 from .backoff import Backoff
+from .claim import Claim
 from .config import AgentConfig
 from .lease import LeaseRenewer
 from .mirror import FetchFailed, MirrorCache
+from .paired import PairLog, Side, not_measured
 from .spool import Spool, Spooled
 
 log = logging.getLogger("perfci_agent.daemon")
@@ -60,25 +66,6 @@ class Fatal(Exception):
 
 class Stopping(Exception):
     """A stop was requested while waiting for the server."""
-
-
-class Claim(BaseModel):
-    """The part of the server's ClaimedJob the agent uses."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    job_id: int
-    attempt: int
-    lease_seconds: int
-    clone_url: str
-    commit: str
-    config: BenchConfig
-    backend: str
-    repetitions: int
-
-    @property
-    def label(self) -> str:
-        return f"job {self.job_id} attempt {self.attempt} commit {self.commit[:12]} config {self.config.name}"
 
 
 class StepLog:
@@ -198,18 +185,16 @@ class Agent:
     # --- one job -----------------------------------------------------------------------------
 
     def work(self, job: Claim) -> None:
+        if job.partner is not None:
+            self.work_pair(job)
+            return
         started = time.monotonic()
         log.info("%s: claimed (lease %d s, backend %s, %d repetition(s))", job.label, job.lease_seconds, job.backend, job.repetitions)
         with LeaseRenewer(self.client, job.job_id, job.attempt, job.lease_seconds) as lease:
             document = self.attempt(job, lease)
-            if document is not None:
-                try:
-                    item = self.spool.put(job.job_id, job.attempt, document)
-                except OSError as exc:  # disk full, permissions: the result cannot be kept safely
-                    self.fail(job.job_id, job.attempt, f"cannot spool the result in {self.spool.directory}: {exc}")
-                else:
-                    log.info("%s: result spooled (%s)", job.label, item.path)
-                    self.deliver(item)
+            item = self._spool(job, document) if document is not None else None
+            if item is not None:
+                self.deliver(item)
         log.info("%s: finished in %.1f s (%d lease renewal(s))", job.label, time.monotonic() - started, lease.renewals)
 
     def attempt(self, job: Claim, lease: LeaseRenewer) -> bytes | None:
@@ -258,6 +243,15 @@ class Agent:
                  time.monotonic() - measured, len(doc.samples), doc.backend.value, f": {doc.reason}" if doc.reason else "")
         return doc.model_dump_json(by_alias=True).encode()
 
+    def _spool(self, job: Claim, document: bytes) -> Spooled | None:
+        try:
+            item = self.spool.put(job.job_id, job.attempt, document)
+        except OSError as exc:  # disk full, permissions: the result cannot be kept safely
+            self.fail(job.job_id, job.attempt, f"cannot spool the result in {self.spool.directory}: {exc}")
+            return None
+        log.info("%s: result spooled (%s)", job.label, item.path)
+        return item
+
     def _measure_trusted(self, job: Claim, mirror: Any, lease: LeaseRenewer) -> ResultDocument:
         """``perfci measure`` for the job; a result marked noisy (its repetitions spread far beyond
         this machine's usual noise) is measured again, at most :data:`NOISY_REMEASURES` times,
@@ -276,6 +270,125 @@ class Agent:
                 log.info("%s: measuring again (%d of at most %d)", job.label, attempt + 1, NOISY_REMEASURES)
         assert doc is not None and doc.noisy is not None
         return doc.model_copy(update={"noisy": doc.noisy.model_copy(update={"remeasured": NOISY_REMEASURES})})
+
+    # --- a pair of jobs ----------------------------------------------------------------------
+
+    def work_pair(self, job: Claim) -> None:
+        """The claimed job and its partner, measured A B A B ... in one session (base: the claimed
+        job's commit, head: the partner's). Both documents are spooled before either is uploaded."""
+        started = time.monotonic()
+        partner = job.partner_job()
+        log.info("%s: claimed with %s (lease %d s, backend %s, %d pair(s), pair seed %s)", job.label, partner.label,
+                 job.lease_seconds, job.backend, job.repetitions, job.pair_seed)
+        with LeaseRenewer(self.client, job.job_id, job.attempt, job.lease_seconds) as lease, \
+                LeaseRenewer(self.client, partner.job_id, partner.attempt, partner.lease_seconds) as partner_lease:
+            sides = [Side("base", job, lease), Side("head", partner, partner_lease)]
+            spooled = [self._spool(side.job, document) for side, document in self.attempt_pair(sides)]
+            for item in spooled:
+                if item is not None:
+                    self.deliver(item)
+        for side in sides:
+            log.info("%s: finished in %.1f s (%d lease renewal(s))", side.job.label, time.monotonic() - started,
+                     side.lease.renewals)
+
+    def attempt_pair(self, sides: list[Side]) -> list[tuple[Side, bytes]]:
+        """The documents to upload, each with its side: none when the pair was failed or released,
+        one when a side was lost or left unmeasured because of the other."""
+        cfg = self.config
+        assert self.machine is not None
+        tuned = host.tuned_state(cfg.core, self.machine, cfg.backends)
+        if not tuned.ok:
+            log.warning("%s: host not in its tuned state: %s", self._pair_label(sides), "; ".join(tuned.deviations))
+            if cfg.refuse_untuned:
+                self._fail_pair(sides, "host is not in its tuned state (refuse_untuned): " + "; ".join(tuned.deviations))
+                return []
+        mirror = self._fetch_pair(sides)
+        if mirror is None:
+            return []
+        if self.stop.is_set():
+            self._release_pair(sides, "agent stopping before the measurement started")
+            return []
+        measured = time.monotonic()
+        try:
+            pair = self._interleave(sides, mirror)
+        except Stopped as exc:
+            # not stopping: a lease was lost, so only the partner is still ours to give back
+            why = f"agent stopping ({exc})" if self.stop.is_set() else f"the partner's lease was lost ({exc})"
+            self._release_pair(sides, why)
+            return []
+        except MeasureError as exc:  # bad input or backend; build and run failures are results
+            self._fail_pair(sides, f"cannot measure: {exc}")
+            return []
+        except Exception as exc:  # noqa: BLE001 - an agent bug must not kill the daemon
+            log.exception("%s: agent error", self._pair_label(sides))
+            self._fail_pair(sides, f"agent error: {type(exc).__name__}: {exc}", tail(traceback.format_exc()))
+            return []
+        docs = {"base": pair.base, "head": pair.head}
+        interrupted = [doc.reason or "" for doc in docs.values() if doc.status == "run_failed" and not not_measured(doc)]
+        if self.stop.is_set() and interrupted:
+            # The stop signal can reach the dataplane too; the other side's pairs alone are no paired result.
+            self._release_pair(sides, f"agent stopping; the pair's last run was interrupted ({'; '.join(interrupted)})")
+            return []
+        log.info("%s: pair order seed %d, %d complete pair(s) in %.1f s", self._pair_label(sides), pair.seed, pair.pairs,
+                 time.monotonic() - measured)
+        # No noisy re-measure for a pair: the paired verdict already leaves burst pairs out
+        # (perfci_core.analysis.paired.burst_pairs), so interleave's noisy marks are uploaded as they are.
+        return [(side, document) for side in sides if (document := self._settle(side, docs[side.name], tuned)) is not None]
+
+    def _settle(self, side: Side, doc: ResultDocument, tuned: Tuning) -> bytes | None:
+        """One side's document to upload, or None when its lease is lost or it was left unmeasured."""
+        job = side.job
+        if not side.held:
+            log.warning("%s: result discarded, the attempt is no longer ours: %s", job.label, side.lease.lost)
+            return None
+        log.info("%s: measured: %s (%d sample(s), backend %s)%s", job.label, doc.status, len(doc.samples), doc.backend.value,
+                 f": {doc.reason}" if doc.reason else "")
+        if not_measured(doc):
+            # Not this commit's failure: queued again now and measured alone later, without using up an attempt.
+            self.release(job, doc.reason or "not measured")
+            return None
+        doc = doc.model_copy(update={"tuning": host.merge(doc.tuning, tuned)})
+        return doc.model_dump_json(by_alias=True).encode()
+
+    def _fetch_pair(self, sides: list[Side]) -> Path | None:
+        """The mirror holding both commits, or None when either could not be fetched (both failed)."""
+        mirror = None
+        for side in sides:
+            job, fetch_started = side.job, time.monotonic()
+            try:
+                mirror, action = self.mirrors.fetch(job.clone_url, job.commit)
+            except FetchFailed as exc:
+                for other in sides:
+                    why = str(exc) if other is side else f"the partner job {job.job_id}'s commit could not be fetched: {exc}"
+                    self.fail(other.job.job_id, other.job.attempt, why, exc.log_tail)
+                return None
+            log.info("%s: fetch %s in %.1f s (%s)", job.label, action, time.monotonic() - fetch_started, mirror)
+        return mirror
+
+    def _interleave(self, sides: list[Side], mirror: Path) -> Interleaved:
+        """``interleave`` with exactly what ``_measure_trusted`` gives ``measure`` for one job."""
+        cfg = self.config
+        base, head = (side.job for side in sides)
+        return interleave(mirror, base=base.commit, head=head.commit, pairs=cfg.repetitions or base.repetitions,
+                          seed=base.pair_seed, backend=host.backend_for_job(base.backend, cfg.backends, self.backends),
+                          config=base.config, core=cfg.core, cache_dir=cfg.cache_dir, progress=PairLog(sides),
+                          should_stop=lambda: self.stop.is_set() or not all(side.held for side in sides),
+                          sim_family=cfg.sim_family or None, cores=cfg.cores)
+
+    def _fail_pair(self, sides: list[Side], reason: str, log_tail: str | None = None) -> None:
+        for side in sides:
+            self.fail(side.job.job_id, side.job.attempt, reason, log_tail)
+
+    def _release_pair(self, sides: list[Side], reason: str) -> None:
+        for side in sides:
+            if side.held:
+                self.release(side.job, reason)
+            else:
+                log.warning("%s: not released, the attempt is no longer ours: %s", side.job.label, side.lease.lost)
+
+    @staticmethod
+    def _pair_label(sides: list[Side]) -> str:
+        return " + ".join(side.job.label for side in sides)
 
     # --- talking to the server ---------------------------------------------------------------
 
@@ -318,7 +431,8 @@ class Agent:
             log.warning("job %d attempt %d: failure report refused (%s)", job_id, attempt, exc)
 
     def release(self, job: Claim, reason: str) -> None:
-        """Give the attempt back so the job is queued again now, not when the lease expires."""
+        """Give the attempt back so the job is queued again now, not when the lease expires.
+        ``job``: a claim, or its partner as a job of its own (:meth:`Claim.partner_job`)."""
         try:
             with self.client() as client:
                 outcome = client.release(job.job_id, job.attempt, reason[:2000])
