@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -168,3 +169,26 @@ def signed_push(client: ServerClient, repo: Path, full_name: str, shas: list[str
     body = json.dumps(payload).encode()
     response = client.request("POST", "/webhooks/github", content=body, headers=github_headers(body, delivery=str(uuid.uuid4())))
     return response.json()
+
+
+DATAPLANE = ROOT / "dataplane"
+REGRESSION = DATAPLANE / "regressions" / "d-helper-out-of-line.patch"  # one call + return more per packet
+
+
+def make_history(repo: Path) -> list[str]:
+    """base (the project's dataplane/), a change that alters no code, the regression patch."""
+    def build_dirs(directory: str, names: list[str]) -> list[str]:
+        return [n for n in names if Path(directory) == DATAPLANE and n.startswith("build")]
+
+    shutil.copytree(DATAPLANE, repo / "dataplane", ignore=build_dirs)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "dev@perfci.invalid")
+    git(repo, "config", "user.name", "perfci dev")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "dataplane: base")
+    with open(repo / "dataplane" / "README.md", "a") as fh:
+        fh.write("\nMeasured by the perfci agent.\n")
+    git(repo, "commit", "-qam", "docs: mention the agent")
+    git(repo, "apply", str(REGRESSION))
+    git(repo, "commit", "-qam", "fwd: move ttl_decrement out of line")
+    return git(repo, "rev-list", "--reverse", "HEAD").split()

@@ -13,47 +13,24 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import signal
 import subprocess
-from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 
-from e2e_support import (BIN, ROOT, Stack, agent_argv, agent_env, free_port, git, healthy, server_env, signed_push, start_api,
-                         start_worker)
+from e2e_support import (BIN, Stack, agent_argv, agent_env, free_port, healthy, make_history, server_env, signed_push,
+                         start_api, start_worker)
 from perfci_agent.daemon import host, identity
 from perfci_agent.measure import default_core
 from server_support import SECRET
 
 pytestmark = [pytest.mark.services, pytest.mark.dataplane]
 
-DATAPLANE = ROOT / "dataplane"
-REGRESSION = DATAPLANE / "regressions" / "d-helper-out-of-line.patch"  # one call + return more per packet
 REPOSITORY = "perfci-org/dataplane"
 LEASE_SECONDS = 15
 # Within the sim backend's packet caps, so the result's config is the job's config as stored.
 CONFIG = {"name": "self-64B-sim", "packets": 50_000, "warmup": 1_000, "backend": "sim", "repetitions": 2}
-
-
-def make_history(repo: Path) -> list[str]:
-    """base (the project's dataplane/), a change that alters no code, the regression patch."""
-    def build_dirs(directory: str, names: list[str]) -> list[str]:
-        return [n for n in names if Path(directory) == DATAPLANE and n.startswith("build")]
-
-    shutil.copytree(DATAPLANE, repo / "dataplane", ignore=build_dirs)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "dev@perfci.invalid")
-    git(repo, "config", "user.name", "perfci dev")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "dataplane: base")
-    with open(repo / "dataplane" / "README.md", "a") as fh:
-        fh.write("\nMeasured by the perfci agent.\n")
-    git(repo, "commit", "-qam", "docs: mention the agent")
-    git(repo, "apply", str(REGRESSION))
-    git(repo, "commit", "-qam", "fwd: move ttl_decrement out of line")
-    return git(repo, "rev-list", "--reverse", "HEAD").split()
 
 
 def agent_log_has(proc, pattern: str) -> bool:
