@@ -2,7 +2,8 @@
 detect_changes), CSIT jumpavg and Apache Otava on labelled corpora, over many generator seeds.
 
     .venv/bin/python benchmarks/detection/run.py [--seeds 10] [--seed 20240601] [--quick]
-        [--extra FILE.json ...] [--no-peers] [--adaptive [--max-rounds N] [--suspect-penalty F] [--best-tail N]]
+        [--extra FILE.json ...] [--no-peers]
+        [--adaptive [--max-rounds N] [--suspect-penalty F] [--best-tail N] [--unpaired] [--job-drift F]]
 
 Each seed draws its own corpus; every figure is printed as the mean over the seeds with its range
 (min-max), in two tables: the noisy families and the deterministic one, which are never mixed.
@@ -32,7 +33,13 @@ noisy series at 3 repetitions per commit: the loop (AdaptiveRun) detects every 1
 server's 200-commit window, asks the shared policy (perfci_core.analysis.adaptive, as the server's
 alerts/confirm.py does) for confirmation rounds of its suspects, draws them from the series' own
 noise model (a `real` round resamples a fresh recorded job), and decides again, every round kept
-as one job as the server's window keeps each run (detection tests the rounds one value per job). A
+as one job as the server's window keeps each run (detection tests the rounds one value per job).
+Each round measures a suspect's k - 1 and k as one interleaved session (``--unpaired``: as two
+separate jobs): a `real` session resamples one recorded job for both sides, which then share its
+host state; the synthetic families have no host state, so their sides are drawn independently.
+``--job-drift F`` puts every job on a host slower or faster by a relative standard deviation F
+(a loaded host's batch drift; both sides of a session share it), drawn from seeds of its own so
+the series are otherwise the same. A
 step's delay is read as the server would see it: detection after every upload from the second
 commit after the step on, every round measured so far kept (step_delay), rounded up to the checks
 every other detector's delay is read at. It prints recall
@@ -40,7 +47,8 @@ within ±1 commit for 2-3 % steps and for steps of 3 % or more, false alerts per
 median delay, the budget spent (extra repetitions / baseline repetitions) and the suspects given
 rounds far from any labelled step (each holds its commits' forge status at pending while its rounds
 run), per seed (mean and range) and pooled over the seeds; it runs 30 seeds by default, one process
-per CPU. ``--max-rounds``, ``--suspect-penalty`` and ``--best-tail`` compare other settings than the defaults. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
+per CPU. ``--max-rounds``, ``--suspect-penalty``, ``--best-tail`` and ``--unpaired`` compare other
+settings than the defaults. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
 (default ``~/.cache/perfci-bench``), each talking JSON over a subprocess; one that cannot be
 installed is reported and skipped.
 """
@@ -93,12 +101,37 @@ class Series:
     level: np.ndarray | None = None  # true level per commit (synthetic noisy series)
     cv: float = 0.0
     noise_seed: int = 0  # extra repetitions of (commit, round) are drawn from their own seed
+    job_drift: float = 0.0  # --job-drift: every job's host factor 1 + job_drift x N(0, 1), one per session
 
     def extra(self, i: int, round_: int, reps: int, real_noise: list[np.ndarray] | None) -> list[float]:
         """The ``round_``-th extra job of commit ``i``: the same noise model, a fresh job."""
         assert self.level is not None, "extra repetitions need a synthetic series"
         rng = np.random.default_rng([self.noise_seed, i, round_])
-        return draw(rng, self.family, self.cv, float(self.level[i]), reps, real_noise)
+        values = draw(rng, self.family, self.cv, float(self.level[i]), reps, real_noise)
+        return [v * self.host_factor(rng) for v in values] if self.job_drift else values
+
+    def host_factor(self, rng: np.random.Generator) -> float:
+        """The host's state during one job: slower or faster by ``job_drift`` (a loaded host's batch drift)."""
+        return 1.0 + self.job_drift * float(rng.standard_normal())
+
+    def extra_pair(self, i: int, j: int, rounds: tuple[int, int], reps: int,
+                   real_noise: list[np.ndarray] | None) -> tuple[list[float], list[float]]:
+        """Commits ``i`` and ``j`` measured interleaved in one session (their ``rounds``): a
+        ``real`` session resamples one recorded job for both sides, which then share its host
+        state; the synthetic families have no host state to share, so their sides are independent."""
+        assert self.level is not None, "extra repetitions need a synthetic series"
+        rng = np.random.default_rng([self.noise_seed, i, rounds[0], j, rounds[1]])
+        if self.family == "real":
+            job = real_noise[int(rng.integers(len(real_noise)))]
+            a = [float(v) for v in self.level[i] * rng.choice(job, reps)]
+            b = [float(v) for v in self.level[j] * rng.choice(job, reps)]
+        else:
+            a = draw(rng, self.family, self.cv, float(self.level[i]), reps, real_noise)
+            b = draw(rng, self.family, self.cv, float(self.level[j]), reps, real_noise)
+        if self.job_drift:  # one session, one host state for both sides
+            f = self.host_factor(rng)
+            a, b = [v * f for v in a], [v * f for v in b]
+        return a, b
 
     def __post_init__(self):
         if not self.commits:
@@ -245,6 +278,8 @@ class AdaptiveRun:
         self.suspected: set[int] = set()  # positions of the suspects that were given rounds
         self.extras: list[list[float]] = [[] for _ in s.points]
         self.jobs: list[list[int]] = [[len(p)] for p in s.points]  # repetitions of each job, per commit
+        self.pairs: list[list[int]] = [[0] for _ in s.points]  # each job's interleaved-session key (0: none)
+        self.sessions = 0
         self.rounds: dict[str, int] = {}
         self.position = {c: i for i, c in enumerate(s.commits)}
 
@@ -256,18 +291,30 @@ class AdaptiveRun:
         s = self.s
         baseline = sum(len(p) for p in s.points[start:stop])
         for _ in range(MAX_LOOPS):
-            r = detect([Point.of(s.commits[i], s.points[i] + self.extras[i], self.jobs[i]) for i in range(start, stop)],
-                       s.metric, s.backend, self.settings)
+            r = detect([Point.of(s.commits[i], s.points[i] + self.extras[i], self.jobs[i], self.pairs[i])
+                        for i in range(start, stop)], s.metric, s.backend, self.settings)
             p = plan(r.suspects, self.rounds, self.spent(start, stop), baseline, ADAPTIVE_REPS, self.policy)
             if not p.requests:
                 break
+            rounds = {q.commit: q.round for q in p.requests}
             for q in p.requests:
                 i = self.position[q.commit]
-                self.extras[i] += s.extra(i, q.round, ADAPTIVE_REPS, self.real_noise)
-                self.jobs[i].append(ADAPTIVE_REPS)
+                if q.partner is None:
+                    self.add_job(i, s.extra(i, q.round, ADAPTIVE_REPS, self.real_noise), 0)
+                elif i < self.position[q.partner]:  # the session's two sides, once, from the earlier commit's request
+                    j = self.position[q.partner]
+                    a, b = s.extra_pair(i, j, (q.round, rounds[q.partner]), ADAPTIVE_REPS, self.real_noise)
+                    self.sessions += 1
+                    self.add_job(i, a, self.sessions)
+                    self.add_job(j, b, self.sessions)
                 self.rounds[q.commit] = q.round
                 self.suspected.add(self.position[q.suspect.suspect])
         return sorted(self.position[c.suspect] for c in r.changes)
+
+    def add_job(self, i: int, values: list[float], pair: int) -> None:
+        self.extras[i] += values
+        self.jobs[i].append(len(values))
+        self.pairs[i].append(pair)
 
     def walk(self) -> list[int]:
         """Online: detection every ADAPTIVE_STRIDE commits over the server's window, then the
@@ -435,10 +482,16 @@ def adaptive_figures(corpus: list[Series], changes: list[list[int]], delays: lis
 
 def adaptive_seed(seed: int, per_family: int, lengths: tuple[int, int],
                   real_noise: list[np.ndarray], policy: Policy = Policy(),
-                  settings: Settings = Settings()) -> tuple[str, dict[str, dict[str, dict[str, float]]]]:
+                  settings: Settings = Settings(), job_drift: float = 0.0) -> tuple[str, dict[str, dict[str, dict[str, float]]]]:
     """One seed of the adaptive comparison: (its progress line, figures per table and detector)."""
     started = time.monotonic()
     corpus = [s for s in build_corpus(seed, per_family, lengths, [], real_noise, ADAPTIVE_REPS) if s.noisy]
+    if job_drift:  # drawn after the corpus, from their own seeds: the series are otherwise the same
+        for idx, s in enumerate(corpus):
+            s.job_drift = job_drift
+            rng = np.random.default_rng([seed, idx, 7])
+            factors = [s.host_factor(rng) for _ in s.points]  # one per commit's own job
+            s.points = [[v * f for v in p] for p, f in zip(s.points, factors)]
     plain = local_run(perfci_changes, corpus)
     adaptive = [adaptive_run(s, real_noise, policy, settings) for s in corpus]
     out: dict[str, dict[str, dict[str, float]]] = {}
@@ -460,14 +513,14 @@ def adaptive_seed(seed: int, per_family: int, lengths: tuple[int, int],
 
 
 def adaptive_main(seeds: list[int], per_family: int, lengths: tuple[int, int], real_noise: list[np.ndarray],
-                  workers: int, policy: Policy = Policy(), settings: Settings = Settings()) -> int:
+                  workers: int, policy: Policy = Policy(), settings: Settings = Settings(), job_drift: float = 0.0) -> int:
     """Adaptive re-measurement against detection alone, both at ADAPTIVE_REPS repetitions per commit;
     seeds run in ``workers`` processes (each seed is independent and deterministic)."""
     rows: dict[str, dict[str, list[dict[str, float]]]] = {t: {} for t in ADAPTIVE_TABLES}
     started = time.monotonic()
     with ProcessPoolExecutor(max_workers=workers) as pool:
         for line, per_table in pool.map(partial(adaptive_seed, per_family=per_family, lengths=lengths, real_noise=real_noise, policy=policy,
-                                          settings=settings), seeds):
+                                          settings=settings, job_drift=job_drift), seeds):
             print(line, flush=True)
             for table, per in per_table.items():
                 for name, fig in per.items():
@@ -513,6 +566,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="--adaptive: the suspects' search penalty (detection's default; other values compare settings)")
     ap.add_argument("--best-tail", type=int, default=Settings().best_tail,
                     help="--adaptive: newest commits the best-run suspects' search covers (detection's default)")
+    ap.add_argument("--job-drift", type=float, default=0.0,
+                    help="--adaptive: every job (an interleaved session: both its sides) runs on a host slower or faster "
+                         "by this relative standard deviation (a loaded host's batch drift)")
+    ap.add_argument("--unpaired", action="store_true",
+                    help="--adaptive: every round measures each commit as its own job (no interleaved k - 1, k session)")
     ap.add_argument("--adaptive", action="store_true",
                     help=f"perfci with and without adaptive re-measurement, {ADAPTIVE_REPS} repetitions per commit")
     args = ap.parse_args(argv)
@@ -526,7 +584,8 @@ def main(argv: list[str] | None = None) -> int:
     real_noise = load_real_noise(args.real_noise)
     if args.adaptive:
         return adaptive_main(seeds, per_family, lengths, real_noise, max(1, args.workers),
-                             Policy(max_rounds=args.max_rounds), Settings(suspect_penalty=args.suspect_penalty, best_tail=args.best_tail))
+                             Policy(max_rounds=args.max_rounds, paired=not args.unpaired),
+                             Settings(suspect_penalty=args.suspect_penalty, best_tail=args.best_tail), args.job_drift)
 
     peers: dict[str, Path] = {}
     notes: list[str] = []
