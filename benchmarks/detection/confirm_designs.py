@@ -1,12 +1,14 @@
-"""How many confirmation rounds a step needs: rounds of whole jobs (what the server queues today)
-against interleaved A/B pairs (what issue 19 item 4 asks for), on recorded ``tsc`` noise.
+"""How many confirmation rounds a step needs, by each of the two tests detection makes on them:
+rounds of separate jobs, and interleaved A/B pairs of k - 1 and k (a server round measures the
+suspect's other commits as separate jobs and those two as one interleaved session, and detection
+tests both ways: perfci_core.analysis.detect), on recorded ``tsc`` noise, in isolation.
 
     .venv/bin/python benchmarks/detection/confirm_designs.py [--seeds 3] [--trials 40] [--drift 0.03 ...]
 
 A suspect at commit k with a step of ``d`` between k-1 and k. Two designs of a round:
 
-- ``jobs``: one more job (3 repetitions) of each of k-2 .. k+2, as ``alerts/confirm.py`` queues
-  them; decided as detection decides (``detect._rounds_test``): the jobs of k-2, k-1 against
+- ``jobs``: one more job (3 repetitions) of each of k-2 .. k+2, as ``alerts/confirm.py`` queued
+  them before the pairs; decided as ``detect._rounds_test`` decides: the jobs of k-2, k-1 against
   those of k .. k+2, one value per job — the jobs' medians and the jobs' best runs, each through
   ``compare`` at half the alert's alpha. 15 runs per round.
 - ``pairs``: one job measuring k-1 and k interleaved, 3 pairs (both sides of a pair in the same
