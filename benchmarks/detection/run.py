@@ -3,7 +3,7 @@ detect_changes), CSIT jumpavg and Apache Otava on labelled corpora, over many ge
 
     .venv/bin/python benchmarks/detection/run.py [--seeds 10] [--seed 20240601] [--quick]
         [--extra FILE.json ...] [--no-peers]
-        [--adaptive [--max-rounds N] [--suspect-penalty F] [--best-tail N] [--unpaired] [--job-drift F]]
+        [--adaptive [--max-rounds N] [--suspect-penalty F] [--best-tail N] [--paired [--paired-share F]] [--job-drift F]]
 
 Each seed draws its own corpus; every figure is printed as the mean over the seeds with its range
 (min-max), in two tables: the noisy families and the deterministic one, which are never mixed.
@@ -34,9 +34,10 @@ server's 200-commit window, asks the shared policy (perfci_core.analysis.adaptiv
 alerts/confirm.py does) for confirmation rounds of its suspects, draws them from the series' own
 noise model (a `real` round resamples a fresh recorded job), and decides again, every round kept
 as one job as the server's window keeps each run (detection tests the rounds one value per job).
-Each round measures a suspect's k - 1 and k as one interleaved session (``--unpaired``: as two
-separate jobs): a `real` session resamples one recorded job for both sides, which then share its
-host state; the synthetic families have no host state, so their sides are drawn independently.
+``--paired`` measures a suspect's k - 1 and k in each round as one interleaved session (the
+server's PERFCI_CONFIRM_PAIRED=true; the default is separate jobs): a `real` session resamples one
+recorded job for both sides, which then share its host state; the synthetic families have no
+host state, so their sides are drawn independently.
 ``--job-drift F`` puts every job on a host slower or faster by a relative standard deviation F
 (a loaded host's batch drift; both sides of a session share it), drawn from seeds of its own so
 the series are otherwise the same. A
@@ -47,8 +48,8 @@ within ±1 commit for 2-3 % steps and for steps of 3 % or more, false alerts per
 median delay, the budget spent (extra repetitions / baseline repetitions) and the suspects given
 rounds far from any labelled step (each holds its commits' forge status at pending while its rounds
 run), per seed (mean and range) and pooled over the seeds; it runs 30 seeds by default, one process
-per CPU. ``--max-rounds``, ``--suspect-penalty``, ``--best-tail`` and ``--unpaired`` compare other
-settings than the defaults. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
+per CPU. ``--max-rounds``, ``--suspect-penalty``, ``--best-tail``, ``--paired`` and ``--paired-share``
+compare other settings than the defaults. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
 (default ``~/.cache/perfci-bench``), each talking JSON over a subprocess; one that cannot be
 installed is reported and skipped.
 """
@@ -473,8 +474,10 @@ def adaptive_figures(corpus: list[Series], changes: list[list[int]], delays: lis
     fig = figures(corpus, changes, delays)
     counts = recall_by_size(corpus, changes)
     two, big = counts[2], [sum(c[i] for c in counts[3:]) for i in (0, 1)]
+    reported = [d for ds in delays for d in ds if d is not None]
     return {"recall±1 2-3%": two[0] / two[1] if two[1] else math.nan,
             "recall±1 >=3%": big[0] / big[1] if big[1] else math.nan,
+            "reported": len(reported), "within 3": sum(d <= 3 for d in reported),
             "found 2-3%": two[0], "steps 2-3%": two[1], "found >=3%": big[0], "steps >=3%": big[1],
             "FA/1k±1": fig["FA/1k±1"], "delay": fig["delay"], "budget": spent / baseline if baseline else 0.0,
             "suspects/1k": 1000 * false_suspects / sum(len(s.points) for s in corpus)}
@@ -537,10 +540,13 @@ def adaptive_main(seeds: list[int], per_family: int, lengths: tuple[int, int], r
             print(f"{name:<16} " + " ".join(f"{v:>{w}}" for v, w in zip(row, widths)))
         for name, figs in per.items():  # a seed holds few 2-3 % steps: the pooled count is the steadier figure
             pooled = [(sum(f[f"found {b}"] for f in figs), sum(f[f"steps {b}"] for f in figs)) for b in ("2-3%", ">=3%")]
+            within, reported = sum(f["within 3"] for f in figs), sum(f["reported"] for f in figs)
             print(f"{name:<16} pooled over the seeds: " + ", ".join(
-                f"{b} {h}/{t} = {h / t if t else math.nan:.3f}" for b, (h, t) in zip(("2-3 %", ">=3 %"), pooled)))
+                f"{b} {h}/{t} = {h / t if t else math.nan:.3f}" for b, (h, t) in zip(("2-3 %", ">=3 %"), pooled))
+                + f"; steps reported within 3 commits {within}/{reported}")
     print("recall±1: labelled steps found within one commit, by relative size; FA/1k±1: false alerts per 1000 "
-          "commits; delay: median commits measured after the step before it was reported; budget: extra "
+          "commits; delay: median commits measured after the step before it was reported (per seed; a seed holds "
+          "a few steps, so the pooled share of steps reported within 3 commits is the steadier figure); budget: extra "
           "repetitions / baseline repetitions (the policy's cap is 0.30); suspects/1k: suspects given rounds more "
           f"than {SUSPECT_SLACK} commits from every labelled step, per 1000 commits (their commits read pending "
           "on the forge while the rounds ran).")
@@ -569,8 +575,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--job-drift", type=float, default=0.0,
                     help="--adaptive: every job (an interleaved session: both its sides) runs on a host slower or faster "
                          "by this relative standard deviation (a loaded host's batch drift)")
-    ap.add_argument("--unpaired", action="store_true",
-                    help="--adaptive: every round measures each commit as its own job (no interleaved k - 1, k session)")
+    ap.add_argument("--paired-share", type=float, default=Settings().paired_share,
+                    help="--adaptive: the share of a confirmation's alpha the interleaved pairs' test gets (detection's default)")
+    ap.add_argument("--paired", action="store_true",
+                    help="--adaptive: every round measures the suspect's k - 1 and k as one interleaved session "
+                         "(the server's PERFCI_CONFIRM_PAIRED=true)")
     ap.add_argument("--adaptive", action="store_true",
                     help=f"perfci with and without adaptive re-measurement, {ADAPTIVE_REPS} repetitions per commit")
     args = ap.parse_args(argv)
@@ -584,8 +593,9 @@ def main(argv: list[str] | None = None) -> int:
     real_noise = load_real_noise(args.real_noise)
     if args.adaptive:
         return adaptive_main(seeds, per_family, lengths, real_noise, max(1, args.workers),
-                             Policy(max_rounds=args.max_rounds, paired=not args.unpaired),
-                             Settings(suspect_penalty=args.suspect_penalty, best_tail=args.best_tail), args.job_drift)
+                             Policy(max_rounds=args.max_rounds, paired=args.paired),
+                             Settings(suspect_penalty=args.suspect_penalty, best_tail=args.best_tail,
+                                      paired_share=args.paired_share), args.job_drift)
 
     peers: dict[str, Path] = {}
     notes: list[str] = []

@@ -80,7 +80,9 @@ class Settings(BaseSettings):
     confirm_suspects: bool = True
     confirm_budget_fraction: float = Field(0.30, ge=0.0, le=10.0)
     confirm_max_rounds: int = Field(12, ge=1, le=50)  # extra rounds per commit
-    confirm_paired: bool = True  # a suspect's k - 1 and k measured interleaved in each round (alerts.confirm)
+    # A suspect's k - 1 and k measured interleaved in each round (alerts.confirm; analysis.adaptive.Policy.paired
+    # says why it is off by default).
+    confirm_paired: bool = False
     # Explanation: measured commits on each side of a range whose medians feed the lean model.
     explanation_window_commits: int = Field(10, ge=1, le=200)
 

@@ -216,6 +216,7 @@ def confirmed_within(series: TipStep, rounds: int) -> bool:
 def test_each_round_measures_the_suspect_and_its_parent_interleaved_and_their_pairs_confirm_it(
         client, session, sent_tasks, monkeypatch):
     monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.9")
+    monkeypatch.setenv("PERFCI_CONFIRM_PAIRED", "true")
     get_settings.cache_clear()
     series = DriftingHost(client, session, sent_tasks)
     shas = series.lab.push(STEP_AT + 3)
@@ -239,10 +240,9 @@ def test_each_round_measures_the_suspect_and_its_parent_interleaved_and_their_pa
     assert paired_runs and all((p, j) in set(paired_runs) for j, p in paired_runs)  # each side names the other
 
 
-def test_without_interleaved_rounds_the_same_drifting_host_does_not_confirm_the_step(client, session, sent_tasks,
+def test_with_separate_jobs_the_default_the_same_drifting_host_does_not_confirm_the_step(client, session, sent_tasks,
                                                                                     monkeypatch):
     monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.9")
-    monkeypatch.setenv("PERFCI_CONFIRM_PAIRED", "false")
     get_settings.cache_clear()
     series = DriftingHost(client, session, sent_tasks)
     series.lab.push(STEP_AT + 3)

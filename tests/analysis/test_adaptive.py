@@ -145,11 +145,11 @@ def test_a_step_the_slowed_runs_hide_in_the_medians_is_found_and_confirmed_from_
     levels = np.where(np.arange(200) >= 197, 103.0, 100.0)
     plain_confirmed = 0
     for seed in range(6):
-        loop = Loop(levels, seed=seed, slow_runs=0.25, policy=Policy(paired=False))  # the best runs alone
+        loop = Loop(levels, seed=seed, slow_runs=0.25)
         [change] = loop.run().changes
         assert change.suspect == "c197" and change.pinned and change.kind is Kind.REGRESSION
         assert 0.02 < change.rel_change < 0.04 and loop.spent <= 0.3 * REPS * 200  # before any new commit
-        plain = Loop(levels, seed=seed, slow_runs=0.25, settings=Settings(best_runs=False), policy=Policy(paired=False))
+        plain = Loop(levels, seed=seed, slow_runs=0.25, settings=Settings(best_runs=False))
         plain_confirmed += [c.suspect for c in plain.run().changes] == ["c197"]
     assert plain_confirmed <= 3  # the medians alone confirm half of them at most
 
@@ -212,13 +212,14 @@ def test_a_rounds_jobs_run_in_a_random_order_that_favours_neither_side_of_the_su
 
 def test_a_round_measures_the_suspect_and_the_commit_before_it_as_one_interleaved_session():
     s = _suspect("c10", ("c08", "c09", "c10", "c11", "c12"))
-    p = plan([s], {"c09": 2}, 0, 300, 3)
+    paired = Policy(paired=True)
+    p = plan([s], {"c09": 2}, 0, 300, 3, paired)
     pairs = {q.commit: (q.partner, q.partner_round) for q in p.requests}
     assert pairs == {"c08": (None, 0), "c09": ("c10", 1), "c10": ("c09", 3), "c11": (None, 0), "c12": (None, 0)}
     assert [q.round for q in p.requests if q.commit == "c09"] == [3]
-    assert all(q.partner is None for q in plan([s], {}, 0, 300, 3, Policy(paired=False)).requests)
+    assert all(q.partner is None for q in plan([s], {}, 0, 300, 3).requests)  # the default: separate jobs
     # the commit before it already asked for a stronger suspect: measured with that one's round, unpaired
-    both = plan([_suspect("c09", ("c08", "c09"), 1e-4), s], {}, 0, 300, 3)
+    both = plan([_suspect("c09", ("c08", "c09"), 1e-4), s], {}, 0, 300, 3, paired)
     assert [(q.commit, q.partner) for q in both.requests if q.suspect is s] == [("c10", None), ("c11", None), ("c12", None)]
 
 
@@ -260,7 +261,7 @@ def test_on_a_host_drifting_between_jobs_interleaved_pairs_confirm_and_pin_a_ste
 def test_the_loop_confirms_and_pins_a_step_on_a_drifting_host_from_its_interleaved_rounds():
     levels = np.where(np.arange(200) >= 195, 103.0, 100.0)
     for seed in range(6):
-        loop = Loop(levels, seed=seed, host_drift=0.015)
+        loop = Loop(levels, seed=seed, host_drift=0.015, policy=Policy(paired=True))
         [change] = loop.run(max_loops=12).changes
         assert change.suspect == "c195" and change.pinned and change.kind is Kind.REGRESSION
         assert loop.spent <= 0.3 * REPS * 200 and loop.sessions >= 1
@@ -268,5 +269,6 @@ def test_the_loop_confirms_and_pins_a_step_on_a_drifting_host_from_its_interleav
 
 def test_interleaved_pairs_of_a_level_that_never_moved_confirm_nothing():
     for seed in range(4):
-        assert Loop(np.full(200, 100.0), seed=30 + seed, host_drift=0.02).run(max_loops=12).changes == ()
-        assert Loop(np.full(200, 100.0), seed=40 + seed, slow_runs=0.25).run(max_loops=12).changes == ()
+        paired = Policy(paired=True)
+        assert Loop(np.full(200, 100.0), seed=30 + seed, host_drift=0.02, policy=paired).run(max_loops=12).changes == ()
+        assert Loop(np.full(200, 100.0), seed=40 + seed, slow_runs=0.25, policy=paired).run(max_loops=12).changes == ()

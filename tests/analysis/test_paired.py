@@ -153,3 +153,17 @@ def test_adding_pairs_while_unknown_keeps_the_false_positive_rate_at_alpha():
             a, b = np.r_[a, more_a], np.r_[b, more_b]
         false += c.verdict is Verdict.DIFFERENT
     assert false / trials <= 0.02  # alpha 0.01 over the whole loop (binomial slack for 300 trials)
+
+
+def test_a_pairs_test_that_cannot_reach_its_alpha_is_known_before_its_signs_are_read():
+    from perfci_core.analysis.paired import can_reject
+
+    rng = np.random.default_rng(3)
+    before = 100 * (1 + 0.003 * rng.standard_normal(20))
+    after = before * (1 + 0.003 * rng.standard_normal(20))
+    assert not can_reject(before[:15], after[:15], 5e-5) and can_reject(before[:16], after[:16], 5e-5)  # 2 / 2^16
+    burst = after.copy()
+    burst[:3] *= 1.5  # three runs disturbed by other work: left out, 17 pairs kept
+    assert can_reject(before, burst, 5e-5) and not can_reject(before[:18], burst[:18], 5e-5)
+    flipped = before - (after - before)  # the same sizes, the other signs: the same answer
+    assert can_reject(before, after, 2e-6) == can_reject(before, flipped, 2e-6)

@@ -84,12 +84,15 @@ test over separate jobs can do. When a boundary at ``k`` has such pairs
 (:meth:`series.CleanSeries.paired`), they get their own test: the signed-rank test of
 :func:`.paired.paired_compare` on every pair so far, at ``Settings.paired_share`` of the alpha
 (the jobs' tests share the rest: Bonferroni over the looks actually taken), with the learned
-minimum effect. It compares ``k`` with ``k - 1`` directly, so when it passes, in the boundary's
+minimum effect. Until there are enough pairs to reach that share at all (16 at half of 1e-4,
+bursts left out: :func:`.paired.can_reject`), the pairs' test cannot pass and the jobs' tests
+keep the whole alpha. It compares ``k`` with ``k - 1`` directly, so when it passes, in the boundary's
 direction, the change is confirmed *and* pinned at ``k``; it also pins a confirmed change the
 repetitions could not pin (at ``paired_share`` of the pinning alpha). Pairs are evidence of their
 own: when drifting jobs have taken the boundary out of the suspects' search, pairs that pass
-confirm the change at ``k`` all the same, and pairs that lean by at least the minimum effect
-without enough of them yet keep it a suspect (more rounds); pairs that say SAME let it go.
+confirm the change at ``k`` all the same, and pairs that lean as a suspect must (``suspect_alpha``,
+or all one way while there are too few of them to reach it: 2 / 2^n > 0.05 below six pairs) by at
+least the minimum effect keep it a suspect (more rounds); other pairs let it go.
 """
 
 from __future__ import annotations
@@ -104,7 +107,7 @@ from perfci_core import metrics as catalogue
 from .changepoints import ChangePoint, Proposal, SearchSettings, find_exact_changes
 from .compare import DEFAULT_TOLERANCE, Comparison, Kind, Verdict, compare
 from .noise import diff_sigma, learned_min_effect
-from .paired import paired_compare
+from .paired import can_reject, min_attainable_p, paired_compare
 from .series import CleanSeries, Point, clean, resolve_metric, to_scale
 
 NOISE_FLOOR = 1e-6  # relative; a noisy-backend series that never moved still gets a finite scale
@@ -298,7 +301,7 @@ def _loose(s: CleanSeries, cps: list[ChangePoint], proposal: Proposal, m: catalo
             continue
         around = _around(len(s), cp.index, cp.range_start, cp.range_end, settings.suspect_commits)
         alpha = settings.search.alpha
-        if len(s.paired(cp.index - 1, cp.index)[0]):
+        if can_reject(*s.paired(cp.index - 1, cp.index), alpha * settings.paired_share):
             pairs = _pairs_test(s, cp, m, min_effect, alpha * settings.paired_share)
             if pairs is not None:  # k against k - 1 directly: confirmed and pinned
                 confirmed.append((ChangePoint(cp.index, cp.index, cp.index, pairs), around))
@@ -320,11 +323,12 @@ def _loose(s: CleanSeries, cps: list[ChangePoint], proposal: Proposal, m: catalo
         test = paired_compare(before, after, m, alpha=settings.search.alpha * settings.paired_share, min_effect=min_effect)
         around = _around(len(s), k, k, k, settings.suspect_commits)
         near = [u for u in unconfirmed if abs(u[0].index - k) <= 1]
+        lean = max(settings.suspect_alpha, min_attainable_p(test.n_before))  # a round's few pairs: all one way
         if test.verdict is Verdict.DIFFERENT:  # pinned at k: a neighbouring boundary of the search is this change
             confirmed.append((ChangePoint(k, k, k, test), around))
             unconfirmed = [u for u in unconfirmed if abs(u[0].index - k) > 1]
-        elif test.verdict is Verdict.UNKNOWN and abs(test.rel_change) >= min_effect and not near:
-            unconfirmed.append((ChangePoint(k, k, k, test), around))  # leaning, too few pairs yet: more rounds
+        elif test.p_value <= lean and abs(test.rel_change) >= min_effect and not near:
+            unconfirmed.append((ChangePoint(k, k, k, test), around))  # leaning, not yet enough pairs: more rounds
     return unconfirmed, confirmed
 
 

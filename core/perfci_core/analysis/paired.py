@@ -60,6 +60,20 @@ def min_attainable_p(n: int) -> float:
     return 1.0 if n < 1 else min(1.0, 2.0 / 2.0**n)
 
 
+def can_reject(before: np.ndarray, after: np.ndarray, alpha: float) -> bool:
+    """Whether :func:`paired_compare` on these pairs could reach ``alpha`` at all: the pairs it
+    keeps (finite, not bursts) are enough for ``min_attainable_p``. Which pairs are kept depends on
+    the sizes of the differences only, never on their signs, so under "no change" asking this first
+    leaves the test's level as it is; and a test that cannot reject spends none of its alpha (the
+    caller may give it to its other tests)."""
+    a, b = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    finite = np.isfinite(a) & np.isfinite(b)
+    if not finite.any():
+        return False
+    r, _ = pair_differences(a[finite], b[finite])
+    return min_attainable_p(int(burst_pairs(r).sum())) <= alpha
+
+
 def looks(pairs: int, max_pairs: int, step: int) -> int:
     """How many times a loop that starts with ``pairs`` and adds ``step`` pairs while UNKNOWN, up
     to ``max_pairs``, may test."""

@@ -20,11 +20,12 @@ its found changes, then asks for the rounds of the machine x config (:meth:`Conf
   covers its commit, ``rejected`` otherwise; one the policy cannot serve any more is
   ``exhausted`` (undecided, nothing more measured).
 
-Interleaved rounds: the policy names a suspect's ``k - 1`` and ``k`` as partners in each round;
-their two confirm jobs are linked (``jobs.partner_job_id``), the claim leases both to one agent,
-which measures them A B A B in one session and uploads each side to its own job (ordinary
-uploads), and each attempt's run names the other job (``runs.paired_with``): the window pairs
-their repetitions and detection tests them on their own (``analysis.detect``).
+Interleaved rounds (``PERFCI_CONFIRM_PAIRED=true``; off by default, ``analysis.adaptive.Policy``
+says why): the policy names a suspect's ``k - 1`` and ``k`` as partners in each round; their two
+confirm jobs are linked (``jobs.partner_job_id``), the claim leases both to one agent, which
+measures them A B A B in one session and uploads each side to its own job (ordinary uploads), and
+each attempt's run names the other job (``runs.paired_with``): the window pairs their repetitions
+and detection tests them on their own (``analysis.detect``).
 """
 
 from __future__ import annotations
