@@ -134,7 +134,7 @@ _PICK_NEXT_JOB = """
     ORDER BY j.priority DESC, j.id LIMIT 1"""
 _LEASE = "state = 'leased', attempts = jobs.attempts + 1, agent_id = :agent_id, lease_expires_at = :lease_until, updated_at = :now"
 _CLAIMED_COLUMNS = """
-    SELECT claimed.id AS job_id, claimed.attempts AS attempt, claimed.paired_with, r.name AS repository, r.clone_url,
+    SELECT claimed.id AS job_id, claimed.attempts AS attempt, r.name AS repository, r.clone_url,
            cm.sha AS commit_sha, c.id, c.name, c.harness, c.pkt_size, c.flows, c.routes, c.packets,
            c.warmup, c.lcores, c.scaling, c.backend, c.repetitions, c.enabled, c.created_at
     FROM claimed
@@ -180,8 +180,7 @@ _CLAIM_SQLITE_STEPS = (
          "RETURNING id, attempts").bindparams(_NOW, _LEASE_UNTIL),
     text("INSERT INTO runs (job_id, attempt, agent_id, status, backend_reason, created_at, paired_with) "
          "VALUES (:job_id, :attempt, :agent_id, 'running', '', :now, :paired_with)").bindparams(_NOW),
-    text(f"WITH claimed AS (SELECT jobs.id, jobs.attempts, jobs.commit_id, jobs.config_id, runs.paired_with FROM jobs "
-         f"JOIN runs ON runs.job_id = jobs.id AND runs.attempt = jobs.attempts WHERE jobs.id IN (:picked, :partner)) "
+    text(f"WITH claimed AS (SELECT id, attempts, commit_id, config_id FROM jobs WHERE id IN (:picked, :partner)) "
          f"{_CLAIMED_COLUMNS}"),
 )
 
@@ -191,8 +190,8 @@ def claim_next(
 ) -> list[Row[Any]]:
     """Lease the next queued job of this machine (highest priority, then oldest) whose backend the agent offers, and its
     partner when that one is queued too; create the run of each attempt and note the agent as seen. [] when no job is
-    waiting (or the machine is disabled). The rows, the picked job first: job_id, attempt, paired_with (the other job
-    of an interleaved pair, else None), repository, clone_url, commit_sha and the config's columns.
+    waiting (or the machine is disabled). The rows, the picked job first (then its partner, when leased with it):
+    job_id, attempt, repository, clone_url, commit_sha and the config's columns.
 
     Core/text statements only: the ORM would also try to synchronise a session that holds no jobs,
     at several times the cost of the statements themselves.

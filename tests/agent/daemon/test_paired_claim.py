@@ -416,20 +416,16 @@ def test_a_paired_job_reaches_every_measure_call_with_sim_family_and_cores(tmp_p
     assert [[s.rep for s in doc.samples] for _, _, doc in server.of("upload")] == [[0, 1, 2], [0, 1, 2]]
 
 
-def test_a_first_run_that_fails_uploads_that_side_and_releases_the_other(tmp_path, server, tuned, fetched, stand_ins):
-    stand_ins.failing.add(BASE)
+@pytest.mark.parametrize("failure, status, reason", [
+    ("failing", "run_failed", "not measured: the base commit's run failed"),
+    ("broken", "build_failed", "not measured: the base commit does not build"),
+])
+def test_a_side_that_fails_on_its_own_is_uploaded_and_the_other_released(tmp_path, server, tuned, fetched, stand_ins,
+                                                                         failure, status, reason):
+    getattr(stand_ins, failure).add(BASE)
     agent = make_agent(tmp_path, server)
     agent.work(claim())
-    assert uploaded(server) == [(11, 2, BASE, "run_failed")]
+    assert uploaded(server) == [(11, 2, BASE, status)]
     (released,) = server.of("release")
-    assert released[:2] == (12, 1) and released[2] == "not measured: the base commit's run failed"
-
-
-def test_a_real_build_failure_uploads_that_side_and_releases_the_other(tmp_path, server, tuned, fetched, stand_ins):
-    stand_ins.broken.add(BASE)
-    agent = make_agent(tmp_path, server)
-    agent.work(claim())
-    assert uploaded(server) == [(11, 2, BASE, "build_failed")]
-    (released,) = server.of("release")
-    assert released[:2] == (12, 1) and released[2] == "not measured: the base commit does not build"
+    assert released[:2] == (12, 1) and released[2] == reason
     assert not server.of("failure")
