@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from perfci_core.analysis.bisect import Bisection, Observation, Outcome, Policy, State, run
+from perfci_core.analysis.bisect import Bisection, Measure, Observation, Outcome, Policy, Sampled, State, paired_samples, run
 from perfci_core.analysis.compare import Kind
 
 SIM = Policy.for_backend("sim", "ipp")
@@ -248,3 +248,82 @@ def test_direction_needs_a_known_metric_and_a_known_word():
         Policy.for_backend("sim", "ipp", direction="worse")
     with pytest.raises(ValueError, match="better direction"):
         Policy.for_backend("sim", None, direction="regression")
+
+
+class DriftingHost:
+    """A host whose speed moves between jobs by ``drift`` (a loaded machine's batch drift), with
+    ``noise`` within a job. ``interleave``: a step that wants two commits measures them in one
+    session, A B A B (the order inside each pair drawn at random), each pair sharing the host's
+    state, at least ``min_pairs`` pairs; otherwise every commit is its own job."""
+
+    def __init__(self, values: list[float], seed: int, interleave: bool, drift: float = 0.04,
+                 noise: float = 0.005, min_pairs: int = 8) -> None:
+        self.values, self.interleave, self.drift, self.noise, self.min_pairs = values, interleave, drift, noise, min_pairs
+        self.rng = np.random.default_rng(seed)
+        self.step: Measure | None = None
+        self.waiting: dict[tuple[int, bool], Sampled] = {}
+        self.sessions = 0
+
+    def on_step(self, step: Measure) -> None:
+        self.step = step
+
+    def job(self, index: int, count: int) -> np.ndarray:
+        return self.values[index] * (1 + self.drift * self.rng.standard_normal()) * (1 + self.noise * self.rng.standard_normal(count))
+
+    def __call__(self, index: int, count: int, fresh: bool) -> list[float] | Sampled:
+        if (index, fresh) in self.waiting:
+            return self.waiting.pop((index, fresh))
+        step = self.step
+        if not self.interleave or len(step.wants) != 2:
+            return list(self.job(index, count))
+        (i, _), (j, _) = step.wants
+        pairs = max(count, self.min_pairs)
+        host = 1 + self.drift * self.rng.standard_normal(pairs)  # the host's state at each pair
+        a, b = (self.values[k] * host * (1 + self.noise * self.rng.standard_normal(pairs)) for k in (i, j))
+        self.sessions += 1
+        self.waiting[(j if index == i else i, fresh)] = Sampled(list(b if index == i else a), self.sessions)
+        return Sampled(list(a if index == i else b), self.sessions)
+
+
+def test_interleaved_endpoints_on_a_drifting_host_do_not_invent_a_culprit():
+    """An unchanged range on a host drifting 4 % between jobs: measured as separate jobs, the
+    endpoints differ by the drift and the search names a culprit; measured interleaved, the
+    endpoints are decided on their pairs, which share the host's state, and are the same."""
+    separate, interleaved = [], []
+    for seed in range(20):
+        for arm, out in ((False, separate), (True, interleaved)):
+            host = DriftingHost([100.0] * 16, seed, interleave=arm)
+            outcome = run(Bisection(16, NOISY), host, on_step=host.on_step)
+            out.append(outcome)
+    assert not any(o.found for o in interleaved), [o.message for o in interleaved]
+    # (a session whose pairs lost one to the burst rule is below the 8 that can reach alpha: all samples decide)
+    assert sum(o.overall.paired for o in interleaved) >= 15, [o.overall for o in interleaved]
+    assert sum(o.found for o in separate) >= 5, [o.status for o in separate]
+    assert not any(o.overall.paired for o in separate)
+
+
+def test_a_step_found_on_interleaved_pairs_is_confirmed_on_pairs():
+    values = levels(16, {9: 1.03})
+    host = DriftingHost(values, 3, interleave=True, drift=0.0)
+    outcome = run(Bisection(16, NOISY), host, on_step=host.on_step)
+    assert outcome.found and outcome.culprit == 9, outcome.message
+    assert outcome.overall.paired and outcome.step.paired and outcome.step.n_before >= 8
+
+
+def test_pairs_decide_only_when_they_can_reach_alpha():
+    """Five pairs cannot reach p <= 0.01 (the signed-rank test's smallest p is 2 / 2^5): the two
+    commits are compared on all their samples; eight can, and decide."""
+    b = Bisection(4, NOISY)
+    for pairs, paired in ((5, False), (8, True)):
+        before = Observation([100.0 + 0.1 * k for k in range(pairs)], sessions=[1] * pairs)
+        after = Observation([103.0 + 0.1 * k for k in range(pairs)], sessions=[1] * pairs)
+        assert b._compare(before, after, 0.01).paired is paired
+
+
+def test_samples_pair_up_within_their_sessions_only():
+    a = Observation([1.0, 2.0, 3.0, 4.0, 5.0], sessions=[0, 1, 1, 2, 2])
+    b = Observation([10.0, 20.0, 30.0, 40.0], sessions=[1, 2, 3, 0])
+    before, after = paired_samples(a, b)
+    assert list(before) == [2.0, 4.0] and list(after) == [10.0, 20.0]
+    with pytest.raises(ValueError, match="session keys"):
+        Observation([1.0, 2.0], sessions=[1])

@@ -65,6 +65,9 @@ def test_steps_of_two_commits_are_interleaved_and_single_commits_measured_alone(
     assert done["status"] == "culprit" and done["culprit"]["sha"] == shas[REGRESSION_INDEX], done["message"]
     confirm = [c for c in pairs if (c[1], c[2]) == (REGRESSION_INDEX - 1, REGRESSION_INDEX)]
     assert confirm, fake_runs  # the confirmation measured parent and culprit together
+    # ... in enough pairs for the paired test to reach alpha 0.01 (8), and decided on them
+    assert all(p >= 8 for *_, p in pairs), pairs
+    assert done["overall"]["paired"] and done["change"]["paired"] and done["change"]["n_before"] >= 8
 
 
 def test_sim_is_never_interleaved(bisect_repo, fake_runs, tmp_path, monkeypatch):

@@ -8,7 +8,9 @@ confirmed, :mod:`.profile` says which functions' costs moved between its parent 
 
 On a noisy backend (pmu, tsc), a step that measures two commits (the endpoints, a confirmation, more
 repetitions of an undecided pair) runs them interleaved (:mod:`perfci_agent.interleave`), so the
-two commits it compares saw the same host states; a step that wants one commit measures it alone.
+two commits it compares saw the same host states, and the search decides on their pairs (at least
+the pairs the paired test needs to reach the policy's alpha: 8 at 0.01); a step that wants one
+commit measures it alone.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Callable
 from perfci_core import metrics as catalogue
 from perfci_core.analysis import bisect as core
 from perfci_core.analysis.bisect import DIRECTIONS
+from perfci_core.analysis.compare import DEFAULT_ALPHA
+from perfci_core.analysis.paired import pairs_needed
 from perfci_core.result import ResultDocument
 
 from .. import events, fingerprint
@@ -159,8 +163,9 @@ class LocalBisect:
         self.machine_id: str | None = None
         self.backend_reason = ""
         self._step: core.Measure | None = None  # the step being measured (its commits are interleaved)
-        self._pending: dict[tuple[int, bool], ResultDocument] = {}
+        self._pending: dict[tuple[int, bool], tuple[ResultDocument, int]] = {}  # the other side of a session
         self.interleavings: list[dict] = []  # seed and order of every interleaved measurement
+        self._min_pairs = pairs_needed(DEFAULT_ALPHA)  # the policy's, once the run knows it
 
     # --- measuring ---------------------------------------------------------------------------
 
@@ -189,11 +194,13 @@ class LocalBisect:
         self._step = step
         self.say("step", why=step.why, wants=step.wants, fresh=step.fresh)
 
-    def _interleaved(self, index: int, fresh: bool) -> ResultDocument | None:
+    def _interleaved(self, index: int, fresh: bool) -> tuple[ResultDocument, int] | None:
         """On a noisy backend, a step that wants two commits measures them interleaved in one
         go (:mod:`..interleave`: both builds first, A B A B ... in a seeded random order), so the
-        two commits it compares saw the same host states; the other commit's document waits in
-        ``self._pending`` for the search to ask for it. None: measure ``index`` alone."""
+        two commits it compares saw the same host states and the search decides on their pairs.
+        It takes at least the pairs the paired test needs to reach the policy's alpha. The other
+        commit's document waits in ``self._pending`` for the search to ask for it. Returns the
+        document and the session's key (1, 2, ...), or None: measure ``index`` alone."""
         pending = self._pending.pop((index, fresh), None)
         if pending is not None:
             return pending
@@ -204,7 +211,7 @@ class LocalBisect:
         if index not in (i, j):
             return None
         have = {k: len(self.commits[k].fresh if fresh else self.commits[k].values) for k in (i, j)}
-        pairs = max(want_i - have[i], want_j - have[j], 1)
+        pairs = max(want_i - have[i], want_j - have[j], self._min_pairs)
         sides = {"base": i, "head": j}
         self.say("interleave", indices=(i, j), pairs=pairs, fresh=fresh)
         done = interleave(self.root, self.commits[i].info.sha, self.commits[j].info.sha, pairs, backend=self.backend,
@@ -213,6 +220,7 @@ class LocalBisect:
         if not done.ok:
             return None  # a commit that does not build or run: measured alone, as any other
         self.interleavings.append({"indices": [i, j], "fresh": fresh, **done.to_dict()})
+        session = len(self.interleavings)
         for side, doc in (("base", done.base), ("head", done.head)):
             k = sides[side]
             self.builds.add(k)
@@ -221,13 +229,13 @@ class LocalBisect:
             if stored:
                 self.stored.add(stored)
             if k != index:
-                self._pending[(k, fresh)] = doc
-        return done.base if index == i else done.head
+                self._pending[(k, fresh)] = (doc, session)
+        return (done.base if index == i else done.head), session
 
-    def _sample(self, index: int, count: int, fresh: bool) -> list[float] | None:
+    def _sample(self, index: int, count: int, fresh: bool) -> list[float] | core.Sampled | None:
         rec = self.commits[index]
         self.say("sample", index=index, sha=rec.info.sha, count=count, fresh=fresh)
-        doc = self._interleaved(index, fresh) or self._measure(index, count)
+        doc, session = self._interleaved(index, fresh) or (self._measure(index, count), 0)
         if doc.status != "ok":
             rec.status, rec.reason = doc.status, doc.reason or doc.status
             log.info("commit %s skipped: %s", rec.info.sha[:12], rec.reason)
@@ -238,7 +246,7 @@ class LocalBisect:
         self.repetitions += len(values)
         (rec.fresh if fresh else rec.values).extend(values)
         rec.status = "measured"
-        return values
+        return core.Sampled(values, session) if session else values
 
     def _seed(self, bisection: core.Bisection) -> None:
         """Record what earlier runs measured on this machine x config x backend."""
@@ -275,6 +283,7 @@ class LocalBisect:
             self.machine_id = fingerprint.machine_id(fingerprint.collect(core_id, config_named(self.config).harness, read_cpuid()))
         policy = core.Policy.for_backend(self.backend, self.metric.name, **{"direction": self.direction, **self.overrides})
         bisection = core.Bisection(n, policy)
+        self._min_pairs = pairs_needed(policy.alpha)
         if first is not None:
             bisection.record(0, first)
         self._seed(bisection)

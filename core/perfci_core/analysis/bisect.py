@@ -43,6 +43,12 @@ repetitions is dismissed (seen once, not again: at 5 vs 5 repetitions chance alo
 two samples completely, p = 0.008, in 2 of 252 orderings). The outcome carries them all
 (:attr:`Outcome.opposing`).
 
+Pairs. A runner may measure the two commits of a step interleaved (A B A B ..., one session:
+the endpoints, a confirmation, more repetitions of an undecided pair) and say so (:class:`Sampled`).
+Two commits compared with enough pairs between them to reach alpha are decided on the pairs
+(:func:`.paired.paired_compare`), which a host drifting between jobs cannot fool; otherwise, as for
+a middle commit measured alone, on all their samples (:func:`.compare.compare`).
+
 Deterministic (``sim``) metrics use the exact-change rule of :func:`compare.compare`: one
 repetition per commit decides.
 
@@ -63,6 +69,7 @@ from perfci_core import metrics as catalogue
 
 from .compare import DEFAULT_ALPHA, DEFAULT_TOLERANCE, Comparison, Kind, Verdict, compare, kind_of
 from .noise import MAD_TO_SIGMA
+from .paired import can_reject, paired_compare
 from .series import resolve_metric
 
 MIN_EFFECT_FLOOR = 0.002  # the detection floor: a relative change below 0.2 % is not a culprit
@@ -121,6 +128,15 @@ class Observation:
     samples: list[float] = field(default_factory=list)
     unbuildable: bool = False
     exhausted: bool = False  # the runner cannot measure it again (e.g. a server job already done)
+    # The interleaved session each sample was measured in (0: measured alone), one per sample; two
+    # commits' samples of one session pair up in order (empty: every sample measured alone).
+    sessions: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.sessions:
+            self.sessions = [0] * len(self.samples)
+        if len(self.sessions) != len(self.samples):
+            raise ValueError(f"{len(self.samples)} samples but {len(self.sessions)} session keys")
 
     def can_grow(self, cap: int) -> bool:
         return not (self.unbuildable or self.exhausted) and len(self.samples) < cap
@@ -133,6 +149,29 @@ class Measure:
     wants: tuple[tuple[int, int], ...]
     why: str
     fresh: bool = False
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """A sampler's answer when the repetitions were measured interleaved with another commit's in
+    one session (:func:`run`): the session's key pairs them with that commit's."""
+
+    values: Sequence[float]
+    session: int
+
+
+def paired_samples(a: Observation, b: Observation) -> tuple[np.ndarray, np.ndarray]:
+    """``a``'s and ``b``'s samples measured in the same sessions, side by side: the i-th sample of a
+    session on one side pairs with the i-th on the other (a side's surplus is left unpaired)."""
+    before: list[float] = []
+    after: list[float] = []
+    for key in sorted(set(a.sessions) & set(b.sessions) - {0}):
+        xs = [x for x, k in zip(a.samples, a.sessions) if k == key]
+        ys = [y for y, k in zip(b.samples, b.sessions) if k == key]
+        n = min(len(xs), len(ys))
+        before += xs[:n]
+        after += ys[:n]
+    return np.asarray(before, dtype=float), np.asarray(after, dtype=float)
 
 
 @dataclass(frozen=True)
@@ -221,10 +260,12 @@ class Bisection:
     # --- input ---------------------------------------------------------------------------------
 
     def record(self, index: int, samples: Sequence[float] = (), *, unbuildable: bool = False,
-               exhausted: bool = False, fresh: bool = False) -> None:
+               exhausted: bool = False, fresh: bool = False, session: int = 0) -> None:
+        """``session``: the interleaved session the samples were measured in (0: alone)."""
         book = self.fresh if fresh else self.obs
         o = book.setdefault(index, Observation())
         o.samples.extend(float(x) for x in samples)
+        o.sessions.extend([session] * len(samples))
         o.unbuildable = o.unbuildable or unbuildable
         o.exhausted = o.exhausted or exhausted
 
@@ -259,6 +300,16 @@ class Bisection:
         self.outcome = outcome
 
     def _compare(self, a: Observation, b: Observation, min_effect: float) -> Comparison:
+        """On the pairs when the two commits were measured interleaved in enough sessions to reach
+        alpha (a host drifting between jobs cannot fool the paired test; :mod:`.paired`), else on
+        all their samples. Whether the pairs can reach alpha depends on the sizes of their
+        differences only, not their signs, so choosing the test this way keeps its level."""
+        p = self.policy
+        if not p.exact:
+            before, after = paired_samples(a, b)
+            if before.size and can_reject(before, after, p.alpha):
+                c = paired_compare(before, after, p.metric, alpha=p.alpha, min_effect=min_effect, tolerance=p.tolerance)
+                return c
         return compare(a.samples, b.samples, self.policy.metric, backend="sim" if self.policy.exact else None,
                        alpha=self.policy.alpha, min_effect=min_effect, noise=self._noise(),
                        tolerance=self.policy.tolerance)
@@ -566,7 +617,8 @@ def comparison_dict(c: Comparison | None) -> dict | None:
         return None
     return {"verdict": c.verdict.value, "kind": c.kind.value, "before_median": _num(c.before_median),
             "after_median": _num(c.after_median), "change_pct": _num(100.0 * c.rel_change), "p_value": _num(c.p_value),
-            "confidence": _num(c.confidence), "n_before": c.n_before, "n_after": c.n_after, "exact": c.exact}
+            "confidence": _num(c.confidence), "n_before": c.n_before, "n_after": c.n_after, "exact": c.exact,
+            "paired": c.paired}
 
 
 def _a(word: str) -> str:
@@ -580,7 +632,7 @@ def _step(phase: str, lo: int, hi: int, mid: int | None, r_lo: Comparison, r_hi:
         if c is None:
             return None
         return {"verdict": c.verdict.value, "kind": c.kind.value, "rel_change": _num(c.rel_change), "p_value": _num(c.p_value),
-                "n": [c.n_before, c.n_after]}
+                "n": [c.n_before, c.n_after], "paired": c.paired}
 
     return {"phase": phase, "lo": lo, "hi": hi, "mid": mid, "lo_mid": brief(r_lo), "mid_hi": brief(r_hi), "why": why,
             "stage": stage}
@@ -590,12 +642,13 @@ def _num(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-Sampler = Callable[[int, int, bool], "Sequence[float] | None"]
+Sampler = Callable[[int, int, bool], "Sequence[float] | Sampled | None"]
 
 
 def run(bisection: Bisection, sample: Sampler, on_step: Callable[[Measure], None] | None = None) -> Outcome:
     """Drive a bisection synchronously. ``sample(index, count, fresh)`` measures ``count`` more
-    repetitions of commit ``index`` and returns them, or None when the commit does not build."""
+    repetitions of commit ``index`` and returns them (a :class:`Sampled` when they were measured
+    interleaved with another commit's), or None when the commit does not build."""
     while True:
         step = bisection.next()
         if isinstance(step, Outcome):
@@ -611,5 +664,7 @@ def run(bisection: Bisection, sample: Sampler, on_step: Callable[[Measure], None
                     bisection.record(index, unbuildable=True)
             elif not values:
                 bisection.record(index, exhausted=True, fresh=step.fresh)
+            elif isinstance(values, Sampled):
+                bisection.record(index, values.values, fresh=step.fresh, session=values.session)
             else:
                 bisection.record(index, values, fresh=step.fresh)

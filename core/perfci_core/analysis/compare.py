@@ -79,6 +79,7 @@ class Comparison:
     p_mwu: float = 1.0
     high_threshold: float = 1.0
     notes: tuple[str, ...] = field(default=())
+    paired: bool = False  # decided on pairs measured interleaved (n_before = n_after = pairs)
 
     @property
     def confidence(self) -> float:

@@ -60,6 +60,11 @@ def min_attainable_p(n: int) -> float:
     return 1.0 if n < 1 else min(1.0, 2.0 / 2.0**n)
 
 
+def pairs_needed(alpha: float) -> int:
+    """The fewest pairs whose smallest attainable p reaches ``alpha`` (8 at alpha = 0.01)."""
+    return max(1, math.ceil(math.log2(2.0 / alpha)))
+
+
 def can_reject(before: np.ndarray, after: np.ndarray, alpha: float) -> bool:
     """Whether :func:`paired_compare` on these pairs could reach ``alpha`` at all: the pairs it
     keeps (finite, not bursts) are enough for ``min_attainable_p``. Which pairs are kept depends on
@@ -198,4 +203,4 @@ def paired_compare(
     if verdict is Verdict.DIFFERENT:
         kind = kind_of(m, 1.0, 1.0 + rel) if m is not None else Kind.CHANGE
     return Comparison(verdict, p, before_median, after_median, rel, min_effect, kind, n, n, False,
-                      p_ks=math.nan, p_mwu=math.nan, high_threshold=high, notes=tuple(notes))
+                      p_ks=math.nan, p_mwu=math.nan, high_threshold=high, notes=tuple(notes), paired=True)
