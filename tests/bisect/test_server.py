@@ -357,20 +357,40 @@ def test_a_bisect_started_for_an_alert_hunts_the_alerts_direction(client, sessio
 def test_a_step_that_wants_two_new_commits_on_a_noisy_backend_measures_them_as_one_interleaved_session(
         client, session, sent_tasks, tmp_path):
     from perfci_server.settings import get_settings
-    from server_support import enroll
+    from server_support import enroll, result_document
 
     shas = _empty_history(tmp_path / "repo", 6)
     create_repository(client)
     push_range(client, tmp_path / "repo", shas)  # no config yet: nothing is measured
-    tsc = {"name": "self-64B-tsc", "packets": 100_000, "warmup": 2_000, "backend": "tsc", "repetitions": 3}
+    tsc = {"name": "self-64B-tsc", "packets": 100_000, "warmup": 2_000, "backend": "tsc", "repetitions": 8}
     create_config(client, **tsc)
     agent = enroll(client, backends=["tsc"])
     body = {"repository": "perfci-org/dataplane", "branch": "main", "good": shas[0], "bad": shas[-1],
             "machine_id": agent["machine_id"], "config": tsc["name"], "metric": "cpp", "backend": "tsc"}
-    assert client.post("/api/v1/bisects", json=body, headers=ADMIN).status_code == 201
+    response = client.post("/api/v1/bisects", json=body, headers=ADMIN)
+    assert response.status_code == 201, response.text
+    created = response.json()
     for args in sent_tasks.named(bisect_service.ADVANCE_TASK):
         bisect_service.advance(session, *args, get_settings())
     session.commit()
     claim = client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).json()
     assert {claim["commit"], claim["partner"]["commit"]} == {shas[0], shas[-1]}  # the endpoints, together
     assert client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).status_code == 204
+
+    # The session's 8 pairs: the host's speed swings +-20 % between pairs, the bad commit is 3 %
+    # slower in every pair. On all 16 runs the two commits overlap (no verdict); on the pairs they differ.
+    host = [0.8, 1.2, 0.9, 1.1, 1.0, 0.85, 1.15, 0.95]
+    cpp = {shas[0]: [12.0 * h for h in host], shas[-1]: [12.36 * h for h in host]}
+    config = {"name": tsc["name"], "packets": tsc["packets"], "warmup": tsc["warmup"]}
+    for side in (claim, claim["partner"]):
+        doc = result_document(side["commit"], config=config, machine_id=agent["fingerprint"], reps=8,
+                              values={"cpp": cpp[side["commit"]]})
+        upload = client.put(f"/api/v1/agent/jobs/{side['job_id']}/attempts/{side['attempt']}/result", json=doc,
+                            headers=agent["headers"])
+        assert upload.status_code == 201, upload.text
+    bisect_service.advance(session, created["id"], get_settings())
+    session.commit()
+    state = client.get(f"/api/v1/bisects/{created['id']}", headers=ADMIN).json()
+    [endpoints] = [s for s in state["steps"] if s["phase"] == "endpoints"]
+    assert endpoints["lo_mid"]["paired"] and endpoints["lo_mid"]["verdict"] == "different", endpoints
+    assert endpoints["lo_mid"]["n"] == [8, 8] and state["status"] == "running"

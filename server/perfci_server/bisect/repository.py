@@ -76,17 +76,20 @@ def list_statement(status: str | None = None, machine_id: int | None = None) -> 
     return statement
 
 
-def values(session: Session, commit_ids: Sequence[int], machine_id: int, config_id: int, metric: str, backend: str) -> dict[int, list[float]]:
-    """Every stored repetition of the metric per commit (all successful runs on machine x config)."""
+def values(session: Session, commit_ids: Sequence[int], machine_id: int, config_id: int, metric: str, backend: str
+           ) -> dict[int, list[tuple[float, int]]]:
+    """Every stored repetition of the metric per commit (all successful runs on machine x config),
+    each with its run's interleaved-session key (:attr:`Run.session_key`, 0: measured alone)."""
     statement = (
-        select(MetricValue.commit_id, MetricValue.value)
+        select(MetricValue.commit_id, MetricValue.value, Run.session_key)
+        .join(Run, Run.id == MetricValue.run_id)
         .where(MetricValue.commit_id.in_(commit_ids), MetricValue.machine_id == machine_id, MetricValue.config_id == config_id,
                MetricValue.metric == metric, MetricValue.backend == backend)
         .order_by(MetricValue.commit_id, MetricValue.run_id, MetricValue.rep)
     )
-    out: dict[int, list[float]] = defaultdict(list)
-    for commit_id, value in session.execute(statement):
-        out[commit_id].append(value)
+    out: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    for commit_id, value, key in session.execute(statement):
+        out[commit_id].append((value, key))
     return dict(out)
 
 

@@ -158,7 +158,8 @@ def _observations(session: Session, bisect: Bisect) -> tuple[dict[int, core.Obse
         if job is not None and (bisect_sql.unbuildable_runs(job[1]) or job[0] == JobState.FAILED.value):
             obs[index] = core.Observation(unbuildable=True)  # did not build, or never produced a result
         elif stored or (job is not None and job[0] == JobState.DONE.value):
-            obs[index] = core.Observation(list(stored), exhausted=True)  # one job per commit: no more repetitions
+            obs[index] = core.Observation([v for v, _ in stored], exhausted=True,  # one job per commit: no more repetitions
+                                          sessions=[k for _, k in stored])
         elif job is not None:
             pending.add(index)
     return obs, pending

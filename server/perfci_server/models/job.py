@@ -6,7 +6,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import CheckConstraint, ColumnElement, ForeignKey, Index, Integer, String, Text, UniqueConstraint, case, text
+from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .base import Base, BigId, CreatedAtMixin, IdMixin, utcnow
@@ -134,3 +135,14 @@ class Run(IdMixin, CreatedAtMixin, Base):
     # The partner job this attempt was measured interleaved with (its repetitions pair with the
     # partner's run that names this job); NULL for an attempt measured alone.
     paired_with: Mapped[int | None] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="SET NULL"))
+
+    @hybrid_property
+    def session_key(self) -> int:
+        """The key of the interleaved session this attempt was part of, the same on both sides: the
+        lower of its job and the partner job (0: measured alone)."""
+        return 0 if self.paired_with is None else min(self.job_id, self.paired_with)
+
+    @session_key.inplace.expression
+    @classmethod
+    def _session_key_expression(cls) -> ColumnElement[int]:
+        return case((cls.paired_with.is_(None), 0), (cls.paired_with < cls.job_id, cls.paired_with), else_=cls.job_id)
