@@ -79,14 +79,14 @@ def list_statement(status: str | None = None, machine_id: int | None = None) -> 
 def values(session: Session, commit_ids: Sequence[int], machine_id: int, config_id: int, metric: str, backend: str) -> dict[int, list[float]]:
     """Every stored repetition of the metric per commit (all successful runs on machine x config)."""
     statement = (
-        select(MetricValue.commit_id, MetricValue.value)
+        select(MetricValue.commit_id, MetricValue.rep_values)
         .where(MetricValue.commit_id.in_(commit_ids), MetricValue.machine_id == machine_id, MetricValue.config_id == config_id,
                MetricValue.metric == metric, MetricValue.backend == backend)
-        .order_by(MetricValue.commit_id, MetricValue.run_id, MetricValue.rep)
+        .order_by(MetricValue.commit_id, MetricValue.run_id)
     )
     out: dict[int, list[float]] = defaultdict(list)
-    for commit_id, value in session.execute(statement):
-        out[commit_id].append(value)
+    for commit_id, rep_values in session.execute(statement):
+        out[commit_id].extend(v for v in rep_values if v is not None)
     return dict(out)
 
 
