@@ -91,7 +91,7 @@ class Seeded:
     configs: dict[str, int]
     commit_ids: list[int]  # by position (0-based)
     shas: list[str]
-    metric_values: int
+    metric_values: int  # values (sample x metric), not rows: a row holds a run's repetitions
     alert_groups: dict[tuple[int, str], int] = field(default_factory=dict)  # (step index, machine) -> group id
 
     def position_of_step(self, step: Step) -> int:
@@ -265,11 +265,10 @@ def seed(connection: Connection, shape: Shape = Shape(), now: datetime | None = 
                 if scaled:
                     for rep in reps:
                         rep.update(_scaling_values(rep["pps"], rep["cur"], scaling_rng.standard_normal(2)))
-                for r, rep_values in enumerate(reps):
-                    sample_id = next(sample_ids)
-                    samples.append((sample_id, run_id, r, "{}", "{}"))
-                    for name in metric_names:
-                        values.append((sample_id, run_id, commit_ids[i], machine_id, config_id, r, name, backend, float(rep_values[name])))
+                for r in range(shape.reps):
+                    samples.append((next(sample_ids), run_id, r, "{}", "{}"))
+                for name in metric_names:
+                    values.append((run_id, name, backend, commit_ids[i], machine_id, config_id, [float(rep[name]) for rep in reps]))
                 for name in metric_names:
                     medians[name][i] = float(np.median([rep[name] for rep in reps]))
             for name in metric_names:
@@ -279,9 +278,9 @@ def seed(connection: Connection, shape: Shape = Shape(), now: datetime | None = 
     _copy(connection, "runs", ("id", "job_id", "attempt", "status", "backend", "backend_reason", "started_at", "finished_at", "received_at", "created_at"), runs)
     _copy(connection, "samples", ("id", "run_id", "rep", "raw", "running_pct"), samples)
     with _foreign_keys_checked_once(connection, "metric_values"):
-        _copy(connection, "metric_values", ("sample_id", "run_id", "commit_id", "machine_id", "config_id", "rep", "metric", "backend", "value"), values)
+        _copy(connection, "metric_values", ("run_id", "metric", "backend", "commit_id", "machine_id", "config_id", "rep_values"), values)
 
-    seeded = Seeded(repository_id, branch_id, machine_ids, backends, config_ids, commit_ids, shas, len(values))
+    seeded = Seeded(repository_id, branch_id, machine_ids, backends, config_ids, commit_ids, shas, len(values) * shape.reps)
     _seed_alerts(connection, ids, seeded, configs, series_medians, times)
     _seed_suspect(connection, ids, seeded, configs, times)
     ids.sync_sequences()

@@ -258,7 +258,8 @@ def test_bad_input_is_refused_or_skipped_and_detection_still_answers(client, ses
     assert response.status_code == 201, response.text
     assert any("impossible cpp (tsc) rep 2 = nan" in n for n in response.json()["notes"]), response.json()
     from sqlalchemy import text
-    session.execute(text("UPDATE metric_values SET value = 'NaN' WHERE metric = 'pps' AND rep = 0 AND run_id = :r"), {"r": response.json()["run_id"]})
+    # rep 0 is the first of the run's samples: element 1 of the array
+    session.execute(text("UPDATE metric_values SET rep_values[1] = 'NaN' WHERE metric = 'pps' AND run_id = :r"), {"r": response.json()["run_id"]})
     session.commit()
     [outcome] = lab.detect()
     assert outcome.found == 0 and lab.alerts() == []

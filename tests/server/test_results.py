@@ -38,7 +38,9 @@ def _upload(client, agent, job, document, attempt=None):
 
 
 def _stored(session):
-    return tuple(session.scalar(select(func.count()).select_from(m)) for m in (Sample, MetricValue))
+    """(samples, values): one metric_values row holds the values of every sample of its run."""
+    values = sum(v is not None for row in session.scalars(select(MetricValue.rep_values)) for v in row)
+    return session.scalar(select(func.count()).select_from(Sample)), values
 
 
 def test_upload_stores_samples_and_raw_counts_and_finishes_the_job(client, session, setup):
@@ -49,6 +51,7 @@ def test_upload_stores_samples_and_raw_counts_and_finishes_the_job(client, sessi
     body = response.json()
     assert (body["run_status"], body["job_state"], body["samples"], body["metric_values"], body["duplicate"]) == ("ok", "done", 5, 10, False)
     assert _stored(session) == (5, 10)
+    assert session.scalar(select(func.count()).select_from(MetricValue)) == 2  # cpp and pps, 5 values each
     sample = session.scalars(select(Sample).order_by(Sample.rep)).first()
     assert sample.raw["tsc.busy_cycles"] == 15_220_000.0 and sample.raw["pmu.cycles"] is None
 
@@ -116,8 +119,8 @@ def test_impossible_values_are_flagged_not_stored_and_the_rest_of_the_run_is_kep
     assert any(n.startswith("impossible cpp (tsc) rep 2 = -1.0: cycles/packet cannot be negative") for n in notes), notes
     assert any("rep 3 = inf" in n and "rep 4 = nan" in n and "not a finite number" in n for n in notes), notes
     assert any(n.startswith("impossible raw count tsc.packets rep 0 = -2000000.0") for n in notes), notes
-    stored = session.scalars(select(MetricValue.value).where(MetricValue.metric == "cpp")).all()
-    assert stored == [7.6]
+    stored = session.scalars(select(MetricValue.rep_values).where(MetricValue.metric == "cpp")).all()
+    assert stored == [[7.6, None, None, None, None]]  # reps 1-4 keep their places
     run = session.get(Run, accepted["run_id"])
     assert run.status == "ok" and run.notes == notes
     assert session.scalars(select(Sample).where(Sample.rep == 0)).one().raw["tsc.packets"] is None

@@ -46,7 +46,9 @@ def test_a_scaling_config_reaches_the_agent_and_its_result_is_stored(client, ses
                           content=json.dumps(_document(job["commit"])), headers={**agent["headers"], "Content-Type": "application/json"})
     assert response.status_code == 201, response.text
     assert response.json()["metric_values"] == 21
-    stored = {(v.metric, v.rep): v.value for v in session.scalars(select(MetricValue))}
+    # reps 0, 1, 2: a row's rep_values[i] is rep i's value
+    stored = {(v.metric, rep): x for v in session.scalars(select(MetricValue)) for rep, x in enumerate(v.rep_values) if x is not None}
+    assert len(stored) == 21
     assert stored[("serial_fraction", 1)] == 0.22 and stored[("serial_fraction_high", 2)] == 0.26
     run = session.scalar(select(Run).where(Run.id == response.json()["run_id"]))
     assert run.unavailable == {"energy": NO_RAPL}

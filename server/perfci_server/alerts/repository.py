@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Row, Select, and_, case, delete, exists, func, select, text, update
+from sqlalchemy import Row, Select, and_, delete, exists, func, select, text, update
 from sqlalchemy.orm import Session, aliased
 
 from .. import db
@@ -158,19 +158,31 @@ def first_measured_position(session: Session, branch_id: int, machine_id: int, c
     return session.scalar(statement)
 
 
+class WindowValue(NamedTuple):
+    position: int
+    commit_id: int
+    sha: str
+    metric: str
+    backend: str
+    run_id: int
+    value: float
+    noisy: bool
+    pair: int
+
+
 def window_values(
     session: Session, branch_id: int, machine_id: int, config_id: int, positions: Sequence[int]
-) -> Sequence[Row[Any]]:
+) -> list[WindowValue]:
     """(position, commit_id, sha, metric, backend, run_id, value, noisy, pair) of every sample at these
     positions, in commit order, a run's samples together in repetition order; ``noisy``: the
     sample's run carries the agent's noisy mark; ``pair``: the key of the interleaved session the
-    run was part of (the lower of its job and the partner job it names; 0 when measured alone)."""
+    run was part of (the lower of its job and the partner job it names; 0 when measured alone).
+    A sample without a value for the metric has no row."""
     if not positions:
         return []
-    pair = case((Run.paired_with.is_(None), 0), (Run.paired_with < Run.job_id, Run.paired_with), else_=Run.job_id)
     statement = (
         select(BranchCommit.position, MetricValue.commit_id, Commit.sha, MetricValue.metric, MetricValue.backend,
-               MetricValue.run_id, MetricValue.value, Run.noisy.is_not(None).label("noisy"), pair.label("pair"))
+               MetricValue.run_id, MetricValue.rep_values, Run.noisy.is_not(None).label("noisy"), Run.session_key.label("pair"))
         .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
         .join(Commit, Commit.id == MetricValue.commit_id)
         .join(Run, Run.id == MetricValue.run_id)
@@ -180,9 +192,16 @@ def window_values(
             MetricValue.machine_id == machine_id,
             MetricValue.config_id == config_id,
         )
-        .order_by(BranchCommit.position, MetricValue.metric, MetricValue.backend, MetricValue.run_id, MetricValue.rep)
+        .order_by(BranchCommit.position, MetricValue.metric, MetricValue.backend, MetricValue.run_id)
     )
-    return session.execute(statement).all()
+    # ~46 000 values for a 200-commit window: Core rows (not the ORM's) and one tuple per value.
+    row = WindowValue._make
+    return [
+        row((position, commit_id, sha, metric, backend, run_id, value, noisy, pair))
+        for position, commit_id, sha, metric, backend, run_id, rep_values, noisy, pair in session.connection().execute(statement)
+        for value in rep_values
+        if value is not None
+    ]
 
 
 def sim_sample_raw(
@@ -190,10 +209,9 @@ def sim_sample_raw(
 ) -> dict[str, Any]:
     """The raw counts of one ``sim`` sample of the commit at ``position`` (deterministic: any
     repetition stands for all), or {} when there is none: where the explanation finds the sites
-    of the simulated memory hazards."""
-    statement = (
-        select(Sample.raw)
-        .join(MetricValue, MetricValue.sample_id == Sample.id)
+    of the simulated memory hazards. The newest such sample that has a ``sim`` ipp value."""
+    runs = (
+        select(MetricValue.run_id, MetricValue.rep_values)
         .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
         .where(
             BranchCommit.branch_id == branch_id,
@@ -203,10 +221,19 @@ def sim_sample_raw(
             MetricValue.backend == "sim",
             MetricValue.metric == "ipp",
         )
-        .order_by(Sample.id.desc())
-        .limit(1)
     )
-    return session.execute(statement).scalar() or {}
+    valued: dict[int, list[float | None]] = {run_id: rep_values for run_id, rep_values in session.execute(runs)}
+    if not valued:
+        return {}
+    samples = session.execute(
+        select(Sample.id, Sample.run_id, Sample.raw).where(Sample.run_id.in_(list(valued))).order_by(Sample.run_id, Sample.rep)
+    ).all()
+    newest, index = None, {}
+    for sample in samples:  # in rep order per run: the i-th is rep_values[i]'s
+        i = index[sample.run_id] = index.get(sample.run_id, -1) + 1
+        if valued[sample.run_id][i] is not None and (newest is None or sample.id > newest.id):
+            newest = sample
+    return (newest.raw if newest is not None else None) or {}
 
 
 def measured_positions_between(

@@ -81,15 +81,15 @@ def values(session: Session, commit_ids: Sequence[int], machine_id: int, config_
     """Every stored repetition of the metric per commit (all successful runs on machine x config),
     each with its run's interleaved-session key (:attr:`Run.session_key`, 0: measured alone)."""
     statement = (
-        select(MetricValue.commit_id, MetricValue.value, Run.session_key)
+        select(MetricValue.commit_id, MetricValue.rep_values, Run.session_key)
         .join(Run, Run.id == MetricValue.run_id)
         .where(MetricValue.commit_id.in_(commit_ids), MetricValue.machine_id == machine_id, MetricValue.config_id == config_id,
                MetricValue.metric == metric, MetricValue.backend == backend)
-        .order_by(MetricValue.commit_id, MetricValue.run_id, MetricValue.rep)
+        .order_by(MetricValue.commit_id, MetricValue.run_id)
     )
     out: dict[int, list[tuple[float, int]]] = defaultdict(list)
-    for commit_id, value, key in session.execute(statement):
-        out[commit_id].append((value, key))
+    for commit_id, rep_values, key in session.execute(statement):
+        out[commit_id].extend((v, key) for v in rep_values if v is not None)
     return dict(out)
 
 

@@ -1,10 +1,12 @@
-"""Measurements: one sample per repetition (raw counts kept), one row per sample x metric x backend."""
+"""Measurements: one sample per repetition (raw counts kept), and per run x metric x backend one
+row holding the values of every repetition in repetition order."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Double, ForeignKey, Index, Integer, String, UniqueConstraint
+from sqlalchemy import JSON, Double, ForeignKey, Index, Integer, String, UniqueConstraint
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .base import Base, BigId, IdMixin
@@ -21,23 +23,40 @@ class Sample(IdMixin, Base):
     running_pct: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
+class _FloatArray(postgresql.ARRAY[float]):
+    """double precision[], read as psycopg returns it (a list of float or None): SQLAlchemy's ARRAY
+    would pass over every element again with no conversion to make (detection reads ~46 000
+    values per window)."""
+
+    cache_ok = True
+
+    def result_processor(self, dialect: Any, coltype: object) -> None:
+        return None
+
+
+# PostgreSQL: double precision[]; SQLite: a JSON list (json.dumps writes floats exactly).
+RepValues = _FloatArray(Double()).with_variant(JSON(), "sqlite")
+
+
 class MetricValue(Base):
-    """One value, identified by its sample, metric and backend. The run, commit, machine and
-    config are copies of the sample's (so a series is one index range scan), written from the job
-    row by the statement that stores a result; the sample's foreign key carries every delete."""
+    """The values of one metric from one backend in one run: ``rep_values[i]`` belongs to the
+    run's i-th sample in repetition order (its i-th smallest ``rep``), None where that sample
+    has no value for the metric (not measured, or dropped as impossible). A row has at least one
+    value and as many elements as the run has samples.
+
+    The commit, machine and config are copies of the run's job's (so a series is one range scan
+    of the series index), written from the job row by the statement that stores a result; the
+    run's foreign key carries every delete."""
 
     __tablename__ = "metric_values"
     __table_args__ = (
         Index("ix_metric_values_series", "machine_id", "config_id", "metric", "backend", "commit_id"),
-        Index("ix_metric_values_run_id", "run_id"),
     )
 
-    sample_id: Mapped[int] = mapped_column(BigId, ForeignKey("samples.id", ondelete="CASCADE"), primary_key=True)
+    run_id: Mapped[int] = mapped_column(BigId, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     metric: Mapped[str] = mapped_column(String(64), primary_key=True)
     backend: Mapped[str] = mapped_column(String(8), primary_key=True)
-    run_id: Mapped[int] = mapped_column(BigId)
     commit_id: Mapped[int] = mapped_column(BigId)
     machine_id: Mapped[int] = mapped_column(BigId)
     config_id: Mapped[int] = mapped_column(BigId)
-    rep: Mapped[int] = mapped_column(Integer)
-    value: Mapped[float] = mapped_column(Double)
+    rep_values: Mapped[list[float | None]] = mapped_column(RepValues)

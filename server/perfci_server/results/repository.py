@@ -4,10 +4,11 @@ the series/compare reads."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
 
-from sqlalchemy import Row, bindparam, select, text, update
+from sqlalchemy import bindparam, select, text, update
 from sqlalchemy.orm import Session
 
 from .. import db
@@ -23,13 +24,15 @@ _JSON_COLUMNS = ("tuning", "notes", "unavailable", "noisy")
 _TIMES = tuple(bindparam(name, type_=UTCDateTime()) for name in ("started_at", "finished_at", "received_at"))
 
 # PostgreSQL: the whole outcome of an attempt in one statement and one round trip — the run's
-# result columns, the job's new state, the samples and their metric values. Each set of rows is
-# passed as one JSON array (json_to_recordset) so the statement text never changes and psycopg
-# prepares it once per connection. A result is ~100 values: a multi-row VALUES statement would be
-# compiled afresh for every upload (~11 ms of CPU for 95 rows), and array parameters cost more to
-# adapt than one json.dumps. Floats survive exactly: json.dumps writes the shortest text that reads
-# back as the same double, and PostgreSQL's float8 input is correctly rounded. The nested raw and
-# running_pct objects are stored as the JSON text json.dumps wrote, as the JSON column type would.
+# result columns, the job's new state, the samples and the metric values (one row per metric x
+# backend, the repetitions' values as one float8[]). Each set of rows is passed as one JSON array
+# (json_to_recordset, which also turns a JSON list into the float8[] column) so the statement text
+# never changes and psycopg prepares it once per connection. A result is ~50 rows of ~5 values: a
+# multi-row VALUES statement would be compiled afresh for every upload (~11 ms of CPU for 95 rows),
+# and array parameters cost more to adapt than one json.dumps. Floats survive exactly: json.dumps
+# writes the shortest text that reads back as the same double, and PostgreSQL's float8 input is
+# correctly rounded. The nested raw and running_pct objects are stored as the JSON text json.dumps
+# wrote, as the JSON column type would.
 # Data-modifying CTEs all run whether or not they are referenced, in one snapshot: if any part
 # fails (a second ok run of the job hits the one-ok-run index), none of it is written.
 _STORE_RESULT_POSTGRESQL = text(f"""
@@ -45,12 +48,10 @@ sample AS (
     INSERT INTO samples (run_id, rep, raw, running_pct)
     SELECT :run_id, s.rep, s.raw, s.running_pct
     FROM json_to_recordset(CAST(:samples AS json)) AS s(rep integer, raw json, running_pct json)
-    RETURNING id, rep
 )
-INSERT INTO metric_values (sample_id, run_id, commit_id, machine_id, config_id, rep, metric, backend, value)
-SELECT sample.id, :run_id, :commit_id, :machine_id, :config_id, v.rep, v.metric, v.backend, v.value
-FROM json_to_recordset(CAST(:metric_values AS json)) AS v(rep integer, metric text, backend text, value float8)
-JOIN sample ON sample.rep = v.rep""").bindparams(*_TIMES)
+INSERT INTO metric_values (run_id, commit_id, machine_id, config_id, metric, backend, rep_values)
+SELECT :run_id, :commit_id, :machine_id, :config_id, v.metric, v.backend, v.rep_values
+FROM json_to_recordset(CAST(:metric_values AS json)) AS v(metric text, backend text, rep_values float8[])""").bindparams(*_TIMES)
 
 _runs, _jobs, _samples, _values = Run.__table__, Job.__table__, Sample.__table__, MetricValue.__table__
 _RECORD_RESULT = update(_runs).where(_runs.c.id == bindparam("run_id")).values({c: bindparam(f"new_{c}") for c in _RESULT_COLUMNS})
@@ -74,8 +75,9 @@ def store_result(
     ``key``: job_id, run_id, commit_id, machine_id, config_id (denormalised onto every value);
     ``run``: every one of the run's result columns (status ... document_sha256); ``job``: its new
     ``state`` and ``agent_id`` (no lease any more; updated at the run's received_at);
-    ``samples``: dicts of rep, raw, running_pct; ``values``: dicts of rep (naming the sample),
-    metric, backend, value.
+    ``samples``: dicts of rep, raw, running_pct; ``values``: dicts of metric, backend and
+    rep_values (see :class:`~perfci_server.models.MetricValue`: one element per sample in rep
+    order, None where the sample has no value).
     """
     if db.is_postgresql(session):
         # None stays SQL NULL (a run with no noisy mark), not a JSON null
@@ -87,11 +89,10 @@ def store_result(
     # on the one-ok-run index before anything else is written.
     session.execute(_RECORD_RESULT, {"run_id": key["run_id"], **{f"new_{c}": run[c] for c in _RESULT_COLUMNS}})
     if samples:
-        statement = _samples.insert().returning(_samples.c.id, _samples.c.rep)
-        sample_ids = {rep: sample_id for sample_id, rep in session.execute(statement, [{**s, "run_id": key["run_id"]} for s in samples])}
-        if values:
-            columns = {k: key[k] for k in ("run_id", "commit_id", "machine_id", "config_id")}
-            session.execute(_values.insert(), [{**columns, **v, "sample_id": sample_ids[v["rep"]]} for v in values])
+        session.execute(_samples.insert(), [{**s, "run_id": key["run_id"]} for s in samples])
+    if values:
+        columns = {k: key[k] for k in ("run_id", "commit_id", "machine_id", "config_id")}
+        session.execute(_values.insert(), [{**columns, **v} for v in values])
     session.execute(_SETTLE_JOB, {"job_id": key["job_id"], **job, "now": run["received_at"]})
 
 
@@ -118,11 +119,37 @@ def series_positions(
     return list(session.scalars(statement))
 
 
+class SeriesValue(NamedTuple):
+    position: int
+    sha: str
+    committed_at: datetime | None
+    run_id: int
+    rep: int
+    value: float
+
+
+def present(rep_values: Sequence[float | None]) -> list[float]:
+    """The values of a metric_values row in repetition order, without the samples that had none."""
+    return [v for v in rep_values if v is not None]
+
+
+def reps_of_runs(session: Session, run_ids: Iterable[int]) -> dict[int, list[int]]:
+    """Per run: its samples' reps, ascending (``rep_values[i]`` belongs to the i-th)."""
+    ids = sorted(set(run_ids))
+    out: dict[int, list[int]] = {run_id: [] for run_id in ids}
+    if ids:
+        statement = select(Sample.run_id, Sample.rep).where(Sample.run_id.in_(ids)).order_by(Sample.run_id, Sample.rep)
+        for run_id, rep in session.execute(statement):
+            out[run_id].append(rep)
+    return out
+
+
 def series_values(
     session: Session, branch_id: int, machine_id: int, config_id: int, metric: str, backend: str, first: int, last: int
-) -> Sequence[Row[Any]]:
+) -> list[SeriesValue]:
+    """Every value of the series at branch positions first..last, ordered by position, rep, run."""
     statement = (
-        select(BranchCommit.position, Commit.sha, Commit.committed_at, MetricValue.run_id, MetricValue.rep, MetricValue.value)
+        select(BranchCommit.position, Commit.sha, Commit.committed_at, MetricValue.run_id, MetricValue.rep_values)
         .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
         .join(Commit, Commit.id == MetricValue.commit_id)
         .where(
@@ -133,19 +160,28 @@ def series_values(
             MetricValue.metric == metric,
             MetricValue.backend == backend,
         )
-        .order_by(BranchCommit.position, MetricValue.rep)
     )
-    return session.execute(statement).all()
+    rows = session.execute(statement).all()
+    reps = reps_of_runs(session, (row.run_id for row in rows))
+    out = [
+        SeriesValue(row.position, row.sha, row.committed_at, row.run_id, rep, value)
+        for row in rows
+        for rep, value in zip(reps[row.run_id], row.rep_values, strict=True)
+        if value is not None
+    ]
+    out.sort(key=lambda v: (v.position, v.rep, v.run_id))
+    return out
 
 
-def values_of_commit(session: Session, commit_id: int, machine_id: int, config_id: int) -> Sequence[Row[Any]]:
-    """(metric, backend, value) of every sample of the commit's successful run on machine x config."""
+def values_of_commit(session: Session, commit_id: int, machine_id: int, config_id: int) -> list[tuple[str, str, float]]:
+    """(metric, backend, value) of every sample of the commit's successful run on machine x config,
+    ordered by metric, backend, run and rep."""
     statement = (
-        select(MetricValue.metric, MetricValue.backend, MetricValue.value)
+        select(MetricValue.metric, MetricValue.backend, MetricValue.rep_values)
         .where(MetricValue.commit_id == commit_id, MetricValue.machine_id == machine_id, MetricValue.config_id == config_id)
-        .order_by(MetricValue.metric, MetricValue.backend, MetricValue.rep)
+        .order_by(MetricValue.metric, MetricValue.backend, MetricValue.run_id)
     )
-    return session.execute(statement).all()
+    return [(metric, backend, value) for metric, backend, rep_values in session.execute(statement) for value in present(rep_values)]
 
 
 def run_is_noisy(session: Session, commit_id: int, machine_id: int, config_id: int) -> bool:

@@ -12,6 +12,8 @@ class UploadAccepted(BaseModel):
     run_status: str
     job_state: str
     samples: int
+    # Values stored (sample x metric x backend), not rows: metric_values holds one row per metric x
+    # backend with every sample's value in it.
     metric_values: int
     duplicate: bool = Field(False, description="True when this exact result had already been stored")
     notes: list[str] = Field(default_factory=list, description="physically impossible values the document carried "

@@ -99,11 +99,22 @@ def ingest(session: Session, agent: AgentIdentity, job_id: int, attempt: int, do
         },
         {"state": state.value, "agent_id": None if state is JobState.QUEUED else job.agent_id},
         [{"rep": s.rep, "raw": s.raw, "running_pct": s.running_pct} for s in document.samples],
-        [{"rep": s.rep, "metric": m.metric, "backend": m.backend.value, "value": m.value} for s in document.samples for m in s.metrics],
+        rep_values(document),
     )
     if job.bisect_running:
         bisect_service.job_finished(session, job.machine_id, job.config_id)
     return _accepted(job, attempt, status.value, state.value, document, duplicate=False)
+
+
+def rep_values(document: ResultDocument) -> list[dict[str, Any]]:
+    """One row per metric x backend the document measured: its values in the samples' rep order,
+    None for a sample that has no value for it (so each value keeps its sample's position)."""
+    samples = sorted(document.samples, key=lambda s: s.rep)
+    rows: dict[tuple[str, str], list[float | None]] = {}
+    for i, sample in enumerate(samples):
+        for m in sample.metrics:
+            rows.setdefault((m.metric, m.backend.value), [None] * len(samples))[i] = m.value
+    return [{"metric": metric, "backend": backend, "rep_values": values} for (metric, backend), values in rows.items()]
 
 
 def _check_belongs_to_job(job: Row[Any], document: ResultDocument) -> None:
@@ -195,8 +206,8 @@ def compare(session: Session, repository_id: int, base: str, head: str, machine_
             raise NotFound(f"no commit {sha} in repository {repository_id}")
         noisy.append(result_sql.run_is_noisy(session, commit.id, machine_id, config_row.id))
         grouped: dict[tuple[str, str], list[float]] = defaultdict(list)
-        for row in result_sql.values_of_commit(session, commit.id, machine_id, config_row.id):
-            grouped[(row.metric, row.backend)].append(row.value)
+        for metric, backend, value in result_sql.values_of_commit(session, commit.id, machine_id, config_row.id):
+            grouped[(metric, backend)].append(value)
         values.append(grouped)
     base_values, head_values = values
     results = []
