@@ -308,8 +308,7 @@ class Bisection:
         if not p.exact:
             before, after = paired_samples(a, b)
             if before.size and can_reject(before, after, p.alpha):
-                c = paired_compare(before, after, p.metric, alpha=p.alpha, min_effect=min_effect, tolerance=p.tolerance)
-                return c
+                return paired_compare(before, after, p.metric, alpha=p.alpha, min_effect=min_effect, tolerance=p.tolerance)
         return compare(a.samples, b.samples, self.policy.metric, backend="sim" if self.policy.exact else None,
                        alpha=self.policy.alpha, min_effect=min_effect, noise=self._noise(),
                        tolerance=self.policy.tolerance)
