@@ -162,15 +162,17 @@ class Sampled:
 
 def paired_samples(a: Observation, b: Observation) -> tuple[np.ndarray, np.ndarray]:
     """``a``'s and ``b``'s samples measured in the same sessions, side by side: the i-th sample of a
-    session on one side pairs with the i-th on the other (a side's surplus is left unpaired)."""
+    session on one side pairs with the i-th on the other. A session whose sides differ in size is
+    left out: a side lost repetitions, so its order no longer matches (as detection's
+    :meth:`.series.CleanSeries.paired`)."""
     before: list[float] = []
     after: list[float] = []
     for key in sorted(set(a.sessions) & set(b.sessions) - {0}):
         xs = [x for x, k in zip(a.samples, a.sessions) if k == key]
         ys = [y for y, k in zip(b.samples, b.sessions) if k == key]
-        n = min(len(xs), len(ys))
-        before += xs[:n]
-        after += ys[:n]
+        if len(xs) == len(ys):
+            before += xs
+            after += ys
     return np.asarray(before, dtype=float), np.asarray(after, dtype=float)
 
 
