@@ -6,13 +6,35 @@ import copy
 import hashlib
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
 from perfci_server.security import github_signature
 
 TEST_DATABASE_URL = os.environ.get("PERFCI_TEST_DATABASE_URL", "postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test")
+
+
+@contextmanager
+def scratch_database(suffix: str) -> Iterator[str]:
+    """The URL of an empty PostgreSQL database next to the test database, dropped afterwards. Named
+    after the test database and ``suffix``, so runs on different test databases never collide."""
+    scratch = f"{make_url(TEST_DATABASE_URL).database}_{suffix}"
+    admin = create_engine(TEST_DATABASE_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {scratch} WITH (FORCE)"))
+            conn.execute(text(f"CREATE DATABASE {scratch}"))
+        yield make_url(TEST_DATABASE_URL).set(database=scratch).render_as_string(hide_password=False)
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {scratch} WITH (FORCE)"))
+    finally:
+        admin.dispose()
 TEST_REDIS_URL = os.environ.get("PERFCI_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 FIXTURES = Path(__file__).parent / "fixtures"
 ADMIN = {"Authorization": "Bearer perfci-development-admin-token"}

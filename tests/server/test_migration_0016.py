@@ -8,8 +8,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
 from perfci_server import db, migrate
@@ -17,7 +16,7 @@ from perfci_server.alerts import repository as alert_sql
 from perfci_server.bisect import repository as bisect_sql
 from perfci_server.results import repository as result_sql
 from perfci_server.settings import get_settings
-from server_support import TEST_DATABASE_URL
+from server_support import scratch_database
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 # (run, rep) -> {(metric, backend): value}: run 1's reps are not contiguous, cpp is missing at
@@ -134,17 +133,8 @@ def _check(url: str, postgresql: bool) -> None:
 
 @pytest.fixture
 def scratch_url(pg_engine: Engine) -> Iterator[str]:
-    scratch = f"{make_url(TEST_DATABASE_URL).database}_m0016"  # one per test database: runs in parallel never collide
-    admin = create_engine(TEST_DATABASE_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP DATABASE IF EXISTS {scratch} WITH (FORCE)"))
-            conn.execute(text(f"CREATE DATABASE {scratch}"))
-        yield make_url(TEST_DATABASE_URL).set(database=scratch).render_as_string(hide_password=False)
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP DATABASE IF EXISTS {scratch} WITH (FORCE)"))
-    finally:
-        admin.dispose()
+    with scratch_database("m0016") as url:
+        yield url
 
 
 @pytest.mark.services

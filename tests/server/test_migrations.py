@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import create_engine, inspect, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import create_engine, inspect
 
 from perfci_server import migrate
 from perfci_server.models import Base
-from server_support import TEST_DATABASE_URL
+from server_support import scratch_database
 
 
 def _round_trip(url: str) -> None:
@@ -26,17 +25,8 @@ def _round_trip(url: str) -> None:
 
 @pytest.mark.services
 def test_postgresql_upgrade_check_downgrade(pg_engine):
-    scratch = f"{make_url(TEST_DATABASE_URL).database}_migrations"  # one per test database: runs in parallel never collide
-    admin = create_engine(TEST_DATABASE_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP DATABASE IF EXISTS {scratch} WITH (FORCE)"))
-            conn.execute(text(f"CREATE DATABASE {scratch}"))
-        _round_trip(make_url(TEST_DATABASE_URL).set(database=scratch).render_as_string(hide_password=False))
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP DATABASE IF EXISTS {scratch} WITH (FORCE)"))
-    finally:
-        admin.dispose()
+    with scratch_database("migrations") as url:
+        _round_trip(url)
 
 
 def test_sqlite_upgrade_check_downgrade(tmp_path):

@@ -4,7 +4,7 @@ the series/compare reads."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -128,11 +128,6 @@ class SeriesValue(NamedTuple):
     value: float
 
 
-def present(rep_values: Sequence[float | None]) -> list[float]:
-    """The values of a metric_values row in repetition order, without the samples that had none."""
-    return [v for v in rep_values if v is not None]
-
-
 def reps_of_runs(session: Session, run_ids: Iterable[int]) -> dict[int, list[int]]:
     """Per run: its samples' reps, ascending (``rep_values[i]`` belongs to the i-th)."""
     ids = sorted(set(run_ids))
@@ -181,7 +176,8 @@ def values_of_commit(session: Session, commit_id: int, machine_id: int, config_i
         .where(MetricValue.commit_id == commit_id, MetricValue.machine_id == machine_id, MetricValue.config_id == config_id)
         .order_by(MetricValue.metric, MetricValue.backend, MetricValue.run_id)
     )
-    return [(metric, backend, value) for metric, backend, rep_values in session.execute(statement) for value in present(rep_values)]
+    return [(metric, backend, value) for metric, backend, rep_values in session.execute(statement)
+            for value in rep_values if value is not None]
 
 
 def run_is_noisy(session: Session, commit_id: int, machine_id: int, config_id: int) -> bool:
