@@ -65,7 +65,7 @@ import sys
 import time
 import venv
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -77,7 +77,9 @@ sys.path[:0] = [str(ROOT / "core"), str(ROOT / "server"), str(ROOT / "agents"), 
 
 from perfci_core.analysis import Point, detect  # noqa: E402
 from perfci_core.analysis.adaptive import Policy, plan  # noqa: E402
-from perfci_core.analysis.detect import Settings  # noqa: E402
+from perfci_core.analysis.changepoints import SearchMemo  # noqa: E402
+from perfci_core.analysis.detect import Settings, window_start  # noqa: E402
+from perfci_core.analysis.series import clean  # noqa: E402
 from perfherder import detect_changes as perfherder_detect  # noqa: E402
 
 DELAY_CHECKS = [2, 3, 5, 8, 13, 21, 34]
@@ -283,6 +285,7 @@ class AdaptiveRun:
         self.sessions = 0
         self.rounds: dict[str, int] = {}
         self.position = {c: i for i, c in enumerate(s.commits)}
+        self.memo = SearchMemo()  # the main search between detections, as the server keeps it
 
     def spent(self, start: int, stop: int) -> int:
         return sum(len(x) for x in self.extras[start:stop])
@@ -292,8 +295,10 @@ class AdaptiveRun:
         s = self.s
         baseline = sum(len(p) for p in s.points[start:stop])
         for _ in range(MAX_LOOPS):
-            r = detect([Point.of(s.commits[i], s.points[i] + self.extras[i], self.jobs[i], self.pairs[i])
-                        for i in range(start, stop)], s.metric, s.backend, self.settings)
+            points = clean([Point.of(s.commits[i], s.points[i] + self.extras[i], self.jobs[i], self.pairs[i])
+                            for i in range(start, stop)])
+            points = replace(points, positions=tuple(start + p for p in points.positions))  # the branch's, for the block edges
+            r = detect(points, s.metric, s.backend, self.settings, self.memo)
             p = plan(r.suspects, self.rounds, self.spent(start, stop), baseline, ADAPTIVE_REPS, self.policy)
             if not p.requests:
                 break
@@ -318,11 +323,11 @@ class AdaptiveRun:
         self.pairs[i].append(pair)
 
     def walk(self) -> list[int]:
-        """Online: detection every ADAPTIVE_STRIDE commits over the server's window, then the
-        whole series with every extra repetition the walk measured."""
+        """Online: detection every ADAPTIVE_STRIDE commits over the server's window (from a block
+        edge once it slid), then the whole series with every extra repetition the walk measured."""
         n = len(self.s.points)
         for t in [*range(ADAPTIVE_STRIDE, n, ADAPTIVE_STRIDE), n]:
-            self.settle(max(0, t - SERVER_WINDOW), t)
+            self.settle(window_start(t - SERVER_WINDOW, self.settings.block) if t > SERVER_WINDOW else 0, t)
         return self.settle(0, n)
 
 

@@ -237,3 +237,35 @@ def test_a_window_keeps_interleaved_sessions_through_storage_and_pairs_their_rep
         before, after = series.paired(0, 1)
         assert before.tolist() == [7.1, 7.2, 7.3] and after.tolist() == [8.1, 8.2, 8.3]
         assert series.paired(1, 2)[0].size == 0
+
+
+def test_a_slid_window_starts_at_a_block_edge_and_its_search_is_searched_on(client, session, sent_tasks):
+    """analysis.detect, incremental: a window that slid starts at a multiple of the block (an
+    eighth of a 120-commit window: 15), so two detections a few commits apart see the same start
+    and the second searches on from the first's search (the memo kept with the decoded window)
+    over the new commits only; the equality with a search from scratch is the test above's."""
+    settings = get_settings().model_copy(update={"detection_window_commits": 120})
+    rng = np.random.default_rng(4)
+    lab = Lab(client, session, sent_tasks, configs=(TSC,))
+    agent = lab.agent("dut-01")
+
+    def values(i: int, config: str) -> dict[str, list[float]]:
+        return tsc_values(rng, 7.65, 0.01)
+
+    for batch in (130, 2):
+        lab.push(batch)
+        lab.measure(values, agent)
+        alert_service.detect_pending(session, agent["machine_id"], settings)
+        session.commit()
+    ids = _ids(lab, session, "self-64B")
+    row = alert_sql.detection_window(session, *ids)
+    window = window_cache.decode(row.data)
+    assert window.positions[0] == 15  # 132 commits: the last 120 start at 12 (0-based), the block edge at 15
+    assert len(window.positions) == 117
+    searched = {key: memo for key, memo in window.memos.items() if key[1] == "tsc" and memo.segmenter is not None}
+    assert searched  # the noisy series were searched with their memos
+    for memo in searched.values():
+        # the second detection kept the first's search up to the commits it re-measured (a suspect's
+        # rounds) or the new ones; the first searched its 115 commits
+        assert memo.reused >= 0.8 * 117
+        assert memo.searched <= 115 + 0.2 * 117

@@ -7,8 +7,9 @@ Why MDL grouping (CSIT's jumpavg family) rather than E-divisive means (Otava):
   code length over all groupings (with PELT pruning, about linear time), where E-divisive is a
   greedy bisection whose windowed variant (Otava's 50-point windows) can split a long stable run
   at window edges and needs permutations or a t-test per split.
-- It is cheap to extend: appending one point adds one DP step; the incremental detector re-runs
-  it on a tail window only (``detect.IncrementalDetector``).
+- It is cheap to extend: appending one point adds one DP step (:class:`Segmenter`), and a
+  detection searches on from the last one's search (:class:`SearchMemo`; ``detect``'s module
+  doc, incremental).
 - It consumes the per-metric noise model directly. jumpavg estimates a standard deviation per
   group, which collapses on short groups (and so over-splits noisy data); here the noise is one
   robust number learned from the whole series (``noise.diff_sigma`` of the per-commit medians),
@@ -128,9 +129,15 @@ def mdl_penalty(n: int, y_range_sigmas: float, factor: float = 1.0) -> float:
     return factor * (1.5 * math.log(max(n, 2)) + math.log(max(y_range_sigmas, 1.0)))
 
 
-def segment(y: np.ndarray, weights: np.ndarray, penalty: float, min_segment: int) -> list[int]:
-    """Optimal partitioning (PELT pruning) of standardised ``y``: the first index of every group
-    after the first, in order. ``weights`` are 1 / variance per point (in standardised units).
+class Segmenter:
+    """Optimal partitioning (PELT pruning) of standardised points that can be extended by new
+    points and cut back to a prefix: what :func:`segment` computes, kept between detections so a
+    series that gained a few points is searched over those points only (:class:`SearchMemo`).
+
+    The state after points [0, m) depends on those points, the penalty and the minimum group
+    length only, so extending it gives exactly what a search over all the points gives.
+    Cutting back keeps every group start with a finite code length as a candidate: a superset
+    of what pruning kept, which cannot change the optimum (a pruned start is strictly worse).
 
     Pruning: a group start ``e`` whose best code length to ``t`` is already worse than ``t``'s
     own can never be optimal again — but only from ``t + min_segment`` on, when a group can
@@ -138,47 +145,118 @@ def segment(y: np.ndarray, weights: np.ndarray, penalty: float, min_segment: int
     loses the optimum now and then when groups have a minimum length).
 
     Detection runs it several times per series and upload, so the loop keeps its numpy calls
-    few: the candidates live in one buffer in ascending order (the ones too recent to start a
+    few: the candidates live in one array in ascending order (the ones too recent to start a
     group are its last few entries), and the cost of :class:`_Costs` is written out inline.
     """
-    n = y.size
-    L = max(1, min_segment)
-    if n < 2 * L:
-        return []
-    cost = _Costs(y, weights)
-    s0, s1, s2 = cost.s0, cost.s1, cost.s2
-    best = np.full(n + 1, np.inf)
-    best[0] = -penalty
-    last = np.zeros(n + 1, dtype=int)
-    cands = np.empty(n + 1, dtype=np.intp)  # cands[:size]: the group starts still worth trying
-    cands[0], size = 0, 1
-    beaten: dict[int, np.ndarray] = {}  # time -> the starts beaten then (dropped L points later)
-    for t in range(L, n + 1):
-        drop = beaten.pop(t - L, None)
-        if drop is not None and drop.size:
-            live = cands[:size][~np.isin(cands[:size], drop, assume_unique=True)]
-            size = live.size
-            cands[:size] = live
-        ready = size
-        while ready and cands[ready - 1] > t - L:  # a group from there would be shorter than L
-            ready -= 1
-        if ready:
-            e = cands[:ready]
-            d0, d1, d2 = s0[t] - s0[e], s1[t] - s1[e], s2[t] - s2[e]
-            partial = best[e] + np.maximum(d2 - d1 * d1 / d0, 0.0) / 2.0  # serves the choice and the pruning
-            j = int(partial.argmin())
-            best[t], last[t] = partial[j] + penalty, e[j]
-            beaten[t] = e[partial > best[t]]
-        if best[t] < np.inf:
-            cands[size] = t
-            size += 1
-    out = []
-    t = n
-    while t > 0:
-        t = int(last[t])
-        if t > 0:
-            out.append(t)
-    return sorted(out)
+
+    def __init__(self, penalty: float, min_segment: int):
+        self.penalty, self.min_segment = penalty, max(1, min_segment)
+        self.y = self.w = np.empty(0)  # the points searched so far and their weights
+        self.s0 = self.s1 = self.s2 = np.zeros(1)  # cumulative sums (_Costs) over them
+        self.best = np.array([-penalty])  # best[t]: code length of the best grouping of [0, t)
+        self.last = np.zeros(1, dtype=np.intp)  # last[t]: where that grouping's last group starts
+        self.cands = np.zeros(1, dtype=np.intp)  # the group starts still worth trying
+        self.beaten: dict[int, np.ndarray] = {}  # time -> the starts beaten then (dropped L points later)
+
+    def __len__(self) -> int:
+        return self.y.size
+
+    def truncate(self, m: int) -> None:
+        """Forget every point from ``m`` on."""
+        if m >= len(self):
+            return
+        self.y, self.w = self.y[:m], self.w[:m]
+        self.s0, self.s1, self.s2 = self.s0[:m + 1], self.s1[:m + 1], self.s2[:m + 1]
+        self.best, self.last = self.best[:m + 1], self.last[:m + 1]
+        self.cands = np.flatnonzero(np.isfinite(self.best))
+        self.beaten = {}
+
+    def extend(self, y: np.ndarray, w: np.ndarray) -> Segmenter:
+        """Search on over ``y`` (weights ``w``: 1 / variance per point), appended to the points so far."""
+        m, L, penalty = len(self), self.min_segment, self.penalty
+        y, w = np.asarray(y, dtype=float), np.asarray(w, dtype=float)
+        if not y.size:
+            return self
+        self.y, self.w = np.concatenate([self.y, y]), np.concatenate([self.w, w])
+        # running on from the last sum, so the sums are those of one pass over every point
+        self.s0 = np.concatenate([self.s0, np.cumsum(np.concatenate([self.s0[-1:], w]))[1:]])
+        self.s1 = np.concatenate([self.s1, np.cumsum(np.concatenate([self.s1[-1:], w * y]))[1:]])
+        self.s2 = np.concatenate([self.s2, np.cumsum(np.concatenate([self.s2[-1:], w * y * y]))[1:]])
+        n = len(self)
+        s0, s1, s2 = self.s0, self.s1, self.s2
+        best = np.concatenate([self.best, np.full(n - m, np.inf)])
+        last = np.concatenate([self.last, np.zeros(n - m, dtype=np.intp)])
+        cands = np.empty(n + 1, dtype=np.intp)  # cands[:size]: the group starts still worth trying
+        size = self.cands.size
+        cands[:size] = self.cands
+        beaten = self.beaten
+        for t in range(max(L, m + 1), n + 1):
+            drop = beaten.pop(t - L, None)
+            if drop is not None and drop.size:
+                live = cands[:size][~np.isin(cands[:size], drop, assume_unique=True)]
+                size = live.size
+                cands[:size] = live
+            ready = size
+            while ready and cands[ready - 1] > t - L:  # a group from there would be shorter than L
+                ready -= 1
+            if ready:
+                e = cands[:ready]
+                d0, d1, d2 = s0[t] - s0[e], s1[t] - s1[e], s2[t] - s2[e]
+                partial = best[e] + np.maximum(d2 - d1 * d1 / d0, 0.0) / 2.0  # serves the choice and the pruning
+                j = int(partial.argmin())
+                best[t], last[t] = partial[j] + penalty, e[j]
+                beaten[t] = e[partial > best[t]]
+            if best[t] < np.inf:
+                cands[size] = t
+                size += 1
+        self.best, self.last, self.cands = best, last, cands[:size].copy()
+        return self
+
+    def bounds(self) -> list[int]:
+        """The first index of every group after the first, in order."""
+        if len(self) < 2 * self.min_segment:
+            return []
+        out = []
+        t = len(self)
+        while t > 0:
+            t = int(self.last[t])
+            if t > 0:
+                out.append(t)
+        return sorted(out)
+
+
+def segment(y: np.ndarray, weights: np.ndarray, penalty: float, min_segment: int) -> list[int]:
+    """Optimal partitioning of standardised ``y`` (:class:`Segmenter`, in one pass): the first
+    index of every group after the first, in order. ``weights`` are 1 / variance per point (in
+    standardised units)."""
+    return Segmenter(penalty, min_segment).extend(y, weights).bounds()
+
+
+class SearchMemo:
+    """One series' main search, kept from one detection to the next (:class:`Segmenter`).
+
+    A detection hands it the points it is about to search; the memo keeps the longest prefix
+    it has already searched with the very same inputs (standardised values, weights, penalty,
+    minimum group length) and searches on from there. Anything else — a re-measured commit,
+    a moved window start, a re-learned noise — differs in those inputs and is searched again
+    from where it differs, so a memo never changes what the search proposes.
+    """
+
+    def __init__(self) -> None:
+        self.segmenter: Segmenter | None = None
+        self.reused = 0  # points whose search was kept (detections that used this memo, summed)
+        self.searched = 0  # points searched
+
+    def search(self, y: np.ndarray, w: np.ndarray, penalty: float, min_segment: int) -> list[int]:
+        seg = self.segmenter
+        if seg is None or seg.penalty != penalty or seg.min_segment != max(1, min_segment):
+            seg = self.segmenter = Segmenter(penalty, min_segment)
+        k = min(len(seg), y.size)
+        differs = np.flatnonzero((seg.y[:k] != y[:k]) | (seg.w[:k] != w[:k]))
+        seg.truncate(int(differs[0]) if differs.size else k)
+        self.reused += len(seg)
+        self.searched += y.size - len(seg)
+        return seg.extend(y[len(seg):], w[len(seg):]).bounds()
 
 
 def location_range(cost: _Costs, a: int, k: int, b: int, min_segment: int, nats: float) -> tuple[int, int]:
@@ -198,30 +276,60 @@ def location_range(cost: _Costs, a: int, k: int, b: int, min_segment: int, nats:
     return int(ks[lo]), int(ks[hi])
 
 
+@dataclass(frozen=True)
+class Frame:
+    """What turns a series' points into the search's standardised ones, and the penalty of one
+    more group: learned on a reference part of the series (by default all of it). Detection
+    learns it on the points before the newest block (``detect.Settings.block``), so it stays
+    the same while a block fills and a :class:`SearchMemo` can keep the search of the rest."""
+
+    centre: float  # subtracted from the scaled points (numerics only: code lengths ignore it)
+    unit: float  # the points are divided by it (numerics only: the weights follow)
+    penalty: float  # nats per group: mdl_penalty over the reference part
+
+    @classmethod
+    def of(cls, scaled: np.ndarray, point_sigma: np.ndarray, settings: SearchSettings) -> Frame:
+        return _framed(scaled, point_sigma, settings)[0]
+
+
+def _framed(scaled: np.ndarray, point_sigma: np.ndarray, settings: SearchSettings,
+            frame: Frame | None = None) -> tuple[Frame, np.ndarray, np.ndarray]:
+    """The frame (learned on these points unless given) and the points standardised in it,
+    clipped (:func:`hampel_clip`), with their weights."""
+    centre, unit = (frame.centre, frame.unit) if frame else (float(np.median(scaled)), float(np.median(point_sigma)))
+    z = (scaled - centre) / unit
+    zs = point_sigma / unit
+    clipped = hampel_clip(z, zs, settings.clip)
+    w = 1.0 / (zs * zs)
+    w[clipped != z] *= OUTLIER_WEIGHT  # an outlier must not pull a boundary towards itself
+    if frame is None:
+        frame = Frame(centre, unit, mdl_penalty(scaled.size, float(np.ptp(clipped)), settings.penalty_factor))
+    return frame, clipped, w
+
+
 class Proposal:
     """The boundaries the MDL search proposes for a series, before any test: computed once and
     validated at several alphas (detection: the alert's alpha, then the suspects' looser one on
     :meth:`with_tail`, its newest points searched again at a lower penalty)."""
 
     def __init__(self, medians: np.ndarray, scaled: np.ndarray, point_sigma: np.ndarray,
-                 settings: SearchSettings = SearchSettings(), tail: int | None = None):
-        """``tail``: search only the newest ``tail`` points (no boundary is proposed before them)."""
+                 settings: SearchSettings = SearchSettings(), tail: int | None = None,
+                 frame: Frame | None = None, memo: SearchMemo | None = None):
+        """``tail``: search only the newest ``tail`` points (no boundary is proposed before them).
+        ``frame``: learned elsewhere (default: on every point). ``memo``: this series' search at
+        its previous detection, searched on from (it never changes the boundaries)."""
         self.medians, self.settings = medians, settings
         self.n = n = medians.size
         self.bounds: list[int] = []
         self.z = self.w = np.empty(0)  # the clipped points and their weights, once searched
         if n < 2 * settings.min_segment:
             return
-        ref = float(np.median(point_sigma))
-        z = (scaled - float(np.median(scaled))) / ref
-        zs = point_sigma / ref
-        clipped = hampel_clip(z, zs, settings.clip)
-        w = 1.0 / (zs * zs)
-        w[clipped != z] *= OUTLIER_WEIGHT  # an outlier must not pull a boundary towards itself
-        self.z, self.w = clipped, w
-        pen = mdl_penalty(n, float(np.ptp(clipped)), settings.penalty_factor)
+        frame, self.z, self.w = _framed(scaled, point_sigma, settings, frame)
         start = 0 if tail is None else max(0, n - tail)
-        self.bounds = [start + b for b in segment(clipped[start:], w[start:], pen, settings.min_segment)]
+        z, w = self.z[start:], self.w[start:]
+        found = (memo.search(z, w, frame.penalty, settings.min_segment) if memo is not None
+                 else segment(z, w, frame.penalty, settings.min_segment))
+        self.bounds = [start + b for b in found]
 
     def with_tail(self, settings: SearchSettings, tail: int) -> Proposal:
         """This proposal's boundaries before the last ``tail`` points, and a search at ``settings``

@@ -93,10 +93,27 @@ own: when drifting jobs have taken the boundary out of the suspects' search, pai
 confirm the change at ``k`` all the same, and pairs that lean as a suspect must (``suspect_alpha``,
 or all one way while there are too few of them to reach it: 2 / 2^n > 0.05 below six pairs) by at
 least the minimum effect keep it a suspect (more rounds); other pairs let it go.
+
+Incremental. The server detects a series after every upload over a window of its newest commits,
+and the main search is most of what that costs. Two rules make most of it reusable from one
+detection to the next without changing a verdict:
+
+- a window starts at a multiple of ``Settings.block`` positions (:func:`window_start`), so its
+  start moves a block at a time, not a commit at a time;
+- the main search's noise, typical repetition count and penalty (:class:`.changepoints.Frame`)
+  are learned on the points before the newest block (once the series has at least four blocks
+  of them), so they stay the same while a block fills.
+
+Between two block edges a series' main search then differs from the last one only at its newest
+points and where commits were re-measured; a :class:`.changepoints.SearchMemo` passed to
+:func:`detect` searches on from the longest prefix whose inputs are unchanged (exactly what a
+search from scratch proposes: it compares the inputs themselves). The learned minimum effect and
+every test still use the whole series.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Literal, Sequence
 
@@ -104,7 +121,7 @@ import numpy as np
 
 from perfci_core import metrics as catalogue
 
-from .changepoints import ChangePoint, Proposal, SearchSettings, find_exact_changes
+from .changepoints import ChangePoint, Frame, Proposal, SearchMemo, SearchSettings, find_exact_changes
 from .compare import DEFAULT_TOLERANCE, Comparison, Kind, Verdict, compare
 from .noise import diff_sigma, learned_min_effect
 from .paired import can_reject, min_attainable_p, paired_compare
@@ -144,6 +161,10 @@ class Settings:
     # The share of a confirmation's (and of a pin's) alpha given to the interleaved pairs' test when a
     # boundary has pairs (module doc); the jobs' tests share the rest.
     paired_share: float = 0.5
+    # Windows start at a multiple of this many positions, and the main search learns its frame on
+    # the points before the newest block (module doc: incremental). 25: a 200-commit window keeps
+    # 176-200 commits, and its search is redone from scratch once every 25 commits.
+    block: int = 25
 
 
 @dataclass(frozen=True)
@@ -221,17 +242,33 @@ def _metric(metric: str | catalogue.Metric, settings: Settings, notes: list[str]
         raise
 
 
-def series_noise(s: CleanSeries) -> tuple[float, np.ndarray]:
-    """Relative per-commit-median noise of a series and each point's noise on the search scale.
+def series_noise(s: CleanSeries, learn: slice = slice(None)) -> tuple[float, np.ndarray]:
+    """Relative per-commit-median noise of a series and each point's noise on the search scale,
+    both learned on the points ``learn`` (default: all).
 
     A point with fewer repetitions than is typical for the series is noisier: its sigma is
     scaled by sqrt(typical count / its count).
     """
     scaled = to_scale(s.medians)
-    sigma = max(diff_sigma(scaled), NOISE_FLOOR)
+    sigma = max(diff_sigma(scaled[learn]), NOISE_FLOOR)
     counts = s.counts
-    typical = float(np.median(counts))
+    typical = float(np.median(counts[learn]))
     return sigma, sigma * np.sqrt(typical / counts)
+
+
+def window_start(position: int, block: int) -> int:
+    """First position of a window that may start at ``position`` at the earliest: the next
+    multiple of ``block`` (module doc: incremental)."""
+    return -(-position // block) * block if block > 0 else position
+
+
+def learned_part(positions: Sequence[int], block: int) -> int:
+    """How many leading points the main search learns its frame on: those before the newest
+    block, or every point while fewer than four blocks of them are there."""
+    if block <= 0 or not positions:
+        return len(positions)
+    stop = bisect_left(positions, positions[-1] // block * block)
+    return stop if stop >= 4 * block else len(positions)
 
 
 def detect(
@@ -239,8 +276,10 @@ def detect(
     metric: str | catalogue.Metric,
     backend: catalogue.Backend | str,
     settings: Settings = Settings(),
+    memo: SearchMemo | None = None,
 ) -> DetectionResult:
-    """Regressions and improvements of one series (commit order, every repetition)."""
+    """Regressions and improvements of one series (commit order, every repetition). ``memo``:
+    the series' main search at its previous detection (module doc: incremental), updated."""
     notes: list[str] = []
     name, m = _metric(metric, settings, notes)
     be = catalogue.Backend(backend)
@@ -261,7 +300,13 @@ def detect(
 
     noise, point_sigma = series_noise(s)
     min_effect = learned_min_effect(noise, settings.min_change, settings.noise_factor)
-    proposal = Proposal(medians, to_scale(medians), point_sigma, settings.search)  # one search, two alphas
+    scaled = to_scale(medians)
+    learned = learned_part(s.positions, settings.block)
+    frame = None  # learned on every point
+    if learned < len(s):
+        _, point_sigma = series_noise(s, slice(learned))
+        frame = Frame.of(scaled[:learned], point_sigma[:learned], settings.search)
+    proposal = Proposal(medians, scaled, point_sigma, settings.search, frame=frame, memo=memo)  # one search, two alphas
     cps = proposal.validated(m, min_effect, settings.search.alpha)
     unconfirmed, by_rounds = _loose(s, cps, proposal, m, min_effect, settings)
     cps = sorted(cps + [cp for cp, _ in by_rounds], key=lambda cp: cp.index)
@@ -451,7 +496,9 @@ def _change(s: CleanSeries, cp: ChangePoint, name: str, be: catalogue.Backend, m
 class IncrementalDetector:
     """Detection that stays cheap as points are appended one at a time (after each ingest).
 
-    Each :meth:`append` re-examines only the last ``settings.tail_window`` points. Changes found
+    Each :meth:`append` re-examines only the last ``settings.tail_window`` points or a few more
+    (the tail starts at a block edge, :func:`window_start`), and keeps its main search for the
+    next append (:class:`.changepoints.SearchMemo`). Changes found
     earlier at positions more than one validation window before that tail are kept as they were
     (their evidence on both sides was complete when they were found); the rest are replaced by
     the fresh analysis of the tail, so a change is updated in place, never duplicated.
@@ -467,6 +514,7 @@ class IncrementalDetector:
         self._notes: list[str] = []
         self._frozen: list[Change] = []
         self._result: DetectionResult | None = None
+        self._memo = SearchMemo()
 
     def __len__(self) -> int:
         return len(self._commits)
@@ -487,10 +535,12 @@ class IncrementalDetector:
         self._appended += 1
         n = len(self._commits)
         tail = max(self.settings.tail_window, 4 * self.settings.search.window)
-        start = max(0, n - tail)
+        start = 0
+        if n > tail:  # the first kept point at or after the block edge at or after the cut
+            start = bisect_left(self._positions, window_start(self._positions[n - tail], self.settings.block))
         window = CleanSeries(tuple(self._commits[start:]), tuple(self._samples[start:]),
                              positions=tuple(self._positions[start:]))
-        fresh = detect(window, self.metric, self.backend, self.settings)  # indices: appended positions
+        fresh = detect(window, self.metric, self.backend, self.settings, self._memo)  # indices: appended positions
         keep_below = start + self.settings.search.window if start > 0 else 0
         cut = self._positions[keep_below] if keep_below < n else self._appended
         self._frozen = [ch for ch in self._frozen if ch.index < cut]

@@ -61,7 +61,8 @@ from sqlalchemy.orm import Session
 
 from perfci_core import metrics as catalogue
 from perfci_core.analysis import DetectionResult, Kind, detect, explain
-from perfci_core.analysis.detect import Change
+from perfci_core.analysis.changepoints import SearchMemo
+from perfci_core.analysis.detect import Change, window_start
 from perfci_core.analysis.detect import Settings as DetectionSettings
 from perfci_core.metrics import hazard_sites
 
@@ -209,11 +210,16 @@ def detect_config(session: Session, branch_id: int, machine_id: int, config_id: 
     measured = alert_sql.measured_commits(session, branch_id, machine_id, config_id, size)
     if not measured:
         return
+    first = alert_sql.first_measured_position(session, branch_id, machine_id, config_id)
+    block = min(DETECTION.block, size // 8)  # at most an eighth of the window: small windows stay windows
+    if measured[0][0] != first and block > 0:  # a window that slid starts at a block edge (analysis.detect: incremental)
+        start = window_start(measured[0][0], block)
+        measured = [m for m in measured if m[0] >= start]
     fresh_commits = alert_sql.pending_commits(session, machine_id, config_id)
     fresh = set(alert_sql.positions_of(session, branch_id, fresh_commits).values()) if fresh_commits else set()
     use_cache = settings.detection_window_cache if use_window_cache is None else use_window_cache
     window = _window(session, branch_id, machine_id, config_id, measured, fresh, settings, use_cache)
-    judge_from = _judge_from(session, branch_id, machine_id, config_id, [p for p, _ in measured])
+    judge_from = _judge_from([p for p, _ in measured], first)
     book = _Book(session, branch_id, machine_id)
     confirmations = confirm.Confirmations(session, branch_id, machine_id, config_id, window.at())
     for key, (found, result) in window_changes(window, config_id).items():
@@ -225,15 +231,15 @@ def detect_config(session: Session, branch_id: int, machine_id: int, config_id: 
     for late in sorted(p for p in fresh if p < measured[0][0]):
         if late < judged_to:
             continue  # inside the window of an earlier late upload
-        judged_to = _detect_around(session, book, branch_id, machine_id, config_id, late, judge_from, settings, outcome)
+        judged_to = _detect_around(session, book, branch_id, machine_id, config_id, late, judge_from, first, settings, outcome)
     book.finish(settings, outcome)
     outcome.confirm_jobs += confirmations.schedule(settings)
     outcome.commits.update(confirmations.touched)  # their forge verdicts may have turned pending or back
 
 
-def _judge_from(session: Session, branch_id: int, machine_id: int, config_id: int, positions: list[int]) -> int:
-    """First position whose alerts a window may drop when it no longer sees them (see module doc)."""
-    first = alert_sql.first_measured_position(session, branch_id, machine_id, config_id)
+def _judge_from(positions: list[int], first: int | None) -> int:
+    """First position whose alerts a window may drop when it no longer sees them (see module doc);
+    ``first``: the series' first measured position."""
     return positions[0] if positions[0] == first else positions[min(STALE_MARGIN, len(positions) - 1)]
 
 
@@ -269,7 +275,7 @@ def window_version(settings: Settings) -> str:
 
 
 def _detect_around(session: Session, book: _Book, branch_id: int, machine_id: int, config_id: int, late: int,
-                   main_judge_from: int, settings: Settings, outcome: Outcome) -> int:
+                   main_judge_from: int, first: int | None, settings: Settings, outcome: Outcome) -> int:
     """A commit uploaded late, older than the window: detection over a window centred on it
     (half the window size on each side). It judges only what lies before the main window's judged
     part (which stays that window's) and away from its own truncated edges; returns the end of
@@ -281,7 +287,7 @@ def _detect_around(session: Session, book: _Book, branch_id: int, machine_id: in
     window = Window()
     window.slide_to(measured)
     window.put_rows(alert_sql.window_values(session, branch_id, machine_id, config_id, positions), positions)
-    judge_from = _judge_from(session, branch_id, machine_id, config_id, positions)
+    judge_from = _judge_from(positions, first)
     judge_to = min(main_judge_from, positions[max(0, len(positions) - 1 - STALE_MARGIN)])
     log.info("detection: commit at position %s uploaded late (window starts at %s): analysed over positions %s..%s",
              late, main_judge_from, positions[0], positions[-1])
@@ -298,17 +304,21 @@ def window_changes(window: Window, config_id: int) -> dict[tuple[str, str], tupl
     """The changes of every series of a window, located on the branch, with the detection result
     that holds its suspects (None for series decided by the exact rule or not analysed)."""
     at = window.at()
-    return {(metric, backend): _changes(series, metric, backend, config_id, at)
-            for (metric, backend), series in window.series().items()}
+    out = {}
+    for (metric, backend), series in window.series().items():
+        memo = window.memos.setdefault((metric, backend), SearchMemo())
+        out[metric, backend] = _changes(series, metric, backend, config_id, at, memo)
+    return out
 
 
-def _analyse(series: WindowSeries, metric: str, backend: str) -> tuple[list[Change], DetectionResult | None]:
+def _analyse(series: WindowSeries, metric: str, backend: str,
+             memo: SearchMemo | None = None) -> tuple[list[Change], DetectionResult | None]:
     """:func:`analysis.detect` on one series. A deterministic (sim) series is decided by the exact
     rule between consecutive commits, so only the pairs whose medians differ at all need the
     rule: the same changes as the whole series gives, at a cost that follows the changes, not the
-    window."""
+    window. ``memo``: the series' main search at the last detection (analysis.detect: incremental)."""
     if backend != "sim":
-        result = detect(series, metric, backend, DETECTION)
+        result = detect(series, metric, backend, DETECTION, memo)
         for note in result.notes:
             log.debug("detection %s/%s: %s", metric, backend, note)
         return list(result.changes), result
@@ -322,11 +332,11 @@ def _analyse(series: WindowSeries, metric: str, backend: str) -> tuple[list[Chan
 
 
 def _changes(series: WindowSeries, metric: str, backend: str, config_id: int,
-             at: dict[str, tuple[int, int]]) -> tuple[list[Found], DetectionResult | None]:
+             at: dict[str, tuple[int, int]], memo: SearchMemo | None = None) -> tuple[list[Found], DetectionResult | None]:
     known = catalogue.CATALOGUE.get(metric)
     if known is not None and not known.alerts:
         return [], None  # context for the explanations of other alerts (the catalogue says why)
-    changes, result = _analyse(series, metric, backend)
+    changes, result = _analyse(series, metric, backend, memo)
     found = []
     for change in changes:
         if change.kind not in (Kind.REGRESSION, Kind.IMPROVEMENT):

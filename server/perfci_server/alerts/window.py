@@ -25,7 +25,8 @@ session's key (``window_values``' ``pair``), so detection pairs its repetitions 
 
 Decoding the stored window is most of what reading it costs, and a worker usually reads back the
 window it wrote itself: :func:`decode` hands back the object that produced exactly these bytes
-(keyed by their digest, in this process) and decodes only when it has none. What the database
+(keyed by their digest, in this process) and decodes only when it has none. That object also
+carries each series' main search (``Window.memos``), which the next detection searches on from. What the database
 holds stays the only truth: different bytes (another worker wrote them, a rollback kept older
 ones) miss and are decoded.
 """
@@ -41,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from perfci_core.analysis.changepoints import SearchMemo
 from perfci_core.analysis.series import CleanSeries, medians_of
 
 FORMAT = 4  # bump when the stored layout changes (3: each point's jobs; 4: their interleaved-session keys)
@@ -82,6 +84,9 @@ class Window:
     commit_ids: dict[int, int] = field(default_factory=dict)  # position -> commit id
     shas: dict[int, str] = field(default_factory=dict)  # position -> sha
     points: dict[Key, dict[int, Point]] = field(default_factory=dict)  # key -> position -> point
+    # Each series' main search at the last detection (analysis.detect: incremental). Not stored:
+    # kept with the decoded window in this process only; a memo never changes a verdict.
+    memos: dict[Key, SearchMemo] = field(default_factory=dict, repr=False, compare=False)
 
     # --- building -----------------------------------------------------------------------------
 
@@ -148,6 +153,7 @@ class Window:
                 del by_position[position]
             if not by_position:
                 del self.points[key]
+                self.memos.pop(key, None)
         for position, commit_id in measured:
             self.commit_ids.setdefault(position, commit_id)
 
