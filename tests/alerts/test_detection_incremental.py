@@ -162,13 +162,13 @@ def test_with_the_window_cached_a_detection_reads_only_the_commits_with_new_runs
     lab.measure(ipp, agent)
     lab.detect()  # builds the window
     read: list[list[int]] = []
-    real = alert_sql.window_values
+    real = alert_sql.window_runs
 
     def recording(session, branch_id, machine_id, config_id, positions):
         read.append(list(positions))
         return real(session, branch_id, machine_id, config_id, positions)
 
-    monkeypatch.setattr(alert_sql, "window_values", recording)
+    monkeypatch.setattr(alert_sql, "window_runs", recording)
     new = lab.push(2)
     lab.measure(ipp, agent)
     lab.detect()
@@ -188,10 +188,10 @@ def test_with_the_window_cached_a_detection_reads_only_the_commits_with_new_runs
 
 
 def test_a_window_decoded_in_this_process_is_reused_only_for_its_own_bytes():
-    rows = [(p, 100 + p, f"{p:040x}", "cpp", "tsc", 1000 + p, v, False, 0) for p in range(3) for v in (7.6, 7.7, 7.65)]
+    rows = [(p, 100 + p, f"{p:040x}", "cpp", "tsc", 1000 + p, [7.6, 7.7, 7.65], False, 0) for p in range(3)]
     window = Window()
     window.slide_to([(p, 100 + p) for p in range(3)])
-    window.put_rows(rows, range(3))
+    window.put_runs(rows, range(3))
     data = window.dumps()
     window_cache.remember(data, window)
     assert window_cache.decode(data) is window  # the object that wrote these bytes ...
@@ -199,7 +199,7 @@ def test_a_window_decoded_in_this_process_is_reused_only_for_its_own_bytes():
     assert again is not window and again.dumps() == data
     other = Window()
     other.slide_to([(0, 100)])
-    other.put_rows(rows[:3], [0])
+    other.put_runs(rows[:1], [0])
     window_cache.remember(other.dumps(), other)
     assert window_cache.decode(data) is not other  # different bytes are decoded, never mixed up
     with pytest.raises((ValueError, OSError)):
@@ -207,12 +207,12 @@ def test_a_window_decoded_in_this_process_is_reused_only_for_its_own_bytes():
 
 
 def test_a_window_keeps_each_commits_jobs_through_storage_and_a_noisy_job_counts_once():
-    rows = [(0, 100, "a" * 40, "cpp", "tsc", 7, v, False, 0) for v in (7.6, 7.7, 7.65)]
-    rows += [(0, 100, "a" * 40, "cpp", "tsc", 9, v, True, 0) for v in (9.0, 12.0, 15.0)]  # a confirmation round, marked noisy
-    rows += [(1, 101, "b" * 40, "cpp", "tsc", 8, v, False, 0) for v in (7.5, 7.6)]
+    rows = [(0, 100, "a" * 40, "cpp", "tsc", 7, [7.6, 7.7, 7.65], False, 0)]
+    rows += [(0, 100, "a" * 40, "cpp", "tsc", 9, [9.0, 12.0, 15.0], True, 0)]  # a confirmation round, marked noisy
+    rows += [(1, 101, "b" * 40, "cpp", "tsc", 8, [7.5, 7.6], False, 0)]
     window = Window()
     window.slide_to([(0, 100), (1, 101)])
-    window.put_rows(rows, range(2))
+    window.put_runs(rows, range(2))
     again = Window.loads(window.dumps())
     for w in (window, again):
         series = w.series()[("cpp", "tsc")]
@@ -222,14 +222,14 @@ def test_a_window_keeps_each_commits_jobs_through_storage_and_a_noisy_job_counts
 
 
 def test_a_window_keeps_interleaved_sessions_through_storage_and_pairs_their_repetitions():
-    rows = [(0, 100, "a" * 40, "cpp", "tsc", 7, v, False, 0) for v in (7.6, 7.7, 7.65)]  # the commit's own job
-    rows += [(0, 100, "a" * 40, "cpp", "tsc", 9, v, False, 40) for v in (7.1, 7.2, 7.3)]  # session 40, side a
-    rows += [(1, 101, "b" * 40, "cpp", "tsc", 10, v, False, 40) for v in (8.1, 8.2, 8.3)]  # session 40, side b
-    rows += [(1, 101, "b" * 40, "cpp", "tsc", 11, v, False, 55) for v in (8.0, 8.4)]  # its partner never arrived
-    rows += [(2, 102, "c" * 40, "cpp", "tsc", 12, v, False, 0) for v in (7.5, 7.6)]
+    rows = [(0, 100, "a" * 40, "cpp", "tsc", 7, [7.6, 7.7, 7.65], False, 0)]  # the commit's own job
+    rows += [(0, 100, "a" * 40, "cpp", "tsc", 9, [7.1, 7.2, 7.3], False, 40)]  # session 40, side a
+    rows += [(1, 101, "b" * 40, "cpp", "tsc", 10, [8.1, 8.2, 8.3], False, 40)]  # session 40, side b
+    rows += [(1, 101, "b" * 40, "cpp", "tsc", 11, [8.0, 8.4], False, 55)]  # its partner never arrived
+    rows += [(2, 102, "c" * 40, "cpp", "tsc", 12, [7.5, 7.6], False, 0)]
     window = Window()
     window.slide_to([(0, 100), (1, 101), (2, 102)])
-    window.put_rows(rows, range(3))
+    window.put_runs(rows, range(3))
     again = Window.loads(window.dumps())
     for w in (window, again):
         series = w.series()[("cpp", "tsc")]
@@ -269,3 +269,18 @@ def test_a_slid_window_starts_at_a_block_edge_and_its_search_is_searched_on(clie
         # rounds) or the new ones; the first searched its 115 commits
         assert memo.reused >= 0.8 * 117
         assert memo.searched <= 115 + 0.2 * 117
+
+
+def test_a_run_that_lost_a_repetition_keeps_the_rest_and_leaves_its_session():
+    rows = [(0, 100, "a" * 40, "cpp", "tsc", 9, [7.1, float("nan"), 7.3], False, 40)]  # session 40, side a: one lost
+    rows += [(1, 101, "b" * 40, "cpp", "tsc", 10, [8.1, 8.2, 8.3], False, 40)]  # side b
+    rows += [(1, 101, "b" * 40, "cpp", "tsc", 11, [8.0, float("inf")], False, 0)]
+    rows += [(1, 101, "b" * 40, "ipp", "tsc", 10, [2.0, 2.1, 2.2], False, 40)]  # another metric of the same runs: intact
+    window = Window()
+    window.slide_to([(0, 100), (1, 101)])
+    window.put_runs(rows, range(2))
+    cpp, ipp = window.series()[("cpp", "tsc")], window.series()[("ipp", "tsc")]
+    assert [x.tolist() for x in cpp.samples] == [[7.1, 7.3], [8.1, 8.2, 8.3, 8.0]]
+    assert cpp.runs == ((2,), (3, 1)) and cpp.pairs == ((0,), (40, 0))  # the order of side a no longer matches b's
+    assert cpp.medians.tolist() == pytest.approx([7.2, 8.15])
+    assert [x.tolist() for x in ipp.samples] == [[2.0, 2.1, 2.2]] and ipp.pairs == ((40,),)

@@ -105,9 +105,9 @@ def _check(url: str, postgresql: bool) -> None:
             assert bisect_sql.values(session, [1], 1, 1, "pps", "tsc") == {  # (value, session key: measured alone)
                 1: [(0.30000000000000004, 0), (1.2345678901234567e-07, 0), (14880952.380952381, 0), (2.0000000000000004, 0),
                     (1e-300, 0)]}
-            assert [(v.metric, v.run_id, v.value) for v in alert_sql.window_values(session, 1, 1, 1, [0])] == [
-                ("cpp", 1, 812.5), ("pps", 1, 0.30000000000000004), ("pps", 1, 1.2345678901234567e-07),
-                ("pps", 1, 14880952.380952381), ("pps", 2, 2.0000000000000004), ("pps", 2, 1e-300)]
+            assert [(v.metric, v.run_id, v.values) for v in alert_sql.window_runs(session, 1, 1, 1, [0])] == [
+                ("cpp", 1, [812.5]), ("pps", 1, [0.30000000000000004, 1.2345678901234567e-07, 14880952.380952381]),
+                ("pps", 2, [2.0000000000000004, 1e-300])]
         if postgresql:
             with engine.connect() as c:
                 role = get_settings().grafana_db_user

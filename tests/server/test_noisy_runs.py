@@ -51,11 +51,11 @@ def test_the_mark_is_stored_and_compare_reports_it(client, session, queued_jobs)
     branch_id = session.scalar(select(BranchCommit.branch_id).limit(1))
     positions = list(session.scalars(select(BranchCommit.position).where(BranchCommit.branch_id == branch_id)))
     config_id = session.scalar(select(Job.config_id).where(Job.id == head_job["job_id"]))
-    rows = alert_sql.window_values(session, branch_id, agent["machine_id"], config_id, positions)
+    rows = alert_sql.window_runs(session, branch_id, agent["machine_id"], config_id, positions)
     flags = {(r.sha, r.noisy) for r in rows}
     assert (head_job["commit"], True) in flags and (base_job["commit"], False) in flags
     window = Window()
-    window.put_rows(rows, positions)
+    window.put_runs(rows, positions)
     cpp = {window.shas[p]: point.samples.tolist() for p, point in window.points[("cpp", "tsc")].items()}
     assert cpp[head_job["commit"]] == [80.0]  # the noisy run: its median only
     assert len(cpp[base_job["commit"]]) > 1  # an ordinary run: every repetition

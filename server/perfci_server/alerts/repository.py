@@ -33,6 +33,7 @@ from ..models import (
     Sample,
     Suspect,
     SuspectState,
+    raw_rep_values,
 )
 
 # --- detection input ------------------------------------------------------------------------
@@ -158,31 +159,32 @@ def first_measured_position(session: Session, branch_id: int, machine_id: int, c
     return session.scalar(statement)
 
 
-class WindowValue(NamedTuple):
+class WindowRun(NamedTuple):
     position: int
     commit_id: int
     sha: str
     metric: str
     backend: str
     run_id: int
-    value: float
+    values: list[float]  # the run's repetitions in order, those without a value left out
     noisy: bool
     pair: int
 
 
-def window_values(
+def window_runs(
     session: Session, branch_id: int, machine_id: int, config_id: int, positions: Sequence[int]
-) -> list[WindowValue]:
-    """(position, commit_id, sha, metric, backend, run_id, value, noisy, pair) of every sample at these
-    positions, in commit order, a run's samples together in repetition order; ``noisy``: the
-    sample's run carries the agent's noisy mark; ``pair``: the key of the interleaved session the
-    run was part of (the lower of its job and the partner job it names; 0 when measured alone).
-    A sample without a value for the metric has no row."""
+) -> list[WindowRun]:
+    """One row per run x metric x backend measured at these positions, in commit order (then
+    metric, backend, run): (position, commit_id, sha, metric, backend, run_id, values, noisy,
+    pair). ``values``: the run's repetitions in repetition order, a repetition without a value
+    for the metric left out (no row when none has one); ``noisy``: the run carries the agent's
+    noisy mark; ``pair``: the key of the interleaved session the run was part of (the lower of
+    its job and the partner job it names; 0 when measured alone)."""
     if not positions:
         return []
     statement = (
         select(BranchCommit.position, MetricValue.commit_id, Commit.sha, MetricValue.metric, MetricValue.backend,
-               MetricValue.run_id, MetricValue.rep_values, Run.noisy.is_not(None).label("noisy"), Run.session_key.label("pair"))
+               MetricValue.run_id, raw_rep_values(), Run.noisy.is_not(None).label("noisy"), Run.session_key.label("pair"))
         .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
         .join(Commit, Commit.id == MetricValue.commit_id)
         .join(Run, Run.id == MetricValue.run_id)
@@ -194,14 +196,17 @@ def window_values(
         )
         .order_by(BranchCommit.position, MetricValue.metric, MetricValue.backend, MetricValue.run_id)
     )
-    # ~46 000 values for a 200-commit window: Core rows (not the ORM's) and one tuple per value.
-    row = WindowValue._make
-    return [
-        row((position, commit_id, sha, metric, backend, run_id, value, noisy, pair))
-        for position, commit_id, sha, metric, backend, run_id, rep_values, noisy, pair in session.connection().execute(statement)
-        for value in rep_values
-        if value is not None
-    ]
+    # ~9 000 rows for a 200-commit window: Core rows (not the ORM's), the arrays as the driver reads them.
+    out = []
+    for row in session.connection().execute(statement):
+        values = row[6]
+        if None in values:
+            values = [v for v in values if v is not None]
+            if not values:
+                continue
+            row = (*row[:6], values, *row[7:])
+        out.append(WindowRun._make(row))
+    return out
 
 
 def sim_sample_raw(
@@ -211,7 +216,7 @@ def sim_sample_raw(
     repetition stands for all), or {} when there is none: where the explanation finds the sites
     of the simulated memory hazards. The newest such sample that has a ``sim`` ipp value."""
     runs = (
-        select(MetricValue.run_id, MetricValue.rep_values)
+        select(MetricValue.run_id, raw_rep_values())
         .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
         .where(
             BranchCommit.branch_id == branch_id,

@@ -262,7 +262,7 @@ def _window(session: Session, branch_id: int, machine_id: int, config_id: int, m
     else:
         window, read = Window(), positions
     window.slide_to(measured)
-    window.put_rows(alert_sql.window_values(session, branch_id, machine_id, config_id, read), read)
+    window.put_runs(alert_sql.window_runs(session, branch_id, machine_id, config_id, read), read)
     if use_cache:
         data = window.dumps()
         alert_sql.save_detection_window(session, branch_id, machine_id, config_id, version, data)
@@ -286,7 +286,7 @@ def _detect_around(session: Session, book: _Book, branch_id: int, machine_id: in
     positions = [p for p, _ in measured]
     window = Window()
     window.slide_to(measured)
-    window.put_rows(alert_sql.window_values(session, branch_id, machine_id, config_id, positions), positions)
+    window.put_runs(alert_sql.window_runs(session, branch_id, machine_id, config_id, positions), positions)
     judge_from = _judge_from(positions, first)
     judge_to = min(main_judge_from, positions[max(0, len(positions) - 1 - STALE_MARGIN)])
     log.info("detection: commit at position %s uploaded late (window starts at %s): analysed over positions %s..%s",
@@ -567,9 +567,9 @@ def _explain_group(session: Session, group: AlertGroup, book: _Book, settings: S
 
 def _medians(session: Session, group: AlertGroup, config_id: int, backend: str, positions: list[int]) -> dict[str, float]:
     values: dict[str, list[float]] = defaultdict(list)
-    for row in alert_sql.window_values(session, group.branch_id, group.machine_id, config_id, positions):
-        if row.backend == backend and math.isfinite(row.value):
-            values[row.metric].append(row.value)
+    for row in alert_sql.window_runs(session, group.branch_id, group.machine_id, config_id, positions):
+        if row.backend == backend:
+            values[row.metric].extend(v for v in row.values if math.isfinite(v))
     return {metric: float(np.median(v)) for metric, v in values.items()}
 
 

@@ -21,7 +21,7 @@ Points are cleaned as :func:`perfci_core.analysis.series.clean` does (non-finite
 dropped, empty points skipped) and each point's median is computed once, when it enters. A point
 measured by several runs (confirmation rounds) keeps each run's repetition count: detection
 tests the rounds one value per job. A run measured interleaved with a partner job keeps the
-session's key (``window_values``' ``pair``), so detection pairs its repetitions with the partner's.
+session's key (``window_runs``' ``pair``), so detection pairs its repetitions with the partner's.
 
 Decoding the stored window is most of what reading it costs, and a worker usually reads back the
 window it wrote itself: :func:`decode` hands back the object that produced exactly these bytes
@@ -90,51 +90,55 @@ class Window:
 
     # --- building -----------------------------------------------------------------------------
 
-    def put_rows(self, rows: Iterable[Any], positions: Iterable[int]) -> None:
+    def put_runs(self, rows: Iterable[Any], positions: Iterable[int]) -> None:
         """Replace every point at ``positions`` by ``rows`` (position, commit_id, sha, metric,
-        backend, run_id, value, noisy, pair: alert_sql.window_values, a run's values together) — all the
-        values stored at those positions. A batch of uploads brings thousands of rows: one light
-        pass groups them by point and run, then the medians are taken together (series.medians_of)."""
+        backend, run_id, values, noisy, pair: alert_sql.window_runs, one per run x metric x
+        backend, a point's runs together) — all the values stored at those positions. A batch of
+        uploads brings thousands of rows: one pass collects every value into one array, whose
+        finiteness is checked at once, and the medians are taken together (series.medians_of)."""
         wanted = set(positions)
         for by_position in self.points.values():
             for position in wanted & by_position.keys():
                 del by_position[position]
-        values: dict[tuple[Key, int], dict[int, list[float]]] = {}
-        noisy: set[int] = set()
-        session: dict[int, int] = {}
+        rows = list(rows)
+        flat: list[float] = []
+        ends: list[int] = []
         commit_ids, shas = self.commit_ids, self.shas
-        for position, commit_id, sha, metric, backend, run_id, value, is_noisy, pair in rows:
-            point = ((metric, backend), position)
-            runs = values.get(point)
-            if runs is None:
-                values[point] = runs = {}
-            found = runs.get(run_id)
-            if found is None:
-                runs[run_id] = found = []
-            found.append(value)
-            if is_noisy:
-                noisy.add(run_id)
-            if pair:
-                session[run_id] = pair
+        for position, commit_id, sha, _metric, _backend, _run_id, values, _noisy, _pair in rows:
+            flat.extend(values)
+            ends.append(len(flat))
             commit_ids[position], shas[position] = commit_id, sha
+        everything = np.asarray(flat, dtype=float)
+        finite = np.isfinite(everything)
+        clean = bool(finite.all())
         kept: list[tuple[tuple[Key, int], np.ndarray, tuple[int, ...], tuple[int, ...]]] = []
-        for point, runs in values.items():
-            parts, keys = [], []
-            for run_id, vs in runs.items():
-                arr = np.asarray(vs, dtype=float)
-                pair = session.get(run_id, 0)
-                if not np.isfinite(arr).all():
-                    arr, pair = arr[np.isfinite(arr)], 0  # a lost repetition breaks the pairs' order
-                if run_id in noisy and arr.size > 1:
-                    arr = _weighed(arr)
-                if arr.size:
-                    parts.append(arr)
-                    keys.append(pair)
+        point, parts, keys = None, [], []
+
+        def close() -> None:
+            if not parts:
+                return
             paired = tuple(keys) if any(keys) else ()
             if len(parts) == 1 and not paired:
                 kept.append((point, parts[0], (), ()))  # one job, the usual case: no per-point object to keep
-            elif parts:
+            else:
                 kept.append((point, np.concatenate(parts), tuple(a.size for a in parts), paired))
+
+        start = 0
+        for (position, _, _, metric, backend, _, _, noisy, pair), end in zip(rows, ends):
+            here = ((metric, backend), position)
+            if here != point:
+                close()
+                point, parts, keys = here, [], []
+            arr = everything[start:end]
+            if not clean and not finite[start:end].all():
+                arr, pair = arr[finite[start:end]], 0  # a lost repetition breaks the pairs' order
+            start = end
+            if noisy and arr.size > 1:
+                arr = _weighed(arr)
+            if arr.size:
+                parts.append(arr)
+                keys.append(pair or 0)
+        close()
         medians = medians_of([arr for _, arr, _, _ in kept])
         for ((key, position), arr, sizes, paired), median in zip(kept, medians.tolist()):
             self.points.setdefault(key, {})[position] = Point(arr, median, sizes, paired)
