@@ -9,7 +9,9 @@ repetitions x every catalogue (metric, backend) pair, ipp/sim 5 % higher from th
 ``--commits`` minus what the batches need are uploaded first and detected as one backlog. Then,
 for each batch size, ``--samples`` times: that many uploads, then the detection task of the
 machine run in this process twice on the same runs — once reading the whole window from the
-tables (rolled back), once with the cached window (committed), in alternating order — each timed
+tables (rolled back; a window built afresh, so its series are searched from scratch), once with
+the cached window (committed; with each series' search kept from the last detection, as a worker
+keeps it: alerts.window), in alternating order — each timed
 by this process's CPU clock (time.process_time). The ratio of the two is what holds on a busy
 machine; the absolute figures move with the machine's load (printed with them). ``--profile N``
 prints the N costliest functions (cProfile, cumulative) of the cached detections.

@@ -496,8 +496,8 @@ def _change(s: CleanSeries, cp: ChangePoint, name: str, be: catalogue.Backend, m
 class IncrementalDetector:
     """Detection that stays cheap as points are appended one at a time (after each ingest).
 
-    Each :meth:`append` re-examines only the last ``settings.tail_window`` points or a few more
-    (the tail starts at a block edge, :func:`window_start`), and keeps its main search for the
+    Each :meth:`append` re-examines only the last ``settings.tail_window`` points, or up to a
+    block fewer (the tail starts at a block edge, :func:`window_start`), and keeps its main search for the
     next append (:class:`.changepoints.SearchMemo`). Changes found
     earlier at positions more than one validation window before that tail are kept as they were
     (their evidence on both sides was complete when they were found); the rest are replaced by

@@ -8,11 +8,14 @@ What one detection does (a Celery task per machine after successful uploads, see
   every run stored before it started, so the work follows the workers' pace, not the upload rate;
 - for every branch those runs' commits are on, under a per branch x machine lock (groups span
   every config and metric of a machine), take the last ``detection_window_commits`` measured
-  commits of each run's machine x config — every repetition of every metric and backend. The
+  commits of each run's machine x config (from a block edge once the window has slid, so its
+  start moves a block at a time: ``analysis.detect``, incremental) — every repetition of every
+  metric and backend. The
   window detection analysed last time is cached (:mod:`.window`, table ``detection_windows``),
   so only the commits with runs awaiting detection are read; a missing, stale or disagreeing
   cache is rebuilt from the tables, and the verdicts are the same either way;
-- run :func:`analysis.detect` on each (metric, backend) series: sim by the exact rule (only
+- run :func:`analysis.detect` on each (metric, backend) series, searching on from the window's
+  last search where its inputs did not change (``Window.memos``): sim by the exact rule (only
   between consecutive commits whose medians differ at all, which gives the same changes), the
   rest by change points + the per-commit test with the noise-learned minimum effect. A machine
   is one fingerprint, so a changed fingerprint (a new machine row) starts new series: no alert
