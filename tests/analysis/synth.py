@@ -43,3 +43,11 @@ def drifting_host(n_runs: int, rng: np.random.Generator, cv: float = 0.02, walk:
     level = np.cumsum(walk * rng.standard_normal(n_runs))
     bursts = (rng.random(n_runs) < burst_rate) * rng.uniform(*burst, n_runs)
     return np.exp(level + cv * rng.standard_normal(n_runs)) * (1.0 + bursts)
+
+
+def search_case(rng: np.random.Generator, most: int) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """A random input of the change-point search: up to ``most`` standardised points with one
+    step somewhere (or none), their weights, a minimum group length and a penalty."""
+    n = int(rng.integers(1, most))
+    y = rng.normal(0, 1, n) + np.where(np.arange(n) >= rng.integers(0, n + 1), rng.normal(0, 4), 0.0)
+    return y, rng.uniform(0.01, 2.0, n), int(rng.integers(1, 5)), float(rng.uniform(0.5, 15.0))

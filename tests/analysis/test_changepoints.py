@@ -11,6 +11,8 @@ from perfci_core.analysis.changepoints import (
     segment,
 )
 
+from .synth import search_case
+
 
 def test_segment_finds_clean_steps_exactly():
     y = np.concatenate([np.zeros(40), np.full(25, 5.0), np.full(35, -3.0)])
@@ -60,9 +62,8 @@ def _optimal_partition(y: np.ndarray, w: np.ndarray, penalty: float, L: int) -> 
 def test_segment_is_the_optimal_partition_on_random_series():
     rng = np.random.default_rng(3)
     for _ in range(150):
-        n = int(rng.integers(1, 120))
-        y = rng.normal(0, 1, n) + np.where(np.arange(n) >= rng.integers(0, n + 1), rng.normal(0, 4), 0.0)
-        w, L, pen = rng.uniform(0.01, 2.0, n), int(rng.integers(1, 5)), float(rng.uniform(0.5, 15.0))
+        y, w, L, pen = search_case(rng, 120)
+        n = y.size
         got = segment(y, w, pen, L)
         if n < 2 * L:
             assert got == []

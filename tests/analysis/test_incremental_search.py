@@ -11,7 +11,7 @@ from perfci_core.analysis.changepoints import SearchMemo, Segmenter, segment
 from perfci_core.analysis.detect import learned_part, window_start
 from perfci_core.analysis.series import Point
 
-from .synth import levels, noisy
+from .synth import levels, noisy, search_case
 
 
 def _state(seg: Segmenter) -> tuple:
@@ -21,9 +21,8 @@ def _state(seg: Segmenter) -> tuple:
 def test_a_search_extended_in_pieces_and_cut_back_is_the_search_in_one_pass():
     rng = np.random.default_rng(5)
     for _ in range(60):
-        n = int(rng.integers(2, 160))
-        y = rng.normal(0, 1, n) + np.where(np.arange(n) >= rng.integers(0, n + 1), rng.normal(0, 4), 0.0)
-        w, L, pen = rng.uniform(0.01, 2.0, n), int(rng.integers(1, 5)), float(rng.uniform(0.5, 15.0))
+        y, w, L, pen = search_case(rng, 160)
+        n = y.size
         whole = Segmenter(pen, L).extend(y, w)
         assert whole.bounds() == segment(y, w, pen, L)
         pieces, done = Segmenter(pen, L), 0
