@@ -33,7 +33,6 @@ from ..models import (
     Sample,
     Suspect,
     SuspectState,
-    raw_rep_values,
 )
 
 # --- detection input ------------------------------------------------------------------------
@@ -184,7 +183,7 @@ def window_runs(
         return []
     statement = (
         select(BranchCommit.position, MetricValue.commit_id, Commit.sha, MetricValue.metric, MetricValue.backend,
-               MetricValue.run_id, raw_rep_values(), Run.noisy.is_not(None).label("noisy"), Run.session_key.label("pair"))
+               MetricValue.run_id, MetricValue.rep_values, Run.noisy.is_not(None).label("noisy"), Run.session_key.label("pair"))
         .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
         .join(Commit, Commit.id == MetricValue.commit_id)
         .join(Run, Run.id == MetricValue.run_id)
@@ -216,7 +215,7 @@ def sim_sample_raw(
     repetition stands for all), or {} when there is none: where the explanation finds the sites
     of the simulated memory hazards. The newest such sample that has a ``sim`` ipp value."""
     runs = (
-        select(MetricValue.run_id, raw_rep_values())
+        select(MetricValue.run_id, MetricValue.rep_values)
         .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
         .where(
             BranchCommit.branch_id == branch_id,

@@ -10,7 +10,7 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from ..models import (Alert, AlertGroup, BenchConfig, Bisect, BisectStatus, Branch, BranchCommit, Commit, Job, Machine,
-                      MetricValue, Repository, Run, RunStatus, raw_rep_values)
+                      MetricValue, Repository, Run, RunStatus)
 
 
 def machines_named(session: Session, name: str) -> list[Machine]:
@@ -81,7 +81,7 @@ def values(session: Session, commit_ids: Sequence[int], machine_id: int, config_
     """Every stored repetition of the metric per commit (all successful runs on machine x config),
     each with its run's interleaved-session key (:attr:`Run.session_key`, 0: measured alone)."""
     statement = (
-        select(MetricValue.commit_id, raw_rep_values(), Run.session_key)
+        select(MetricValue.commit_id, MetricValue.rep_values, Run.session_key)
         .join(Run, Run.id == MetricValue.run_id)
         .where(MetricValue.commit_id.in_(commit_ids), MetricValue.machine_id == machine_id, MetricValue.config_id == config_id,
                MetricValue.metric == metric, MetricValue.backend == backend)

@@ -8,7 +8,7 @@ from .commit_status import CommitState, CommitStatus, Delivery
 from .job import ACTIVE_STATES, JOB_PRIORITY, Job, JobPurpose, JobState, Run, RunStatus
 from .machine import Agent, ApiToken, EnrollmentToken, Machine
 from .repository import Branch, BranchCommit, Commit, Forge, Push, Repository, WebhookDelivery
-from .result import MetricValue, Sample, raw_rep_values
+from .result import MetricValue, Sample
 
 __all__ = [
     "ACTIVE_STATES",
@@ -39,7 +39,6 @@ __all__ = [
     "JobState",
     "Machine",
     "MetricValue",
-    "raw_rep_values",
     "Push",
     "Repository",
     "Run",

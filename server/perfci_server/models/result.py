@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Double, ForeignKey, Index, Integer, String, UniqueConstraint, type_coerce
+from sqlalchemy import JSON, Double, ForeignKey, Index, Integer, String, UniqueConstraint
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Mapped, mapped_column
-from sqlalchemy.types import NullType
+from sqlalchemy.types import TypeDecorator
 
 from .base import Base, BigId, IdMixin
 
@@ -24,14 +24,21 @@ class Sample(IdMixin, Base):
     running_pct: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
-# PostgreSQL: double precision[]; SQLite: a JSON list (json.dumps writes floats exactly).
-RepValues = postgresql.ARRAY(Double()).with_variant(JSON(), "sqlite")
+class _FloatArray(TypeDecorator[list[float | None]]):
+    """double precision[], read as psycopg returns it (a list of float or None): SQLAlchemy's
+    ARRAY would pass over every element again with no conversion to make (~11 us a row, and
+    detection reads ~9 000 rows for 50 uploads). A decorator, because the psycopg dialect adapts
+    any ARRAY subclass to its own and an override of the subclass would be lost."""
 
-# Read as the driver returns it: psycopg already gives double precision[] as a list of float or
-# None, and SQLAlchemy's ARRAY would pass over every element again (~11 us a row, and detection
-# reads ~9 000 rows for 50 uploads). The psycopg dialect adapts any ARRAY subclass to its own, so
-# a result_processor override on the column type is lost: readers select raw_rep_values().
-_AS_THE_DRIVER_READS = NullType().with_variant(JSON(), "sqlite")
+    impl = postgresql.ARRAY(Double())
+    cache_ok = True
+
+    def result_processor(self, dialect: Any, coltype: object) -> None:
+        return None
+
+
+# PostgreSQL: double precision[]; SQLite: a JSON list (json.dumps writes floats exactly).
+RepValues = _FloatArray().with_variant(JSON(), "sqlite")
 
 
 class MetricValue(Base):
@@ -57,7 +64,3 @@ class MetricValue(Base):
     config_id: Mapped[int] = mapped_column(BigId)
     rep_values: Mapped[list[float | None]] = mapped_column(RepValues)
 
-
-def raw_rep_values() -> Any:
-    """``MetricValue.rep_values`` for a select, read as the driver returns it (see above)."""
-    return type_coerce(MetricValue.rep_values, _AS_THE_DRIVER_READS).label("rep_values")

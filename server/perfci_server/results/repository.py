@@ -12,7 +12,7 @@ from sqlalchemy import bindparam, select, text, update
 from sqlalchemy.orm import Session
 
 from .. import db
-from ..models import BranchCommit, Commit, Job, MetricValue, Run, Sample, raw_rep_values
+from ..models import BranchCommit, Commit, Job, MetricValue, Run, Sample
 from ..models.base import UTCDateTime
 
 
@@ -144,7 +144,7 @@ def series_values(
 ) -> list[SeriesValue]:
     """Every value of the series at branch positions first..last, ordered by position, rep, run."""
     statement = (
-        select(BranchCommit.position, Commit.sha, Commit.committed_at, MetricValue.run_id, raw_rep_values())
+        select(BranchCommit.position, Commit.sha, Commit.committed_at, MetricValue.run_id, MetricValue.rep_values)
         .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
         .join(Commit, Commit.id == MetricValue.commit_id)
         .where(
@@ -172,7 +172,7 @@ def values_of_commit(session: Session, commit_id: int, machine_id: int, config_i
     """(metric, backend, value) of every sample of the commit's successful run on machine x config,
     ordered by metric, backend, run and rep."""
     statement = (
-        select(MetricValue.metric, MetricValue.backend, raw_rep_values())
+        select(MetricValue.metric, MetricValue.backend, MetricValue.rep_values)
         .where(MetricValue.commit_id == commit_id, MetricValue.machine_id == machine_id, MetricValue.config_id == config_id)
         .order_by(MetricValue.metric, MetricValue.backend, MetricValue.run_id)
     )
