@@ -26,9 +26,9 @@ session's key (``window_runs``' ``pair``), so detection pairs its repetitions wi
 Decoding the stored window is most of what reading it costs, and a worker usually reads back the
 window it wrote itself: :func:`decode` hands back the object that produced exactly these bytes
 (keyed by their digest, in this process) and decodes only when it has none. That object also
-carries each series' main search (``Window.memos``), which the next detection searches on from. What the database
-holds stays the only truth: different bytes (another worker wrote them, a rollback kept older
-ones) miss and are decoded.
+carries each series' main search (``Window.memos``), which the next detection searches on from.
+What the database holds stays the only truth: different bytes (another worker wrote them, a
+rollback kept older ones) miss and are decoded.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import io
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any
 
 import numpy as np
@@ -112,33 +113,24 @@ class Window:
         finite = np.isfinite(everything)
         clean = bool(finite.all())
         kept: list[tuple[tuple[Key, int], np.ndarray, tuple[int, ...], tuple[int, ...]]] = []
-        point, parts, keys = None, [], []
-
-        def close() -> None:
-            if not parts:
-                return
+        starts = [0, *ends[:-1]]
+        by_point = groupby(zip(rows, starts, ends), key=lambda r: ((r[0][3], r[0][4]), r[0][0]))  # (metric, backend), position
+        for point, runs in by_point:
+            parts, keys = [], []
+            for (_, _, _, _, _, _, _, noisy, pair), start, end in runs:
+                arr = everything[start:end]
+                if not clean and not finite[start:end].all():
+                    arr, pair = arr[finite[start:end]], 0  # a lost repetition breaks the pairs' order
+                if noisy and arr.size > 1:
+                    arr = _weighed(arr)
+                if arr.size:
+                    parts.append(arr)
+                    keys.append(pair or 0)
             paired = tuple(keys) if any(keys) else ()
             if len(parts) == 1 and not paired:
                 kept.append((point, parts[0], (), ()))  # one job, the usual case: no per-point object to keep
-            else:
+            elif parts:
                 kept.append((point, np.concatenate(parts), tuple(a.size for a in parts), paired))
-
-        start = 0
-        for (position, _, _, metric, backend, _, _, noisy, pair), end in zip(rows, ends):
-            here = ((metric, backend), position)
-            if here != point:
-                close()
-                point, parts, keys = here, [], []
-            arr = everything[start:end]
-            if not clean and not finite[start:end].all():
-                arr, pair = arr[finite[start:end]], 0  # a lost repetition breaks the pairs' order
-            start = end
-            if noisy and arr.size > 1:
-                arr = _weighed(arr)
-            if arr.size:
-                parts.append(arr)
-                keys.append(pair or 0)
-        close()
         medians = medians_of([arr for _, arr, _, _ in kept])
         for ((key, position), arr, sizes, paired), median in zip(kept, medians.tolist()):
             self.points.setdefault(key, {})[position] = Point(arr, median, sizes, paired)
