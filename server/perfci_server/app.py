@@ -16,6 +16,7 @@ from .configs.router import router as configs_router
 from .jobs.router import agent_router as jobs_agent_router
 from .jobs.router import router as jobs_router
 from .machines.router import router as machines_router
+from .pages.router import router as pages_router
 from .repos.router import router as repos_router
 from .results.router import agent_router as results_agent_router
 from .results.router import document_schema
@@ -60,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ok", "env": settings.env}
 
     app.include_router(api)
+    app.include_router(pages_router)  # the verdict pages forges link to, outside the API
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -28,6 +28,7 @@ TASK_MODULES = (
     "perfci_server.jobs.tasks",
     "perfci_server.bisect.tasks",
     "perfci_server.repos.tasks",
+    "perfci_server.pulls.tasks",
 )
 
 

@@ -89,18 +89,20 @@ def admin_migrate() -> None:
 
 @admin.command("create-repo", help="Register a repository; prints its webhook secret once.")
 def create_repo(
-    name: Annotated[str, typer.Argument(help="GitHub full_name or GitLab path_with_namespace")],
+    name: Annotated[str, typer.Argument(help="GitHub/Gitea full_name or GitLab path_with_namespace")],
     clone_url: Annotated[str, typer.Option(help="URL agents clone from")],
-    forge: Annotated[str, typer.Option(help="github or gitlab")] = "github",
+    forge: Annotated[str, typer.Option(help="github, gitlab or gitea")] = "github",
     webhook_secret: Annotated[Optional[str], typer.Option(help="Use this secret instead of generating one")] = None,
     track_tags: Annotated[bool, typer.Option(help="Also benchmark pushed tags")] = False,
+    default_branch: Annotated[str, typer.Option(help="The base other branches are judged against")] = "main",
 ) -> None:
     from .db import session_scope
     from .models import Forge
     from .repos.schemas import RepositoryCreate, RepositoryCreated
     from .repos.service import create_repository
 
-    data = RepositoryCreate(name=name, forge=Forge(forge), clone_url=clone_url, webhook_secret=webhook_secret, track_tags=track_tags)
+    data = RepositoryCreate(name=name, forge=Forge(forge), clone_url=clone_url, webhook_secret=webhook_secret, track_tags=track_tags,
+                            default_branch=default_branch)
     with session_scope() as session:
         repository = create_repository(session, data)
         created = RepositoryCreated.model_validate(repository, from_attributes=True)
@@ -128,8 +130,14 @@ def create_config(
     data = ConfigCreate.model_validate(
         dict(name=name, harness=harness, pkt_size=pkt_size, flows=flows, routes=routes, packets=packets, warmup=warmup, lcores=lcores, scaling=scaling, backend=backend, repetitions=repetitions)
     )
+    from .jobs.service import backfill
+    from .settings import get_settings
+
     with session_scope() as session:
-        config = ConfigRead.model_validate(create(session, data))
+        row = create(session, data)
+        if row.enabled:
+            backfill(session, get_settings(), config_ids=[row.id])
+        config = ConfigRead.model_validate(row)
     _echo_json(config.model_dump(mode="json"))
 
 

@@ -33,6 +33,13 @@ def github_signature_valid(secret: str, body: bytes, header: str | None) -> bool
     return hmac.compare_digest(github_signature(secret, body).encode(), header.strip().encode())
 
 
+def gitea_signature_valid(secret: str, body: bytes, header: str | None) -> bool:
+    """Gitea's own header: the hex HMAC-SHA256 of the body, without GitHub's ``sha256=`` prefix."""
+    if not header:
+        return False
+    return hmac.compare_digest(github_signature(secret, body).removeprefix("sha256=").encode(), header.strip().encode())
+
+
 def gitlab_token_valid(secret: str, header: str | None) -> bool:
     if not header:
         return False

@@ -90,11 +90,23 @@ class Settings(BaseSettings):
     # for a forge means its verdicts are kept but not posted.
     # Start a server bisect (on the alert's machine) for every new regression alert group.
     auto_bisect_regressions: bool = False
+    # Base URL of this server as a browser reaches it: status and comment links lead to its
+    # read-only verdict pages (/v/{id}); without it, statuses carry no link.
     public_url: str | None = Field(None, description="Base URL of this server, for status links")
     github_api_url: str = "https://api.github.com"
     github_token: SecretStr | None = None
     gitlab_api_url: str = "https://gitlab.com/api/v4"
     gitlab_token: SecretStr | None = None
+    # Gitea (and Forgejo): its API root, e.g. https://gitea.example.com/api/v1, and a token with
+    # write:repository and write:issue (statuses, the pull-request comment).
+    gitea_api_url: str = "http://127.0.0.1:3000/api/v1"
+    gitea_token: SecretStr | None = None
+    # Grafana's base URL: the read-only verdict pages link each alert to its Alerts dashboard.
+    grafana_url: str | None = None
+    # A machine that enrolls or a config that is added gets jobs for this many of the newest
+    # commits of each tracked branch (oldest first, after every other job): history to judge
+    # the next push against. 0 turns it off.
+    backfill_commits: int = Field(20, ge=0, le=10_000)
     status_context: str = Field("perfci", min_length=1, max_length=100)
     forge_timeout_seconds: float = Field(10.0, gt=0)
     # Retries of one post: backoff x 2^n seconds (capped), then the resend sweep takes over.

@@ -29,12 +29,24 @@ class ForgeServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                self._answer("POST", 201)
+
+            def do_PATCH(self) -> None:  # noqa: N802 - edits (a pull request's comment)
+                self._answer("PATCH", 200)
+
+            def do_PUT(self) -> None:  # noqa: N802 - GitLab's note edits
+                self._answer("PUT", 200)
+
+            def _answer(self, method: str, success: int) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
-                    code = server.script.popleft() if server.script else 201
-                    server.requests.append(Recorded("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, code))
-                payload = json.dumps({"id": len(server.requests), "state": body.get("state")} if code < 400 else {"message": f"HTTP {code}"}).encode()
+                    code = server.script.popleft() if server.script else success
+                    server.requests.append(Recorded(method, self.path, {k.lower(): v for k, v in self.headers.items()}, body, code))
+                    # an edit answers with the id it edited, a creation with a new one
+                    made = self.path.rsplit("/", 1)[-1] if method != "POST" else str(len(server.requests))
+                payload = json.dumps({"id": int(made) if made.isdigit() else made, "state": body.get("state")} if code < 400
+                                     else {"message": f"HTTP {code}"}).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))

@@ -65,8 +65,15 @@ def test_one_status_per_measured_commit_failure_names_the_regression(lab, forge,
     [group_id] = [g["id"] for g in lab.alerts()]
     assert bad["state"] == "failure"
     assert bad["description"] == f"regression: ipp +2.90% (sim-64B, sim), alert {group_id}"
-    assert bad["target_url"] == f"https://perfci.example.com/api/v1/alerts/{group_id}"
-    assert {by_sha[s].body["state"] for s in shas if s != shas[STEP]} == {"success"}
+    rows = _statuses(lab.session)
+    pages = {r.commit_id: r.public_id for r in rows.values()}
+    assert bad["target_url"].startswith("https://perfci.example.com/v/")  # the verdict's page, not a token-protected route
+    assert bad["target_url"].removeprefix("https://perfci.example.com/v/") in pages.values()
+    # The first commit has nothing before it to be compared with: no green by absence.
+    first = by_sha[shas[0]].body
+    assert (first["state"], first["description"]) == ("error", "no baseline yet: no earlier commit of its branch measured on dut-01")
+    assert {by_sha[s].body["state"] for s in shas[1:] if s != shas[STEP]} == {"success"}
+    assert all(r.body["target_url"].startswith("https://perfci.example.com/v/") for r in forge.requests)
     assert all(len(r.body["description"]) <= 140 for r in forge.requests)
     rows = _statuses(lab.session)
     assert {(r.delivery, r.sent_version, r.attempts) for r in rows.values()} == {("sent", 1, 1)}
@@ -154,7 +161,17 @@ def test_gitlab_commit_status_request_shape(forge):
     assert request.body == {"state": "failed", "name": "perfci/dut-01", "description": "regression: ipp +2.90% (sim-64B, sim), alert 1"}
 
 
-@pytest.mark.parametrize("forge_kind", [Forge.GITHUB, Forge.GITLAB])
+@pytest.mark.parametrize(("forge_kind", "neutral"), [(Forge.GITHUB, "error"), (Forge.GITLAB, "skipped"), (Forge.GITEA, "warning")])
+def test_no_verdict_is_never_posted_as_success(forge_kind, neutral):
+    post = forge_client.StatusPost(forge=forge_kind, api_url="http://forge.invalid", token="t", project="o/r", sha="c" * 40,
+                                   state=CommitState.NEUTRAL, context="perfci/dut-01", description="no baseline yet", target_url=None)
+    url, headers, body = forge_client.request_of(post)
+    assert body["state"] == neutral
+    if forge_kind is Forge.GITEA:  # GitHub's paths under Gitea's own API root and token scheme
+        assert (url, headers["Authorization"]) == ("http://forge.invalid/repos/o/r/statuses/" + "c" * 40, "token t")
+
+
+@pytest.mark.parametrize("forge_kind", [Forge.GITHUB, Forge.GITLAB, Forge.GITEA])
 def test_a_suspect_being_confirmed_is_posted_as_pending_on_both_forges(forge_kind):
     post = forge_client.StatusPost(forge=forge_kind, api_url="http://forge.invalid", token="t", project="o/r", sha="c" * 40,
                                    state=CommitState.PENDING, context="perfci/dut-01",

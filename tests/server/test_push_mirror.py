@@ -7,8 +7,6 @@ are shaped like GitHub's (at most 20 commits listed) and GitLab's (20 listed, to
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,47 +17,12 @@ from sqlalchemy.orm import Session
 
 from perfci_server.models import Branch, BranchCommit, Commit, Job, Push
 from perfci_server.repos import tasks as repo_tasks
+from git_forge import GitForge as Forge
 from server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
 
 pytestmark = pytest.mark.services
 ZERO = "0" * 40
 FORGE_LISTS = 20  # GitHub and GitLab list at most this many commits in a push payload
-
-
-class Forge:
-    """A git repository standing in for GitHub/GitLab: commits made here are what a push brings."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._n = 0
-        path.mkdir(parents=True)
-        self.git("init", "--quiet", "--initial-branch=main")
-
-    def git(self, *args: str) -> str:
-        env = {**os.environ, "GIT_AUTHOR_NAME": "Ada Lovelace", "GIT_AUTHOR_EMAIL": "ada@example.com",
-               "GIT_COMMITTER_NAME": "Ada Lovelace", "GIT_COMMITTER_EMAIL": "ada@example.com",
-               "GIT_AUTHOR_DATE": f"2026-11-01T10:{self._n // 60:02d}:{self._n % 60:02d}Z",
-               "GIT_COMMITTER_DATE": f"2026-11-01T10:{self._n // 60:02d}:{self._n % 60:02d}Z"}
-        return subprocess.run(["git", "-C", str(self.path), *args], check=True, capture_output=True, text=True, env=env).stdout.strip()
-
-    def commit(self, n: int, subject: str = "fwd: change") -> list[str]:
-        shas = []
-        for _ in range(n):
-            self._n += 1
-            self.git("commit", "--quiet", "--allow-empty", "-m", f"{subject} {self._n}")
-            shas.append(self.git("rev-parse", "HEAD"))
-        return shas
-
-    def head(self) -> str:
-        return self.git("rev-parse", "HEAD")
-
-    def forge_commit(self, sha: str) -> dict[str, Any]:
-        message, date = self.git("log", "-1", "--format=%B%x1f%cI", sha).split("\x1f")
-        return {"id": sha, "tree_id": self.git("rev-parse", f"{sha}^{{tree}}"), "distinct": True, "message": message.strip(),
-                "timestamp": date, "url": f"https://github.com/perfci-org/dataplane/commit/{sha}",
-                "author": {"name": "Ada Lovelace", "email": "ada@example.com", "username": "ada"},
-                "committer": {"name": "Ada Lovelace", "email": "ada@example.com", "username": "ada"},
-                "added": [], "removed": [], "modified": ["dataplane/src/fwd.c"]}
 
 
 @pytest.fixture
@@ -130,11 +93,11 @@ def test_a_25_commit_github_push_records_all_25_with_their_parents_and_jobs(clie
     response = deliver_github(client, payload, "gh-25")
     assert response.status_code == 202, response.text
     assert response.json() == {"status": "scheduled", "detail": "25 commit(s) on main", "commits": 25, "complete": True}
-    assert branch_shas(session) == pushed
+    assert branch_shas(session) == [base, *pushed]  # the oldest one's parent goes first: its baseline, measured too
     known = parents(session)
     assert known[pushed[0]] == [base]
     assert all(known[pushed[i]] == [pushed[i - 1]] for i in range(1, 25))
-    assert jobs_per_commit(session) == {sha: 1 for sha in pushed}
+    assert jobs_per_commit(session) == {sha: 1 for sha in [base, *pushed]}
     [push] = client.get(f"/api/v1/repositories/{repo['id']}/pushes").json()["items"]
     assert (push["complete"], push["listed_commits"], push["recorded_commits"], push["last_error"]) == (True, 20, 25, None)
 
@@ -149,7 +112,7 @@ def test_a_30_commit_gitlab_push_records_all_30(client, session, sent_tasks, for
     response = deliver_gitlab(client, payload, "gl-30")
     assert response.status_code == 202, response.text
     assert response.json()["commits"] == 30 and response.json()["complete"] is True
-    assert branch_shas(session) == pushed
+    assert branch_shas(session) == [base, *pushed]
     assert parents(session)[pushed[0]] == [base]
 
 
@@ -165,22 +128,41 @@ def test_merges_keep_both_parents_and_the_branch_follows_first_parents(client, s
 
     pushed = [*topic, *mainline, merge]  # GitHub lists every new commit, the merged ones too
     assert deliver_github(client, github_push(forge, base, merge, pushed), "merge").status_code == 202
-    assert branch_shas(session) == [*mainline, merge]
+    assert branch_shas(session) == [base, *mainline, merge]
     assert parents(session)[merge] == [mainline[-1], topic[-1]]
 
 
-def test_a_new_branch_records_only_commits_no_tracked_branch_has(client, session, sent_tasks, forge):
+def test_a_new_branch_starts_with_its_base_branchs_history_up_to_the_merge_base(client, session, sent_tasks, forge):
     main = forge.commit(4)
     register(client, "perfci-org/dataplane", "github", f"file://{forge.path}")
     assert deliver_github(client, github_push(forge, ZERO, main[-1], main), "main").status_code == 202
     forge.git("checkout", "--quiet", "-b", "feature")
     feature = forge.commit(3, "feature")
+    forge.git("checkout", "--quiet", "main")
+    later = forge.commit(2, "main moves on")
+    assert deliver_github(client, github_push(forge, main[-1], later[-1], later), "main-2").status_code == 202
 
     response = deliver_github(client, github_push(forge, ZERO, feature[-1], feature, ref="refs/heads/feature"), "feature")
-    assert response.json()["commits"] == 3
-    assert branch_shas(session, "feature") == feature
+    assert response.json()["commits"] == 3  # its own commits; main's are inherited
+    assert branch_shas(session, "feature") == [*main, *feature]  # main up to the merge-base, then its own
+    branch = session.scalars(select(Branch).where(Branch.name == "feature")).one()
+    main_branch = session.scalars(select(Branch).where(Branch.name == "main")).one()
+    assert (branch.base_branch_id, branch.fork_position, branch.first_own_position) == (main_branch.id, 3, 4)
     assert parents(session)[feature[0]] == [main[-1]]
-    assert branch_shas(session, "main") == main
+    assert branch_shas(session, "main") == [*main, *later]  # the branch's commits never join main's series
+
+
+def test_a_new_branch_with_no_base_yet_records_its_first_parent_history(client, session, sent_tasks, forge):
+    root = forge.commit(2)
+    register(client, "perfci-org/dataplane", "github", f"file://{forge.path}")
+    create_config(client)
+    enroll(client)
+    forge.git("checkout", "--quiet", "-b", "feature")
+    feature = forge.commit(1, "feature")
+    response = deliver_github(client, github_push(forge, ZERO, feature[-1], feature, ref="refs/heads/feature"), "feature")
+    assert response.json()["commits"] == 3  # no tracked branch yet: the whole first-parent history is the branch's
+    assert branch_shas(session, "feature") == [*root, *feature]
+    assert jobs_per_commit(session) == {sha: 1 for sha in [*root, *feature]}
 
 
 def test_a_force_push_records_the_rewritten_commits_after_the_old_head(client, session, sent_tasks, forge):
@@ -193,7 +175,7 @@ def test_a_force_push_records_the_rewritten_commits_after_the_old_head(client, s
 
     response = deliver_github(client, github_push(forge, old[-1], rewritten[-1], rewritten, forced=True), "forced")
     assert response.json()["commits"] == 3
-    assert branch_shas(session) == [*old, *rewritten]
+    assert branch_shas(session) == [kept[-1], *old, *rewritten]
     assert parents(session)[rewritten[0]] == [kept[-1]]
 
 
@@ -228,10 +210,10 @@ def test_an_unreachable_mirror_leaves_the_push_incomplete_until_beat_completes_i
     assert repo_tasks.complete_pushes() == {"incomplete": 1, "completed": 1, "commits_added": 5}
 
     db_session.expire_all()
-    assert branch_shas(db_session) == pushed
+    assert branch_shas(db_session) == [base, *pushed]  # and the oldest one's parent before them: their baseline
     known = parents(db_session)
     assert known[pushed[0]] == [base] and known[pushed[5]] == [pushed[4]]
-    assert jobs_per_commit(db_session) == {sha: 1 for sha in pushed}
+    assert jobs_per_commit(db_session) == {sha: 1 for sha in [base, *pushed]}
     completed = db_session.scalars(select(Push)).one()
     assert (completed.complete, completed.recorded_commits, completed.fetch_attempts, completed.last_error) == (True, 25, 3, None)
     assert client.get(f"/api/v1/repositories/{repo['id']}/pushes", params={"complete": False}).json()["items"] == []

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, status
 
 from ..deps import AdminDep, AgentDep, PageDep, ReaderDep, SessionDep, SettingsDep
 from ..errors import Forbidden, NotFound, Unauthorized, responses
+from ..jobs import service as job_service
 from ..models import utcnow
 from ..pagination import Page, paginate
 from . import repository as agent_sql
@@ -30,9 +31,10 @@ admin_router = APIRouter(tags=["agents"])
 
 
 @agent_router.post("/enroll", status_code=status.HTTP_201_CREATED, responses=responses(Unauthorized))
-def enroll(request: EnrollRequest, session: SessionDep) -> Enrolled:
+def enroll(request: EnrollRequest, session: SessionDep, settings: SettingsDep) -> Enrolled:
     """Exchange a single-use enrollment token for this agent's own bearer token."""
     agent, token = service.enroll(session, request)
+    job_service.backfill(session, settings, machine_ids=[agent.machine_id])  # history to judge its first push against
     return Enrolled(agent_id=agent.id, machine_id=agent.machine_id, token=token)
 
 

@@ -21,6 +21,7 @@ from ..models import (
     BranchCommit,
     Commit,
     CommitStatus,
+    StatusScope,
     DetectionWindow,
     Job,
     JobPurpose,
@@ -488,7 +489,7 @@ def verdicts(session: Session, commit_ids: Sequence[int], machine_ids: Sequence[
     statement = (
         select(CommitStatus, Machine.name)
         .join(Machine, Machine.id == CommitStatus.machine_id)
-        .where(CommitStatus.commit_id.in_(list(commit_ids)))
+        .where(CommitStatus.commit_id.in_(list(commit_ids)), CommitStatus.scope == StatusScope.SERIES.value)
         .order_by(CommitStatus.machine_id)
     )
     if machine_ids is not None:

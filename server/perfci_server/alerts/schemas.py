@@ -125,7 +125,7 @@ class CheckState(str, Enum):
 class MachineVerdict(BaseModel):
     machine_id: int
     machine: str
-    state: str = Field(description="success / failure, as posted to the forge")
+    state: str = Field(description="success / failure / pending / neutral (no baseline), as posted to the forge")
     description: str
 
 

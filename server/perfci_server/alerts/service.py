@@ -73,7 +73,7 @@ from .. import dispatch
 from ..bisect import service as bisect_service
 from ..errors import NotFound
 from ..forge import service as forge_service
-from ..models import Alert, AlertDirection, AlertGroup, AlertStatus, BenchConfig, Branch, Machine, Repository, utcnow
+from ..models import Alert, AlertDirection, AlertGroup, AlertStatus, BenchConfig, Branch, CommitState, Machine, Repository, utcnow
 from ..models import Suspect as SuspectRow
 from ..pagination import Page
 from ..repos import repository as repo_sql
@@ -225,7 +225,10 @@ def detect_config(session: Session, branch_id: int, machine_id: int, config_id: 
     judge_from = _judge_from([p for p, _ in measured], first)
     book = _Book(session, branch_id, machine_id)
     confirmations = confirm.Confirmations(session, branch_id, machine_id, config_id, window.at())
+    own_from = book.first_own_position
     for key, (found, result) in window_changes(window, config_id).items():
+        if own_from:  # a branch's inherited history: its changes are its base branch's to report
+            found, result = _own_changes(found, result, window.at(), own_from)
         outcome.found += len(found)
         book.reconcile((config_id, *key), found, judge_from, outcome)
         if result is not None:  # suspects: pending, confirmation rounds (confirm.py)
@@ -238,6 +241,15 @@ def detect_config(session: Session, branch_id: int, machine_id: int, config_id: 
     book.finish(settings, outcome)
     outcome.confirm_jobs += confirmations.schedule(settings)
     outcome.commits.update(confirmations.touched)  # their forge verdicts may have turned pending or back
+
+
+def _own_changes(found: list[Found], result: DetectionResult | None, at: dict[str, tuple[int, int]],
+                 own_from: int) -> tuple[list[Found], DetectionResult | None]:
+    """The changes (and suspects) a branch reports: those from its own first commit on."""
+    found = [f for f in found if f.first_bad[1] >= own_from]
+    if result is not None:
+        result = dataclasses.replace(result, suspects=tuple(s for s in result.suspects if at[s.suspect][1] >= own_from))
+    return found, result
 
 
 def _judge_from(positions: list[int], first: int | None) -> int:
@@ -376,6 +388,7 @@ class _Book:
         branch = session.get(Branch, branch_id)
         assert branch is not None
         self.repository_id = branch.repository_id
+        self.first_own_position = branch.first_own_position
 
     def range_of(self, row: AlertGroup | Alert) -> tuple[int, int]:
         lg = self.pos.get(row.last_good_commit_id, -1) if row.last_good_commit_id is not None else -1
@@ -755,6 +768,9 @@ def check(session: Session, sha: str, repository: str | None, machine: str | Non
     elif pending or not verdicts:
         state = CheckState.PENDING
         detail = f"{pending} job(s) still queued or running" if pending else "no analysed result for this commit yet"
+    elif undecided := [v for v in verdicts if v.state in (CommitState.PENDING.value, CommitState.NEUTRAL.value)]:
+        state = CheckState.PENDING  # nothing to compare with yet: not clean by absence
+        detail = "; ".join(f"{v.machine}: {v.description}" for v in undecided)
     else:
         state, detail = CheckState.CLEAN, f"no untriaged regression on {len(verdicts)} machine(s)"
     exit_code = {CheckState.REGRESSED: 1, CheckState.CLEAN: 0, CheckState.PENDING: 2}[state]

@@ -4,8 +4,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from ..deps import AdminDep, PageDep, ReaderDep, SessionDep
+from ..deps import AdminDep, PageDep, ReaderDep, SessionDep, SettingsDep
 from ..errors import Conflict, NotFound, Unauthorized, responses
+from ..jobs import service as job_service
 from ..pagination import Page, paginate
 from . import repository as config_sql
 from . import service
@@ -23,8 +24,12 @@ def list_configs(
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=responses(Unauthorized, Conflict))
-def create_config(data: ConfigCreate, session: SessionDep, _: AdminDep) -> ConfigRead:
-    return ConfigRead.model_validate(service.create_config(session, data))
+def create_config(data: ConfigCreate, session: SessionDep, settings: SettingsDep, _: AdminDep) -> ConfigRead:
+    """A new benchmark config; the newest commits of each branch get its jobs (PERFCI_BACKFILL_COMMITS)."""
+    config = service.create_config(session, data)
+    if config.enabled:
+        job_service.backfill(session, settings, config_ids=[config.id])
+    return ConfigRead.model_validate(config)
 
 
 @router.patch("/{config_id}", responses=responses(Unauthorized, NotFound))

@@ -1,27 +1,35 @@
 """Commit verdicts and their delivery to the forge.
 
-A measured commit's verdict on a machine is ``failure`` while an untriaged regression alert group
-of that machine implicates it (the commit lies in the group's range, last good .. first bad),
-else ``pending`` while a pending suspect of that machine names it (its confirmation rounds
-decide; the CI gate answers ``pending`` too), else ``success``. The verdict is written in the
-detection (or triage) transaction; posting it is a Celery task sent after commit, retried with
-exponential backoff, and a periodic sweep re-sends whatever is still pending — so a forge outage
-delays a status but never loses it (nor the alert, which was committed before any post was
-attempted).
+A commit's verdict on a machine (scope ``series``: the commit on its branch's series) is
+``failure`` while an untriaged regression alert group of that machine implicates it (the commit
+lies in the group's range, last good .. first bad), else ``pending`` while a pending suspect of
+that machine names it (its confirmation rounds decide; the CI gate answers ``pending`` too), else
+it depends on the commit's baseline: ``success`` when an earlier commit of one of its branches is
+measured on the machine (there was something to compare with, and nothing moved), ``pending``
+while one is being measured, ``neutral`` when none is or will be ("no baseline": never green by
+absence). A pull request's verdict (scope ``pull``, :mod:`..pulls.service`) is written with the
+same machinery under its own context.
+
+The verdict is written in the detection (or triage) transaction; posting it is a Celery task sent
+after commit, retried with exponential backoff, and a periodic sweep re-sends whatever is still
+pending — so a forge outage delays a status but never loses it (nor the alert, which was committed
+before any post was attempted). Every status links to its read-only page (``/v/{public_id}``,
+:mod:`..pages`) when ``PERFCI_PUBLIC_URL`` is set.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
+import secrets
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 
 from sqlalchemy.orm import Session
 
 from .. import dispatch
 from ..alerts import repository as alert_sql
-from ..models import AlertGroup, BenchConfig, CommitState, CommitStatus, Delivery, Forge, Suspect, utcnow
+from ..models import AlertGroup, BenchConfig, CommitState, CommitStatus, Delivery, Forge, StatusScope, Suspect, utcnow
 from ..settings import Settings
 from . import repository as status_sql
 from .client import StatusPost
@@ -30,62 +38,92 @@ log = logging.getLogger(__name__)
 
 POST_TASK = "perfci.forge.post_status"
 RESEND_BATCH = 500
+NO_REGRESSION = "no untriaged performance regression"
 
 
 def record_verdicts(session: Session, machine_id: int, commit_ids: Iterable[int], settings: Settings) -> list[int]:
-    """Write the verdict of each commit on the machine; queue a post for each one that changed.
-
-    Set-based: one query for the implicating groups of every commit, one insert of the missing
-    status rows, one locking read of them all (commit order, so concurrent batches cannot
-    deadlock), and updates only for the verdicts that changed. Returns the ids of the statuses
-    that will be posted.
-    """
+    """Write the series verdict of each commit on the machine; queue a post for each one that
+    changed. Set-based: one query for the implicating groups of every commit, one for the pending
+    suspects, one for the baselines, then :func:`write_verdicts`. Returns the ids of the statuses
+    that will be posted."""
     ids = sorted(set(commit_ids))
     if not ids:
         return []
-    context = f"{settings.status_context}/{status_sql.machine_name(session, machine_id)}"
-    commits = status_sql.commits_with_repository(session, ids)
-    groups_of = alert_sql.implicating_groups_by_commit(session, [c.id for c in commits], machine_id)
+    machine = status_sql.machine_name(session, machine_id)
+    groups_of = alert_sql.implicating_groups_by_commit(session, ids, machine_id)
     suspects_of: dict[int, list[Suspect]] = {}
     for suspect in alert_sql.pending_suspects(session, ids, [machine_id]):
         for commit_id in {suspect.suspect_commit_id, *suspect.commit_ids}:
             suspects_of.setdefault(commit_id, []).append(suspect)
-    base = settings.public_url.rstrip("/") + "/api/v1/alerts" if settings.public_url else None
+    baselines = status_sql.baselines(session, ids, machine_id)
     named: dict[tuple[int, ...], str] = {}  # a batch's commits mostly share the same few groups
-    wanted: dict[int, dict[str, str | None]] = {}
-    delivery_of: dict[int, Delivery] = {}
-    for commit in commits:
-        groups = groups_of.get(commit.id, [])
+    wanted: dict[int, tuple[CommitState, str]] = {}
+    for commit_id in ids:
+        groups = groups_of.get(commit_id, [])
         if groups:
             key = tuple(g.id for g in groups)
             if key not in named:
                 named[key] = _name_regression(session, groups)
-            state, description, target_url = CommitState.FAILURE, named[key], f"{base}/{groups[0].id}" if base else None
-        elif commit.id in suspects_of:
-            state, description, target_url = CommitState.PENDING, _name_suspect(suspects_of[commit.id]), None
+            wanted[commit_id] = (CommitState.FAILURE, named[key])
+        elif commit_id in suspects_of:
+            wanted[commit_id] = (CommitState.PENDING, _name_suspect(suspects_of[commit_id]))
         else:
-            state, description, target_url = CommitState.SUCCESS, "no untriaged performance regression", None
-        wanted[commit.id] = {"state": state.value, "context": context, "description": description, "target_url": target_url}
-        delivery_of[commit.id] = Delivery.PENDING if _token(settings, Forge(commit.forge)) else Delivery.DISABLED
+            baseline = baselines.get(commit_id)
+            if baseline is not None and baseline.measured:
+                wanted[commit_id] = (CommitState.SUCCESS, NO_REGRESSION)
+            elif baseline is not None and baseline.waiting_for:
+                wanted[commit_id] = (CommitState.PENDING, f"waiting for its baseline {baseline.waiting_for[:12]} to be measured")
+            else:
+                wanted[commit_id] = (CommitState.NEUTRAL, f"no baseline yet: no earlier commit of its branch measured on {machine}")
+    return write_verdicts(session, machine_id, StatusScope.SERIES, wanted, settings)
+
+
+def write_verdicts(session: Session, machine_id: int, scope: StatusScope, wanted: Mapping[int, tuple[CommitState, str]],
+                   settings: Settings) -> list[int]:
+    """Store each commit's verdict (state, description) of one scope on the machine; queue a post
+    for each that changed. One insert of the missing rows, one locking read of them all (commit
+    order, so concurrent batches cannot deadlock), updates only where the verdict changed."""
+    if not wanted:
+        return []
+    machine = status_sql.machine_name(session, machine_id)
+    context = f"{settings.status_context}/{machine}" if scope is StatusScope.SERIES else f"{settings.status_context}/pr/{machine}"
+    commits = status_sql.commits_with_repository(session, list(wanted))
+    delivery_of = {c.id: Delivery.PENDING if token_of(settings, Forge(c.forge)) else Delivery.DISABLED for c in commits}
     new = status_sql.insert_missing_statuses(session, machine_id, [
-        {"repository_id": c.repository_id, "commit_id": c.id, **wanted[c.id], "delivery": delivery_of[c.id].value}
+        {"repository_id": c.repository_id, "commit_id": c.id, "scope": scope.value, "context": context,
+         "state": wanted[c.id][0].value, "description": wanted[c.id][1], "delivery": delivery_of[c.id].value,
+         "public_id": secrets.token_urlsafe(16)}
         for c in commits])
     to_post = []
-    for status in status_sql.lock_statuses(session, machine_id, list(wanted)):
-        fields, delivery = wanted[status.commit_id], delivery_of[status.commit_id]
-        if status.commit_id not in new:
-            if all(getattr(status, k) == v for k, v in fields.items()):
+    for status in status_sql.lock_statuses(session, machine_id, list(wanted), scope):
+        state, description = wanted[status.commit_id]
+        fields = {"state": state.value, "context": context, "description": description,
+                  "target_url": page_url(settings, status.public_id)}
+        delivery = delivery_of[status.commit_id]
+        if all(getattr(status, k) == v for k, v in fields.items()):
+            if status.commit_id not in new:
                 continue  # same verdict: nothing to post again
+        else:
             for key, value in fields.items():
                 setattr(status, key, value)
-            status.version += 1
-            status.delivery, status.last_error = delivery.value, ""
+            if status.commit_id not in new:
+                status.version += 1
+                status.delivery, status.last_error = delivery.value, ""
         if delivery is Delivery.PENDING:
             to_post.append(status.id)
     session.flush()
     for status_id in to_post:
         dispatch.send_after_commit(session, POST_TASK, status_id)
     return to_post
+
+
+def statuses_of(session: Session, commit_id: int, scope: StatusScope) -> list[CommitStatus]:
+    return status_sql.statuses_of(session, commit_id, scope)
+
+
+def page_url(settings: Settings, public_id: str) -> str | None:
+    """The read-only page of a verdict, as a browser reaches it (None without PERFCI_PUBLIC_URL)."""
+    return f"{settings.public_url.rstrip('/')}/v/{public_id}" if settings.public_url else None
 
 
 def _name_regression(session: Session, groups: list[AlertGroup]) -> str:
@@ -95,12 +133,16 @@ def _name_regression(session: Session, groups: list[AlertGroup]) -> str:
         return f"regression: alert {groups[0].id}"
     lead = max(alerts, key=lambda a: abs(a.change_pct) if math.isfinite(a.change_pct) else math.inf)
     config = alert_sql.names(session, BenchConfig, [lead.config_id]).get(lead.config_id, "")
-    change = f"{lead.change_pct:+.2f}%" if math.isfinite(lead.change_pct) else "from zero"
-    text = f"regression: {lead.metric} {change} ({config}, {lead.backend}), alert {lead.group_id}"
+    text = f"regression: {lead.metric} {change_text(lead.change_pct)} ({config}, {lead.backend}), alert {lead.group_id}"
     more = len(alerts) - 1
     if more:
         text += f", +{more} more metric{'s' if more > 1 else ''}"
     return text
+
+
+def change_text(change_pct: float) -> str:
+    """"+2.90%", or "from zero" where a count starts at zero."""
+    return f"{change_pct:+.2f}%" if math.isfinite(change_pct) else "from zero"
 
 
 def _name_suspect(suspects: list[Suspect]) -> str:
@@ -112,9 +154,13 @@ def _name_suspect(suspects: list[Suspect]) -> str:
     return text
 
 
-def _token(settings: Settings, forge: Forge) -> str | None:
-    secret = settings.github_token if forge is Forge.GITHUB else settings.gitlab_token
+def token_of(settings: Settings, forge: Forge) -> str | None:
+    secret = {Forge.GITHUB: settings.github_token, Forge.GITLAB: settings.gitlab_token, Forge.GITEA: settings.gitea_token}[forge]
     return secret.get_secret_value() if secret is not None and secret.get_secret_value() else None
+
+
+def api_url(settings: Settings, forge: Forge) -> str:
+    return {Forge.GITHUB: settings.github_api_url, Forge.GITLAB: settings.gitlab_api_url, Forge.GITEA: settings.gitea_api_url}[forge]
 
 
 # --- delivery (the post task and the resend sweep) ------------------------------------------
@@ -127,14 +173,13 @@ def prepare(session: Session, status_id: int, settings: Settings) -> tuple[Statu
         return None
     status: CommitStatus = row[0]
     forge = Forge(row.forge)
-    token = _token(settings, forge)
+    token = token_of(settings, forge)
     if status.delivery != Delivery.PENDING.value:
         return None
     if token is None:
         status.delivery = Delivery.DISABLED.value
         return None
-    api_url = settings.github_api_url if forge is Forge.GITHUB else settings.gitlab_api_url
-    post = StatusPost(forge=forge, api_url=api_url, token=token, project=row.name, sha=row.sha,
+    post = StatusPost(forge=forge, api_url=api_url(settings, forge), token=token, project=row.name, sha=row.sha,
                       state=CommitState(status.state), context=status.context, description=status.description,
                       target_url=status.target_url)
     return post, status.version

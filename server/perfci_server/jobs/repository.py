@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session, joinedload
 
 from .. import db
 from ..models import (
-    ACTIVE_STATES, JOB_PRIORITY, BenchConfig, Bisect, BisectStatus, Commit, Job, JobPurpose, JobState, Machine, Run, RunStatus, utcnow,
+    ACTIVE_STATES, JOB_PRIORITY, BenchConfig, Bisect, BisectStatus, BranchCommit, Commit, Job, JobPurpose, JobState, Machine, Run,
+    RunStatus, utcnow,
 )
 from ..models.base import UTCDateTime
 
@@ -82,11 +83,21 @@ def link_partners(session: Session, machine_id: int, config_id: int,
     return len(linked)
 
 
+def insert_pull_jobs(session: Session, pull_request_id: int, machine_id: int, config_id: int,
+                     sides: Sequence[tuple[int, int, str]], max_attempts: int) -> int:
+    """A pull request's jobs: (commit id, round < 0, reason) each, in rounds of their own."""
+    now = utcnow()
+    rows = [_row(commit_id, machine_id, config_id, round_, JobPurpose.PULL, reason, max_attempts, now, pull_request_id)
+            for commit_id, round_, reason in sides]
+    result = db.insert_ignoring_conflicts(session, Job.__table__, rows, _JOB_KEY, returning=Job.__table__.c.id)
+    return len(result.all())
+
+
 def _row(commit_id: int, machine_id: int, config_id: int, round_: int, purpose: JobPurpose, reason: str,
-         max_attempts: int, now: datetime) -> dict[str, Any]:
+         max_attempts: int, now: datetime, pull_request_id: int | None = None) -> dict[str, Any]:
     return {
         "commit_id": commit_id, "machine_id": machine_id, "config_id": config_id, "round": round_,
-        "purpose": purpose.value, "priority": JOB_PRIORITY[purpose], "reason": reason,
+        "purpose": purpose.value, "priority": JOB_PRIORITY[purpose], "reason": reason, "pull_request_id": pull_request_id,
         "state": JobState.QUEUED.value, "attempts": 0, "max_attempts": max_attempts, "created_at": now, "updated_at": now,
     }
 
@@ -245,7 +256,7 @@ _BISECT_RUNNING = exists().where(
 _LOCK_JOB_FOR_RESULT = (
     select(
         _jobs.c.id.label("job_id"), _jobs.c.machine_id, _jobs.c.commit_id, _jobs.c.config_id, _jobs.c.state,
-        _jobs.c.attempts, _jobs.c.max_attempts, _jobs.c.agent_id,
+        _jobs.c.attempts, _jobs.c.max_attempts, _jobs.c.agent_id, _jobs.c.pull_request_id,
         _runs.c.id.label("run_id"), _runs.c.status.label("run_status"), _runs.c.document_sha256,
         _commits.c.sha.label("commit_sha"), _machines.c.fingerprint, _BISECT_RUNNING.label("bisect_running"),
         *(column for column in _configs.c),
@@ -334,3 +345,13 @@ def jobs_statement(
 
 def runs_of(session: Session, job_id: int) -> list[Run]:
     return list(session.scalars(select(Run).where(Run.job_id == job_id).order_by(Run.attempt)))
+
+
+def newest_commits_of_branches(session: Session, per_branch: int) -> list[int]:
+    """The newest ``per_branch`` commits of every tracked branch, each branch oldest first (a
+    commit on several branches once, where it first appears)."""
+    ranked = select(BranchCommit.branch_id, BranchCommit.commit_id, BranchCommit.position,
+                    func.row_number().over(partition_by=BranchCommit.branch_id, order_by=BranchCommit.position.desc()).label("k")
+                    ).subquery()
+    statement = select(ranked.c.commit_id).where(ranked.c.k <= per_branch).order_by(ranked.c.branch_id, ranked.c.position)
+    return list(dict.fromkeys(session.scalars(statement)))

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Query, Response, status
 
 from ..deps import AgentDep, AgentTokenDep, PageDep, ReaderDep, SessionDep, SettingsDep, authenticate_agent, committed
 from ..errors import Conflict, Forbidden, NotFound, Unauthorized, Unprocessable, responses
-from ..models import JobState, utcnow
+from ..models import Job, JobState, utcnow
 from ..pagination import Page, paginate
+from ..pulls import service as pull_service
 from . import repository as job_sql
 from . import service
 from ..bounded import DbId, DbInt
@@ -44,7 +45,10 @@ def renew_lease(job_id: DbId, renewal: LeaseRenewal, session: SessionDep, agent:
 @agent_router.post("/{job_id}/attempts/{attempt}/failure", responses=responses(*_AGENT_ERRORS, NotFound, Conflict, Unprocessable))
 def report_failure(job_id: DbId, attempt: DbInt, report: FailureReport, session: SessionDep, agent: AgentDep) -> JobOutcome:
     """The attempt produced no result document; the job is retried while attempts remain."""
-    return service.report_failure(session, agent, job_id, attempt, report.reason, report.log_tail)
+    outcome = service.report_failure(session, agent, job_id, attempt, report.reason, report.log_tail)
+    job = session.get(Job, job_id)
+    pull_service.job_ended(session, job.pull_request_id if job is not None else None)  # a pull request decides again
+    return outcome
 
 
 @agent_router.post("/{job_id}/attempts/{attempt}/release", responses=responses(*_AGENT_ERRORS, NotFound, Conflict, Unprocessable))

@@ -18,7 +18,7 @@ from ..errors import Conflict, NotFound
 from ..machines import repository as machine_sql
 from ..agents import repository as agent_sql
 from ..agents.repository import AgentIdentity
-from ..models import ACTIVE_STATES, Job, JobState, Run, RunStatus, utcnow
+from ..models import ACTIVE_STATES, Job, JobPurpose, JobState, Run, RunStatus, utcnow
 from ..settings import Settings
 from . import repository as job_sql
 from .schemas import ClaimedJob, JobDetail, JobOutcome, JobRead, PartnerJob, RunRead
@@ -32,6 +32,23 @@ def schedule_commits(session: Session, commit_ids: Sequence[int], settings: Sett
     configs = config_sql.enabled_ids(session)
     created = job_sql.insert_missing_jobs(session, commit_ids, machines, configs, settings.max_attempts)
     log.info("scheduled %d job(s) for %d commit(s) x %d machine(s) x %d config(s)", created, len(commit_ids), len(machines), len(configs))
+    return created
+
+
+def backfill(session: Session, settings: Settings, machine_ids: Sequence[int] | None = None,
+             config_ids: Sequence[int] | None = None) -> int:
+    """History for a machine that enrolled or a config that was added: jobs for the newest
+    ``backfill_commits`` commits of each tracked branch, oldest first, claimed after every other
+    job (a push's own jobs come first). Commits that have their job already keep it."""
+    if settings.backfill_commits == 0:
+        return 0
+    machines = list(machine_ids) if machine_ids is not None else machine_sql.enabled_ids(session)
+    configs = list(config_ids) if config_ids is not None else config_sql.enabled_ids(session)
+    commits = job_sql.newest_commits_of_branches(session, settings.backfill_commits)
+    created = job_sql.insert_missing_jobs(session, commits, machines, configs, settings.max_attempts, JobPurpose.BACKFILL,
+                                          f"backfill: the newest {settings.backfill_commits} commit(s) of each branch")
+    if created:
+        log.info("backfill: %d job(s) for %d commit(s) x %d machine(s) x %d config(s)", created, len(commits), len(machines), len(configs))
     return created
 
 

@@ -4,9 +4,10 @@ from .alert import Alert, AlertDirection, AlertGroup, AlertStatus, DetectionWind
 from .base import Base, utcnow
 from .bench import BenchConfig
 from .bisect import Bisect, BisectStatus
-from .commit_status import CommitState, CommitStatus, Delivery
+from .commit_status import CommitState, CommitStatus, Delivery, StatusScope
 from .job import ACTIVE_STATES, JOB_PRIORITY, Job, JobPurpose, JobState, Run, RunStatus
 from .machine import Agent, ApiToken, EnrollmentToken, Machine
+from .pull_request import PullRequest, PullState
 from .repository import Branch, BranchCommit, Commit, Forge, Push, Repository, WebhookDelivery
 from .result import MetricValue, Sample
 
@@ -39,11 +40,14 @@ __all__ = [
     "JobState",
     "Machine",
     "MetricValue",
+    "PullRequest",
+    "PullState",
     "Push",
     "Repository",
     "Run",
     "RunStatus",
     "Sample",
+    "StatusScope",
     "WebhookDelivery",
     "utcnow",
 ]

@@ -21,7 +21,20 @@ from .base import Base, BigId, CreatedAtMixin, IdMixin, utcnow
 class CommitState(str, Enum):
     SUCCESS = "success"
     FAILURE = "failure"
-    PENDING = "pending"  # a suspected change names the commit and its confirmation rounds decide
+    # A suspected change names the commit and its confirmation rounds decide; or the commit's
+    # baseline (the commit before it on its series, a pull request's merge-base) is being measured.
+    PENDING = "pending"
+    # No verdict can be given (no baseline measured, one side failed to build): never "success"
+    # by absence. Forges without a neutral status state get their nearest (forge.client).
+    NEUTRAL = "neutral"
+
+
+class StatusScope(str, Enum):
+    """What a verdict judges: the commit on its branch's series (detection), or a pull request's
+    head against its merge-base (measured interleaved, pulls.service). Each has its own context."""
+
+    SERIES = "series"
+    PULL = "pull"
 
 
 class Delivery(str, Enum):
@@ -34,8 +47,9 @@ class Delivery(str, Enum):
 class CommitStatus(IdMixin, CreatedAtMixin, Base):
     __tablename__ = "commit_statuses"
     __table_args__ = (
-        UniqueConstraint("commit_id", "machine_id"),
-        CheckConstraint("state IN ('success', 'failure', 'pending')", name="state"),
+        UniqueConstraint("commit_id", "machine_id", "scope"),
+        CheckConstraint("state IN ('success', 'failure', 'pending', 'neutral')", name="state"),
+        CheckConstraint("scope IN ('series', 'pull')", name="scope"),
         CheckConstraint("delivery IN ('pending', 'sent', 'failed', 'disabled')", name="delivery"),
         # The resend sweep: pending deliveries, oldest first.
         Index("ix_commit_statuses_delivery_updated_at", "delivery", "updated_at"),
@@ -44,6 +58,9 @@ class CommitStatus(IdMixin, CreatedAtMixin, Base):
     repository_id: Mapped[int] = mapped_column(BigId, ForeignKey("repositories.id", ondelete="CASCADE"))
     commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"))
     machine_id: Mapped[int] = mapped_column(BigId, ForeignKey("machines.id", ondelete="CASCADE"), index=True)
+    scope: Mapped[str] = mapped_column(String(16), default=StatusScope.SERIES.value, server_default="series")
+    # The unguessable id of the verdict's read-only page (pages.router): the link a forge shows.
+    public_id: Mapped[str] = mapped_column(String(32), unique=True)
     state: Mapped[str] = mapped_column(String(16))
     context: Mapped[str] = mapped_column(String(255))
     description: Mapped[str] = mapped_column(String(255), default="")

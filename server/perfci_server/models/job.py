@@ -42,11 +42,14 @@ class JobPurpose(str, Enum):
     PUSH = "push"  # a pushed commit's own measurement
     BISECT = "bisect"  # a step of a server bisect
     CONFIRM = "confirm"  # extra repetitions that decide a suspected change (alerts.confirm)
+    PULL = "pull"  # a pull request's head or merge-base, measured as interleaved partners (pulls.service)
+    BACKFILL = "backfill"  # history measured for a machine or config that joined late (jobs.service.backfill)
 
 
 # Claimed highest first, then oldest: a bisect step or a confirmation decides an alert someone is
 # waiting for, a push job only adds a commit to the series.
-JOB_PRIORITY = {JobPurpose.PUSH: 0, JobPurpose.BISECT: 10, JobPurpose.CONFIRM: 10}
+# A pull request's verdict is awaited before a merge; backfilled history waits for everything else.
+JOB_PRIORITY = {JobPurpose.PUSH: 0, JobPurpose.BISECT: 10, JobPurpose.CONFIRM: 10, JobPurpose.PULL: 10, JobPurpose.BACKFILL: -10}
 
 
 class Job(IdMixin, CreatedAtMixin, Base):
@@ -56,7 +59,7 @@ class Job(IdMixin, CreatedAtMixin, Base):
         UniqueConstraint("commit_id", "machine_id", "config_id", "round"),
         CheckConstraint("state IN ('queued', 'leased', 'running', 'done', 'failed')", name="state"),
         CheckConstraint("attempts <= max_attempts", name="attempts"),
-        CheckConstraint("purpose IN ('push', 'bisect', 'confirm')", name="purpose"),
+        CheckConstraint("purpose IN ('push', 'bisect', 'confirm', 'pull', 'backfill')", name="purpose"),
         # The requeue sweep: active jobs by lease expiry.
         Index("ix_jobs_state_lease_expires_at", "state", "lease_expires_at"),
     )
@@ -77,6 +80,8 @@ class Job(IdMixin, CreatedAtMixin, Base):
     # The job measured with this one in one interleaved session (alerts.confirm: a suspect's k - 1 and k);
     # the claim leases both to one agent when both are queued.
     partner_job_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="SET NULL"))
+    # The pull request a ``pull`` job measures a side of (its head or merge-base, in a round of its own).
+    pull_request_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("pull_requests.id", ondelete="SET NULL"), index=True)
 
     commit: Mapped[Commit] = relationship(lazy="raise")
     machine: Mapped[Machine] = relationship(lazy="raise")

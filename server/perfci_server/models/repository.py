@@ -14,6 +14,7 @@ from .base import Base, BigId, CreatedAtMixin, IdMixin
 class Forge(str, Enum):
     GITHUB = "github"
     GITLAB = "gitlab"
+    GITEA = "gitea"  # speaks GitHub's dialect (statuses, comments) under its own API URL and token
 
 
 class Repository(IdMixin, CreatedAtMixin, Base):
@@ -25,6 +26,10 @@ class Repository(IdMixin, CreatedAtMixin, Base):
     clone_url: Mapped[str] = mapped_column(String(1024))
     webhook_secret: Mapped[str] = mapped_column(String(255))
     track_tags: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The branch every other branch is judged against (its base) unless a pull request names
+    # another; kept up to date from the deliveries (GitHub/Gitea repository.default_branch, GitLab
+    # project.default_branch).
+    default_branch: Mapped[str] = mapped_column(String(255), default="main", server_default="main")
 
     branches: Mapped[list[Branch]] = relationship(back_populates="repository", lazy="raise")
 
@@ -36,8 +41,18 @@ class Branch(IdMixin, CreatedAtMixin, Base):
     repository_id: Mapped[int] = mapped_column(BigId, ForeignKey("repositories.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(255))
     head_sha: Mapped[str | None] = mapped_column(String(40))
+    # A branch other than the default one starts with its base branch's history up to the
+    # merge-base (positions 0 .. fork_position), then its own commits: its first commit is judged
+    # against the base, and changes at or before fork_position are the base branch's to report.
+    base_branch_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("branches.id", ondelete="SET NULL"))
+    fork_position: Mapped[int | None] = mapped_column(Integer)
 
     repository: Mapped[Repository] = relationship(back_populates="branches", lazy="raise")
+
+    @property
+    def first_own_position(self) -> int:
+        """The first position whose changes this branch reports (0 without a base)."""
+        return 0 if self.fork_position is None else self.fork_position + 1
 
 
 class Commit(IdMixin, CreatedAtMixin, Base):

@@ -47,6 +47,12 @@ def mirror_path(settings: Settings, repository_id: int) -> Path:
     return (settings.data_dir / "mirrors" / f"{repository_id}.git").resolve()
 
 
+# What a fetch brings besides branches and tags: each forge's pull/merge request heads, so that the
+# head of a pull request from a fork is in the mirror too.
+_PULL_REFSPECS = {Forge.GITLAB.value: "+refs/merge-requests/*/head:refs/pull/*/head"}
+_PULL_REFSPEC_DEFAULT = "+refs/pull/*/head:refs/pull/*/head"  # GitHub and Gitea
+
+
 def fetch(settings: Settings, repository: Repository, want: str, timeout: float) -> Path:
     """Bring the mirror up to date (creating it on first use) so that it has commit ``want``."""
     path = mirror_path(settings, repository.id)
@@ -57,7 +63,8 @@ def fetch(settings: Settings, repository: Repository, want: str, timeout: float)
         if not has_commit(path, want):
             env = _credentials(settings, repository)
             _git(path, "fetch", "--quiet", "--no-tags", "--", repository.clone_url,
-                 "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", timeout=timeout, env=env)
+                 "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
+                 _PULL_REFSPECS.get(repository.forge, _PULL_REFSPEC_DEFAULT), timeout=timeout, env=env)
     if not has_commit(path, want):
         raise MirrorUnavailable(f"{repository.clone_url} has no commit {want} on any branch or tag")
     return path
@@ -66,6 +73,12 @@ def fetch(settings: Settings, repository: Repository, want: str, timeout: float)
 def has_commit(path: Path, sha: str) -> bool:
     r = subprocess.run(["git", "-C", str(path), "cat-file", "-e", f"{sha}^{{commit}}"], capture_output=True, timeout=60)
     return r.returncode == 0
+
+
+def merge_base(path: Path, a: str, b: str) -> str | None:
+    """The best common ancestor of two commits, or None when they share no history."""
+    r = subprocess.run(["git", "-C", str(path), "merge-base", a, b], capture_output=True, text=True, timeout=120)
+    return r.stdout.strip() or None if r.returncode == 0 else None
 
 
 def first_parent_commits(path: Path, after: str, exclude: Sequence[str], limit: int) -> list[GitCommit]:

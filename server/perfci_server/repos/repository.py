@@ -158,3 +158,29 @@ def commits_statement(repository_id: int, branch_id: int | None) -> Select[Any]:
 
 def commit_by_sha(session: Session, repository_id: int, sha: str) -> Commit | None:
     return session.scalar(select(Commit).where(Commit.repository_id == repository_id, Commit.sha == sha))
+
+
+def history_until(session: Session, branch_id: int, position: int, limit: int) -> list[int]:
+    """The commit ids at the branch's positions up to ``position``, the newest ``limit``, oldest first."""
+    statement = (
+        select(BranchCommit.commit_id).where(BranchCommit.branch_id == branch_id, BranchCommit.position <= position)
+        .order_by(BranchCommit.position.desc()).limit(limit)
+    )
+    return list(reversed(session.scalars(statement).all()))
+
+
+def commit_before(session: Session, branch_id: int, commit_id: int) -> int | None:
+    """The commit just before ``commit_id`` on the branch (None: it is the branch's first, or not on it)."""
+    here = select(BranchCommit.position).where(BranchCommit.branch_id == branch_id, BranchCommit.commit_id == commit_id)
+    statement = select(BranchCommit.commit_id).where(BranchCommit.branch_id == branch_id,
+                                                     BranchCommit.position == here.scalar_subquery() - 1)
+    return session.scalar(statement)
+
+
+def position_of(session: Session, branch_id: int, commit_id: int) -> int | None:
+    return session.scalar(select(BranchCommit.position).where(BranchCommit.branch_id == branch_id, BranchCommit.commit_id == commit_id))
+
+
+def first_push_of(session: Session, branch_id: int) -> int | None:
+    """The id of the branch's first recorded push."""
+    return session.scalar(select(func.min(Push.id)).where(Push.branch_id == branch_id))

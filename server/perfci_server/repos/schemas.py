@@ -10,11 +10,13 @@ from ..models import Forge
 class RepositoryCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=255, description="GitHub full_name / GitLab path_with_namespace")
+    name: str = Field(min_length=1, max_length=255, description="GitHub/Gitea full_name / GitLab path_with_namespace")
     forge: Forge
     clone_url: str = Field(min_length=1, max_length=1024)
     webhook_secret: str | None = Field(None, min_length=16, max_length=255, description="Generated when omitted")
     track_tags: bool = False
+    default_branch: str = Field("main", min_length=1, max_length=255,
+                                description="The base other branches are judged against (deliveries keep it up to date)")
 
 
 class RepositoryRead(BaseModel):
@@ -25,6 +27,7 @@ class RepositoryRead(BaseModel):
     forge: Forge
     clone_url: str
     track_tags: bool
+    default_branch: str
     created_at: datetime
 
 
@@ -38,6 +41,8 @@ class BranchRead(BaseModel):
     id: int
     name: str
     head_sha: str | None
+    base_branch_id: int | None = Field(None, description="The branch whose history this one starts with")
+    fork_position: int | None = Field(None, description="Its last inherited position (the merge-base); its own commits follow")
 
 
 class CommitRead(BaseModel):

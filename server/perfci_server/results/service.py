@@ -24,6 +24,7 @@ from ..configs.schemas import ConfigRead
 from ..errors import Conflict, NotFound, Unprocessable, summarize, validation_details
 from ..jobs import repository as job_sql
 from ..jobs import service as job_service
+from ..pulls import service as pull_service
 from ..models import JobState, RunStatus, utcnow
 from ..repos import repository as repo_sql
 from . import repository as result_sql
@@ -103,6 +104,7 @@ def ingest(session: Session, agent: AgentIdentity, job_id: int, attempt: int, do
     )
     if job.bisect_running:
         bisect_service.job_finished(session, job.machine_id, job.config_id)
+    pull_service.job_ended(session, job.pull_request_id)
     return _accepted(job, attempt, status.value, state.value, document, duplicate=False)
 
 

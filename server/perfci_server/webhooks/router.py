@@ -38,10 +38,31 @@ def github(
     x_github_delivery: Annotated[str | None, Header()] = None,
     x_hub_signature_256: Annotated[str | None, Header()] = None,
 ) -> JSONResponse:
-    """GitHub `push` and `ping` deliveries, signed with the repository's secret (HMAC-SHA256)."""
+    """GitHub `push`, `pull_request` and `ping` deliveries, signed with the repository's secret
+    (HMAC-SHA256). Gitea's deliveries are accepted here too (they carry the same headers)."""
     if not x_github_event or not x_github_delivery:
         raise BadRequest("X-GitHub-Event and X-GitHub-Delivery headers are required")
     return _respond(service.handle_github(session, x_github_event, x_github_delivery, x_hub_signature_256, body))
+
+
+@router.post(
+    "/gitea",
+    status_code=202,
+    response_model=WebhookAccepted,
+    responses={200: {"model": WebhookAccepted, "description": "Redelivery"}, **_ERRORS},
+    openapi_extra=_BODY_DOC,
+)
+def gitea(
+    body: WebhookBody,
+    session: SessionDep,
+    x_gitea_event: Annotated[str | None, Header()] = None,
+    x_gitea_delivery: Annotated[str | None, Header()] = None,
+    x_gitea_signature: Annotated[str | None, Header()] = None,
+) -> JSONResponse:
+    """Gitea (and Forgejo) `push` and `pull_request` deliveries, signed in `X-Gitea-Signature`."""
+    if not x_gitea_event or not x_gitea_delivery:
+        raise BadRequest("X-Gitea-Event and X-Gitea-Delivery headers are required")
+    return _respond(service.handle_gitea(session, x_gitea_event, x_gitea_delivery, x_gitea_signature, body))
 
 
 @router.post(
@@ -58,7 +79,7 @@ def gitlab(
     x_gitlab_token: Annotated[str | None, Header()] = None,
     x_gitlab_event_uuid: Annotated[str | None, Header()] = None,
 ) -> JSONResponse:
-    """GitLab `Push Hook` (and `Tag Push Hook`) deliveries, authenticated by the secret token."""
+    """GitLab `Push Hook`, `Tag Push Hook` and `Merge Request Hook` deliveries, authenticated by the secret token."""
     if not x_gitlab_event:
         raise BadRequest("X-Gitlab-Event header is required")
     return _respond(service.handle_gitlab(session, x_gitlab_event, x_gitlab_event_uuid, x_gitlab_token, body))

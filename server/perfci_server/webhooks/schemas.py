@@ -1,4 +1,5 @@
-"""The parts of GitHub and GitLab push deliveries we read, and the forge-neutral push they become.
+"""The parts of GitHub, Gitea and GitLab push and pull/merge request deliveries we read, and the
+forge-neutral push and pull request event they become.
 
 Only the fields we use are declared; forges add fields freely, so extra ones are ignored.
 """
@@ -34,6 +35,7 @@ class ForgeCommit(_Lenient):
 
 class GitHubRepository(_Lenient):
     full_name: str
+    default_branch: str | None = None
 
 
 class GitHubPush(_Lenient):
@@ -50,6 +52,7 @@ class GitHubPush(_Lenient):
 
 class GitLabProject(_Lenient):
     path_with_namespace: str
+    default_branch: str | None = None
 
 
 class GitLabPush(_Lenient):
@@ -61,6 +64,69 @@ class GitLabPush(_Lenient):
     commits: list[ForgeCommit] = Field(default_factory=list)
     total_commits_count: int | None = None
     checkout_sha: Sha | None = None
+
+
+class GitHubRef(_Lenient):
+    ref: str
+    sha: Sha
+
+
+class GitHubPull(_Lenient):
+    number: int = Field(ge=1, le=2**53)
+    title: str = ""
+    head: GitHubRef
+    base: GitHubRef
+
+
+class GitHubPullRequestEvent(_Lenient):
+    """GitHub's ``pull_request`` delivery (Gitea sends the same shape)."""
+
+    action: str
+    number: int = Field(ge=1, le=2**53)
+    pull_request: GitHubPull
+    repository: GitHubRepository
+
+
+class GitLabLastCommit(_Lenient):
+    id: Sha
+
+
+class GitLabMergeAttributes(_Lenient):
+    iid: int = Field(ge=1, le=2**53)
+    title: str = ""
+    action: str | None = None
+    source_branch: str
+    target_branch: str
+    last_commit: GitLabLastCommit
+
+
+class GitLabMergeRequestEvent(_Lenient):
+    """GitLab's ``Merge Request Hook`` delivery."""
+
+    object_kind: Literal["merge_request"]
+    project: GitLabProject
+    object_attributes: GitLabMergeAttributes
+
+
+# What each forge's action means for perfci: measure the (new) head, or stop.
+PULL_ACTIONS = {
+    # GitHub; Gitea says "synchronized" where GitHub says "synchronize"
+    "opened": "open", "reopened": "open", "ready_for_review": "open", "synchronize": "open", "synchronized": "open",
+    "closed": "close",
+    # GitLab
+    "open": "open", "reopen": "open", "update": "open", "close": "close", "merge": "close",
+}
+
+
+class PullEvent(BaseModel):
+    """A pull (merge) request event, whatever the forge."""
+
+    number: int
+    action: Literal["open", "close"]
+    title: str
+    base_branch: str
+    head_branch: str
+    head_sha: str
 
 
 class Push(BaseModel):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,45 +22,89 @@ from ..errors import BadRequest, Unauthorized, Unprocessable, summarize, validat
 from ..models import Forge, Repository, WebhookDelivery, utcnow
 from ..repos import repository as repo_sql
 from ..repos.service import record_push
-from ..security import github_signature_valid, gitlab_token_valid
+from ..pulls import service as pull_service
+from ..security import gitea_signature_valid, github_signature_valid, gitlab_token_valid
 from ..settings import get_settings
-from .schemas import ZERO_SHA, ForgeCommit, GitHubPush, GitLabPush, Push, WebhookAccepted
+from .schemas import (
+    PULL_ACTIONS, ZERO_SHA, ForgeCommit, GitHubPullRequestEvent, GitHubPush, GitLabMergeRequestEvent, GitLabPush, Push,
+    WebhookAccepted,
+)
 
 
 def handle_github(session: Session, event: str, delivery_id: str, signature: str | None, body: bytes) -> WebhookAccepted:
+    """GitHub's deliveries, and Gitea's sent to this route (they carry the same headers and shapes)."""
     payload = _parse_object(body)
-    name = _dig(payload, "repository", "full_name")
-    repository = _find_repository(session, Forge.GITHUB, name)
-    secret = repository.webhook_secret if repository else _UNKNOWN_SECRET
-    if not github_signature_valid(secret, body, signature) or repository is None:
-        raise _not_verified(Forge.GITHUB)
+    repository = _verified(session, _dig(payload, "repository", "full_name"), (Forge.GITHUB, Forge.GITEA),
+                           lambda secret: github_signature_valid(secret, body, signature), "X-Hub-Signature-256")
+    return _github_dialect(session, repository, delivery_id, event, payload)
 
+
+def handle_gitea(session: Session, event: str, delivery_id: str, signature: str | None, body: bytes) -> WebhookAccepted:
+    """Gitea's deliveries on their own route, signed in ``X-Gitea-Signature`` (hex HMAC-SHA256)."""
+    payload = _parse_object(body)
+    repository = _verified(session, _dig(payload, "repository", "full_name"), (Forge.GITEA, Forge.GITHUB),
+                           lambda secret: gitea_signature_valid(secret, body, signature), "X-Gitea-Signature")
+    return _github_dialect(session, repository, delivery_id, event, payload)
+
+
+def _github_dialect(session: Session, repository: Repository, delivery_id: str, event: str, payload: dict[str, Any]) -> WebhookAccepted:
+    forge = Forge(repository.forge)
     if event == "ping":
-        return _answer(session, repository, Forge.GITHUB, delivery_id, event, None, WebhookAccepted(status="pong"))
+        return _answer(session, repository, forge, delivery_id, event, None, WebhookAccepted(status="pong"))
+    if event == "pull_request":
+        pull = _validate(GitHubPullRequestEvent, payload, "pull request")
+        _note_default_branch(repository, pull.repository.default_branch)
+        pr = pull.pull_request
+        return _accept_pull(session, repository, forge, delivery_id, event, pull.action, pr.number, pr.title, pr.base.ref, pr.head.ref,
+                            pr.head.sha)
     if event != "push":
-        return _answer(session, repository, Forge.GITHUB, delivery_id, event, None, _ignored(f"event {event!r}"))
-    data = _validate(GitHubPush, payload)
+        return _answer(session, repository, forge, delivery_id, event, None, _ignored(f"event {event!r}"))
+    data = _validate(GitHubPush, payload, "push")
+    _note_default_branch(repository, data.repository.default_branch)
     commits = data.commits or ([data.head_commit] if data.head_commit else [])
     push = Push.from_forge(data.ref, data.before, data.after, commits)
-    return _accept_push(session, repository, Forge.GITHUB, delivery_id, event, push)
+    return _accept_push(session, repository, forge, delivery_id, event, push)
 
 
 def handle_gitlab(session: Session, event: str, event_uuid: str | None, token: str | None, body: bytes) -> WebhookAccepted:
     payload = _parse_object(body)
-    name = _dig(payload, "project", "path_with_namespace")
-    repository = _find_repository(session, Forge.GITLAB, name)
-    secret = repository.webhook_secret if repository else _UNKNOWN_SECRET
-    if not gitlab_token_valid(secret, token) or repository is None:
-        raise _not_verified(Forge.GITLAB)
+    repository = _verified(session, _dig(payload, "project", "path_with_namespace"), (Forge.GITLAB,),
+                           lambda secret: gitlab_token_valid(secret, token), "X-Gitlab-Token")
 
     # Older GitLab sends no per-event id; the body itself then identifies a redelivery.
     delivery_id = event_uuid or "sha256:" + hashlib.sha256(body).hexdigest()
+    if event == "Merge Request Hook":
+        merge = _validate(GitLabMergeRequestEvent, payload, "merge request")
+        _note_default_branch(repository, merge.project.default_branch)
+        mr = merge.object_attributes
+        return _accept_pull(session, repository, Forge.GITLAB, delivery_id, event, mr.action or "", mr.iid, mr.title,
+                            mr.target_branch, mr.source_branch, mr.last_commit.id)
     if event not in ("Push Hook", "Tag Push Hook"):
         return _answer(session, repository, Forge.GITLAB, delivery_id, event, None, _ignored(f"event {event!r}"))
-    data = _validate(GitLabPush, payload)
+    data = _validate(GitLabPush, payload, "push")
+    _note_default_branch(repository, data.project.default_branch)
     commits = data.commits or ([ForgeCommit(id=data.checkout_sha)] if data.checkout_sha else [])
     push = Push.from_forge(data.ref, data.before, data.after, commits, data.total_commits_count)
     return _accept_push(session, repository, Forge.GITLAB, delivery_id, event, push)
+
+
+def _note_default_branch(repository: Repository, name: str | None) -> None:
+    """The forge's word on the default branch: the base of every other branch from now on."""
+    if name and name != repository.default_branch:
+        repository.default_branch = name[:255]
+
+
+def _accept_pull(session: Session, repository: Repository, forge: Forge, delivery_id: str, event: str, action: str, number: int,
+                 title: str, base_branch: str, head_branch: str, head_sha: str) -> WebhookAccepted:
+    meaning = PULL_ACTIONS.get(action)
+    ref = f"refs/heads/{head_branch}"
+    if meaning is None:
+        return _answer(session, repository, forge, delivery_id, event, ref, _ignored(f"{event} action {action!r}"))
+    accepted = WebhookAccepted(status="scheduled", detail=f"pull request #{number} {action}")
+    if _record(session, repository, forge, delivery_id, event, ref, accepted) is None:
+        return WebhookAccepted(status="duplicate", detail=f"delivery {delivery_id} was already processed")
+    detail = pull_service.on_event(session, repository, number, meaning, title, base_branch, head_branch, head_sha)
+    return WebhookAccepted(status="scheduled", detail=detail)
 
 
 def _accept_push(session: Session, repository: Repository, forge: Forge, delivery_id: str, event: str, push: Push) -> WebhookAccepted:
@@ -138,25 +183,25 @@ def _dig(payload: dict[str, Any], *keys: str) -> str:
     return value
 
 
-def _find_repository(session: Session, forge: Forge, name: str) -> Repository | None:
+def _verified(session: Session, name: str, forges: tuple[Forge, ...], signed: Callable[[str], bool], header: str) -> Repository:
+    """The registered repository of that name on one of the route's forges, when the delivery
+    verifies with its secret; else 401. An unknown repository is checked against a secret nobody
+    has, so that it answers exactly like a bad signature (same status, same body, same work): the
+    webhook routes do not tell anyone which repository names are registered."""
     repository = repo_sql.by_name(session, name)
-    return repository if repository is not None and repository.forge == forge.value else None
+    if repository is not None and repository.forge not in {f.value for f in forges}:
+        repository = None
+    if not signed(repository.webhook_secret if repository else _UNKNOWN_SECRET) or repository is None:
+        raise Unauthorized(f"{header} does not verify with the secret of a registered {forges[0].value} repository of that name")
+    return repository
 
 
-# An unknown repository is checked against a secret nobody has, so that it answers exactly like a
-# bad signature (same status, same body, same work): the webhook routes do not tell anyone which
-# repository names are registered.
 _UNKNOWN_SECRET = secrets.token_hex(32)
 
 
-def _not_verified(forge: Forge) -> Unauthorized:
-    header = "X-Hub-Signature-256" if forge is Forge.GITHUB else "X-Gitlab-Token"
-    return Unauthorized(f"{header} does not verify with the secret of a registered {forge.value} repository of that name")
-
-
-def _validate(model: type[GitHubPush] | type[GitLabPush], payload: dict[str, Any]) -> Any:
+def _validate(model: type[Any], payload: dict[str, Any], what: str) -> Any:
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
         details = validation_details(exc.errors())
-        raise Unprocessable(f"not a valid push payload: {summarize(details)}", details) from None
+        raise Unprocessable(f"not a valid {what} payload: {summarize(details)}", details) from None

@@ -1,0 +1,406 @@
+"""Pull (merge) requests: the head measured against its merge-base, before the merge.
+
+What a pull request gets, per enabled machine x config (CSIT's per-patch verify, Pinpoint's try
+jobs): the head and the merge-base measured as interleaved partners on one agent, in rounds of
+their own (``round < 0``), so that both sides share the host's state whatever was measured before.
+The verdict is the paired test (:func:`perfci_core.analysis.paired.paired_compare`) with the
+minimum effect learned from the base branch's series (the exact rule on ``sim``); it goes to the
+head commit as a status of its own context (``perfci/pr/<machine>``) and into one comment on the
+pull request, edited in place on every new head:
+
+- ``pending`` as soon as the jobs exist, ``failure`` when a metric the catalogue alerts on got
+  worse, ``success`` when none did and every one was decided, ``neutral`` (with the reason) when
+  there is no answer: a side did not build or run, too few pairs to decide, head = merge-base.
+- A new head drops the old head's queued jobs; a close drops them all. The mirror fetch that finds
+  the merge-base runs in a task, never in the webhook's request.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from perfci_core import metrics as catalogue
+from perfci_core.analysis import explain
+from perfci_core.analysis.compare import Comparison, Kind, Verdict, compare
+from perfci_core.analysis.min_effect import min_effect_of_series
+from perfci_core.analysis.paired import paired_compare
+from perfci_core.metrics import hazard_sites
+
+from .. import dispatch
+from ..configs import repository as config_sql
+from ..forge import service as forge_service
+from ..forge.client import CommentPost
+from ..forge.service import change_text
+from ..jobs import repository as job_sql
+from ..machines import repository as machine_sql
+from ..models import BenchConfig, CommitState, Forge, JobState, Machine, PullRequest, PullState, Repository, StatusScope
+from ..repos import mirror
+from ..repos import repository as repo_sql
+from ..repos.service import store_commits
+from ..results import repository as result_sql
+from ..settings import Settings
+from . import repository as pull_sql
+
+log = logging.getLogger(__name__)
+
+PREPARE_TASK = "perfci.pulls.prepare"
+EVALUATE_TASK = "perfci.pulls.evaluate"
+COMMENT_TASK = "perfci.pulls.post_comment"
+SERIES_COMMITS = 50  # base-branch commits the minimum effect is learned from
+ACTIVE = (JobState.QUEUED.value, JobState.LEASED.value, JobState.RUNNING.value)
+
+
+# --- events ---------------------------------------------------------------------------------
+
+
+def on_event(session: Session, repository: Repository, number: int, action: str, title: str, base_branch: str,
+             head_branch: str, head_sha: str) -> str:
+    """Record a pull request event in the webhook's transaction; the work follows in tasks.
+    Returns what was done, for the delivery's answer."""
+    pr = pull_sql.lock_or_create(session, repository.id, number, {
+        "title": title[:255], "base_branch": base_branch[:255], "head_branch": head_branch[:255], "head_sha": head_sha})
+    if action == "close":
+        pr.state = PullState.CLOSED.value
+        dropped = pull_sql.drop_queued_jobs(session, pr.id)
+        return f"pull request #{number} closed: {dropped} queued job(s) dropped"
+    pr.state, pr.title, pr.base_branch, pr.head_branch = PullState.OPEN.value, title[:255], base_branch[:255], head_branch[:255]
+    if pr.head_sha == head_sha and pr.head_commit_id is not None:
+        return f"pull request #{number}: head {head_sha[:12]} is measured already"
+    dropped = pull_sql.drop_queued_jobs(session, pr.id) if pr.head_sha != head_sha else 0
+    pr.head_sha, pr.base_sha, pr.head_commit_id, pr.base_commit_id = head_sha, None, None, None
+    pr.waiting_for = "the server's mirror of the repository to have the head"
+    dispatch.send_after_commit(session, PREPARE_TASK, pr.id)
+    superseded = f"; {dropped} queued job(s) of the previous head dropped" if dropped else ""
+    return f"pull request #{number}: head {head_sha[:12]} to be measured against its merge-base{superseded}"
+
+
+# --- prepare (a task: fetch, find the merge-base, queue the pairs) -----------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    repository: Repository  # detached: the fetch runs outside any transaction
+    pull_request_id: int
+    head_sha: str
+    base_branch: str
+
+
+@dataclass(frozen=True)
+class Sides:
+    head: mirror.GitCommit
+    base: mirror.GitCommit
+
+
+def target_of(session: Session, pull_request_id: int) -> Target | None:
+    pr = session.get(PullRequest, pull_request_id)
+    if pr is None or pr.state != PullState.OPEN.value or pr.head_commit_id is not None:
+        return None
+    repository = session.get(Repository, pr.repository_id)
+    assert repository is not None, "a pull request is deleted with its repository"
+    session.expunge(repository)
+    return Target(repository, pr.id, pr.head_sha, pr.base_branch)
+
+
+def read_sides(settings: Settings, target: Target, timeout: float) -> Sides:
+    """Fetch the mirror (no transaction open) and read the head and its merge-base with the base
+    branch. Raises MirrorUnavailable when the mirror lacks either."""
+    path = mirror.fetch(settings, target.repository, target.head_sha, timeout)
+    base_ref = f"refs/heads/{target.base_branch}"
+    fork = mirror.merge_base(path, target.head_sha, base_ref)
+    if fork is None:
+        raise mirror.MirrorUnavailable(f"no merge-base of {target.head_sha[:12]} and branch {target.base_branch!r} in the mirror")
+    head = mirror.first_parent_commits(path, target.head_sha, [], 1)
+    base = mirror.first_parent_commits(path, fork, [], 1)
+    return Sides(head[0], base[0])
+
+
+def note_waiting(session: Session, pull_request_id: int, head_sha: str, why: str) -> None:
+    pr = pull_sql.lock(session, pull_request_id)
+    if pr is not None and pr.head_sha == head_sha and pr.head_commit_id is None:
+        pr.waiting_for = why[:2000]
+
+
+def schedule(session: Session, target: Target, sides: Sides, settings: Settings) -> str:
+    """Queue the head and the merge-base as interleaved partners on every enabled machine x config,
+    put ``pending`` on the head and the first comment on the pull request."""
+    pr = pull_sql.lock(session, target.pull_request_id)
+    if pr is None or pr.state != PullState.OPEN.value or pr.head_sha != target.head_sha:
+        return "superseded"
+    repository = session.get(Repository, pr.repository_id)
+    assert repository is not None
+    ids = store_commits(session, repository, [sides.head, sides.base])
+    pr.head_commit_id, pr.base_commit_id, pr.base_sha, pr.waiting_for = ids[sides.head.sha], ids[sides.base.sha], sides.base.sha, ""
+    machines, configs = machine_sql.enabled_ids(session), config_sql.enabled_ids(session)
+    if pr.head_commit_id == pr.base_commit_id:
+        verdicts = {m: (CommitState.NEUTRAL, "the head is its merge-base: nothing to compare") for m in machines}
+    else:
+        queued = 0
+        for machine_id in machines:
+            for config_id in configs:
+                queued += _queue_pair(session, pr, machine_id, config_id, settings)
+        base12 = pr.base_sha[:12] if pr.base_sha else "?"
+        verdicts = {m: (CommitState.PENDING, f"measuring the head against its merge-base {base12}") for m in machines}
+        log.info("pull request #%s of %s: %d job(s) queued, head %s against merge-base %s", pr.number, repository.name, queued,
+                 pr.head_sha[:12], base12)
+    for machine_id, verdict in verdicts.items():
+        forge_service.write_verdicts(session, machine_id, StatusScope.PULL, {pr.head_commit_id: verdict}, settings)
+    _set_comment(session, pr, render_comment(session, pr, {m: _Result(*v) for m, v in verdicts.items()}, settings))
+    return f"{len(machines)} machine(s) x {len(configs)} config(s)"
+
+
+def _queue_pair(session: Session, pr: PullRequest, machine_id: int, config_id: int, settings: Settings) -> int:
+    assert pr.head_commit_id is not None and pr.base_commit_id is not None
+    if pull_sql.has_jobs(session, pr.id, pr.head_commit_id, machine_id, config_id):
+        return 0
+    head_round = pull_sql.next_pull_round(session, pr.head_commit_id, machine_id, config_id)
+    base_round = pull_sql.next_pull_round(session, pr.base_commit_id, machine_id, config_id)
+    sides = [(pr.base_commit_id, base_round, f"pull request #{pr.number}: merge-base"),
+             (pr.head_commit_id, head_round, f"pull request #{pr.number}: head")]
+    added = job_sql.insert_pull_jobs(session, pr.id, machine_id, config_id, sides, settings.max_attempts)
+    job_sql.link_partners(session, machine_id, config_id, [((pr.base_commit_id, base_round), (pr.head_commit_id, head_round))])
+    return added
+
+
+# --- evaluate (a task, after each of its jobs ends) --------------------------------------------
+
+
+def job_ended(session: Session, pull_request_id: int | None) -> None:
+    """After a pull request's job got its result or failed: decide again once committed."""
+    if pull_request_id is not None:
+        dispatch.send_once_after_commit(session, EVALUATE_TASK, pull_request_id)
+
+
+@dataclass
+class Row:
+    """One metric of one machine x config that moved (or could not be decided)."""
+
+    config: str
+    metric: str
+    backend: str
+    base: float
+    head: float
+    change_pct: float
+    verdict: str  # regression / improvement / undecided
+    why: str = ""
+
+
+@dataclass
+class _Result:
+    state: CommitState
+    description: str
+    rows: list[Row] | None = None
+    unchanged: int = 0
+
+
+def evaluate(session: Session, pull_request_id: int, settings: Settings) -> str:
+    """Decide every machine the head's jobs are done on; write the verdicts and the comment."""
+    pr = pull_sql.lock(session, pull_request_id)
+    if pr is None or pr.state != PullState.OPEN.value or pr.head_commit_id is None:
+        return "nothing to decide"
+    by_machine: dict[int, list[pull_sql.Pair]] = defaultdict(list)
+    for pair in pull_sql.pairs_of_head(session, pr.id, pr.head_commit_id):
+        by_machine[pair.machine_id].append(pair)
+    results = {machine_id: _decide(session, pr, pairs, settings) for machine_id, pairs in sorted(by_machine.items())}
+    for machine_id, result in results.items():
+        forge_service.write_verdicts(session, machine_id, StatusScope.PULL, {pr.head_commit_id: (result.state, result.description)},
+                                     settings)
+    _set_comment(session, pr, render_comment(session, pr, results, settings))
+    return ", ".join(f"{m}: {r.state.value}" for m, r in results.items())
+
+
+def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair], settings: Settings) -> _Result:
+    base12 = (pr.base_sha or "")[:12]
+    states = [s for p in pairs for s in (p.head_state, p.base_state)]
+    if any(s in ACTIVE for s in states):
+        done = sum(s == JobState.DONE.value for s in states)
+        return _Result(CommitState.PENDING, f"measuring the head against its merge-base {base12}: {done} of {len(states)} job(s) done")
+    jobs = [j for p in pairs for j in (p.head_job, p.base_job) if j is not None]
+    runs = pull_sql.ok_runs(session, jobs)
+    failed = [(p, side) for p in pairs for side, job in (("head", p.head_job), ("merge-base", p.base_job)) if job not in runs]
+    if failed:
+        pair, side = failed[0]
+        job = pair.head_job if side == "head" else pair.base_job
+        last = pull_sql.last_runs(session, [job]).get(job) if job is not None else None
+        what = "did not build" if last is not None and last.status == "build_failed" else "has no result"
+        return _Result(CommitState.NEUTRAL, f"no verdict: the {side} {what} ({len(failed)} job(s) without a result)")
+    names = _config_names(session, [p.config_id for p in pairs])
+    rows: list[Row] = []
+    unchanged = 0
+    for pair in pairs:
+        assert pair.base_job is not None
+        head, base = runs[pair.head_job], runs[pair.base_job]
+        config_rows, same = _compare_pair(session, pr, pair, base, head, names.get(pair.config_id, str(pair.config_id)))
+        rows += config_rows
+        unchanged += same
+    rows.sort(key=lambda r: (r.verdict != "regression", r.verdict != "undecided", -abs(r.change_pct) if math.isfinite(r.change_pct) else -math.inf))
+    regressions = [r for r in rows if r.verdict == "regression" and _alerts_on(r.metric)]
+    undecided = [r for r in rows if r.verdict == "undecided" and _alerts_on(r.metric)]
+    if regressions:
+        lead = regressions[0]
+        more = f", +{len(regressions) - 1} more" if len(regressions) > 1 else ""
+        text = f"regression: {lead.metric} {change_text(lead.change_pct)} ({lead.config}, {lead.backend}){more} vs merge-base {base12}"
+        return _Result(CommitState.FAILURE, text, rows, unchanged)
+    if undecided:
+        return _Result(CommitState.NEUTRAL, f"undecided: {undecided[0].metric} needs more pairs (vs merge-base {base12})", rows, unchanged)
+    return _Result(CommitState.SUCCESS, f"no regression against merge-base {base12}", rows, unchanged)
+
+
+def _alerts_on(metric: str) -> bool:
+    known = catalogue.CATALOGUE.get(metric)
+    return known is not None and known.alerts
+
+
+def _compare_pair(session: Session, pr: PullRequest, pair: pull_sql.Pair, base: pull_sql.RunValues, head: pull_sql.RunValues,
+                  config: str) -> tuple[list[Row], int]:
+    """The rows of the metrics that moved (or stayed undecided), and how many stayed the same."""
+    interleaved = head.paired_with == pair.base_job and base.paired_with == pair.head_job
+    rows, same = [], 0
+    moved_backends: set[str] = set()
+    medians: dict[str, tuple[dict[str, float], dict[str, float]]] = defaultdict(lambda: ({}, {}))
+    for (metric, backend) in sorted(base.values.keys() & head.values.keys()):
+        if metric not in catalogue.CATALOGUE:
+            continue
+        a, b = _finite_pairs(base.values[(metric, backend)], head.values[(metric, backend)], interleaved)
+        if not a.size or not b.size:
+            continue
+        medians[backend][0][metric], medians[backend][1][metric] = float(np.median(a)), float(np.median(b))
+        result = _test(session, pr, pair, metric, backend, a, b, interleaved)
+        if result.verdict is Verdict.DIFFERENT:
+            verdict = "regression" if result.kind is Kind.REGRESSION else "improvement"
+        elif result.verdict is Verdict.UNKNOWN and backend != catalogue.Backend.SIM.value:
+            verdict = "undecided"
+        else:
+            same += 1
+            continue
+        moved_backends.add(backend)
+        rows.append(Row(config, metric, backend, result.before_median, result.after_median, result.rel_change * 100.0, verdict))
+    for backend in moved_backends:  # one explanation per config x backend, on its lead row
+        before, after = medians[backend]
+        sites: dict[str, Any] = {}
+        if backend == catalogue.Backend.SIM.value:
+            sites = {"sites_before": hazard_sites(pull_sql.first_sample_raw(session, base.run_id)),
+                     "sites_after": hazard_sites(pull_sql.first_sample_raw(session, head.run_id))}
+        lead = next(r for r in rows if r.backend == backend)
+        lead.why = explain(before, after, **sites).sentence
+    return rows, same
+
+
+def _finite_pairs(base: list[float | None], head: list[float | None], interleaved: bool) -> tuple[np.ndarray, np.ndarray]:
+    if interleaved and len(base) == len(head):  # keep the pairs together: drop a pair with a missing side
+        kept = [(x, y) for x, y in zip(base, head) if x is not None and y is not None and math.isfinite(x) and math.isfinite(y)]
+        return np.array([x for x, _ in kept], dtype=float), np.array([y for _, y in kept], dtype=float)
+    clean = lambda v: np.array([x for x in v if x is not None and math.isfinite(x)], dtype=float)  # noqa: E731
+    return clean(base), clean(head)
+
+
+def _test(session: Session, pr: PullRequest, pair: pull_sql.Pair, metric: str, backend: str, a: np.ndarray, b: np.ndarray,
+          interleaved: bool) -> Comparison:
+    """The paired test on interleaved sides (two-sample otherwise), at the minimum effect learned
+    from the base branch's series on this machine x config; the exact rule on sim."""
+    if backend == catalogue.Backend.SIM.value:
+        return compare(a, b, metric, backend=backend)
+    effect = min_effect_of_series(_base_series(session, pr, pair, metric, backend), f"{pr.base_branch} {metric}/{backend}").value
+    if interleaved and a.size == b.size:
+        return paired_compare(a, b, metric, backend=backend, min_effect=effect)
+    return compare(a, b, metric, backend=backend, min_effect=effect)
+
+
+def _base_series(session: Session, pr: PullRequest, pair: pull_sql.Pair, metric: str, backend: str) -> list[tuple[str, list[float]]]:
+    """The base branch's last measured commits up to the merge-base: the noise the minimum effect is learned from."""
+    branch = repo_sql.branch(session, pr.repository_id, pr.base_branch)
+    at = repo_sql.position_of(session, branch.id, pr.base_commit_id) if branch is not None and pr.base_commit_id else None
+    if branch is None or at is None:
+        return []
+    points: dict[int, tuple[str, list[float]]] = {}
+    for v in result_sql.series_values(session, branch.id, pair.machine_id, pair.config_id, metric, backend,
+                                      max(0, at - SERIES_COMMITS), at):
+        points.setdefault(v.position, (v.sha, []))[1].append(v.value)
+    return [points[p] for p in sorted(points)]
+
+
+# --- the comment --------------------------------------------------------------------------------
+
+
+def render_comment(session: Session, pr: PullRequest, results: dict[int, _Result], settings: Settings) -> str:
+    """The pull request's one comment (Markdown): the overall verdict, a table of what moved with
+    the lean model's why, and each machine's verdict with a link to its read-only page."""
+    worst = _worst([r.state for r in results.values()])
+    head, base = pr.head_sha[:12], (pr.base_sha or "")[:12]
+    lines = [f"### perfci: {_WORDS[worst]} — head `{head}` against merge-base `{base}`", ""]
+    if not results:
+        lines.append("No enabled machine or benchmark config: nothing is measured.")
+    machines = dict(session.execute(select(Machine.id, Machine.name).where(Machine.id.in_(list(results)))).all())
+    table = [(machines.get(m, str(m)), row) for m, r in results.items() for row in (r.rows or [])]
+    if table:
+        lines += ["| machine | config | metric | base | head | change | verdict | why |",
+                  "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {name} | {r.config} ({r.backend}) | {r.metric} | {_num(r.base)} | {_num(r.head)} | "
+                  f"{change_text(r.change_pct)} | {r.verdict} | {_cell(r.why)} |" for name, r in table]
+        lines.append("")
+    links = {s.machine_id: forge_service.page_url(settings, s.public_id)
+             for s in forge_service.statuses_of(session, pr.head_commit_id, StatusScope.PULL)} if pr.head_commit_id else {}
+    for machine_id, result in results.items():
+        name = machines.get(machine_id, str(machine_id))
+        link = links.get(machine_id)
+        verdict = f"[{result.state.value}]({link})" if link else result.state.value
+        unchanged = f" · {result.unchanged} metric(s) unchanged" if result.unchanged else ""
+        lines.append(f"- **{name}**: {verdict} — {result.description}{unchanged}")
+    lines += ["", "<sub>perfci measures the head and the merge-base interleaved on each machine and edits this comment "
+                  "on every push to the pull request.</sub>"]
+    return "\n".join(lines)
+
+
+_WORDS = {CommitState.FAILURE: "regression", CommitState.SUCCESS: "no regression", CommitState.PENDING: "measuring",
+          CommitState.NEUTRAL: "no verdict"}
+
+
+def _worst(states: list[CommitState]) -> CommitState:
+    for state in (CommitState.FAILURE, CommitState.PENDING, CommitState.NEUTRAL):
+        if state in states:
+            return state
+    return CommitState.SUCCESS if states else CommitState.NEUTRAL
+
+
+def _num(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else "—"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _set_comment(session: Session, pr: PullRequest, body: str) -> None:
+    if body == pr.comment_body:
+        return
+    pr.comment_body, pr.comment_version = body, pr.comment_version + 1
+    dispatch.send_once_after_commit(session, COMMENT_TASK, pr.id)
+
+
+# --- the comment's delivery ---------------------------------------------------------------------
+
+
+def comment_post(session: Session, pr: PullRequest, settings: Settings) -> CommentPost | None:
+    """What to send for the pull request's comment, or None when it is sent (or cannot be: no token)."""
+    if pr.comment_version == 0 or pr.comment_sent_version == pr.comment_version:
+        return None
+    repository = session.get(Repository, pr.repository_id)
+    assert repository is not None
+    forge = Forge(repository.forge)
+    token = forge_service.token_of(settings, forge)
+    if token is None:
+        pr.comment_error = f"no {forge.value} token configured: the comment is kept, not posted"
+        return None
+    return CommentPost(forge=forge, api_url=forge_service.api_url(settings, forge), token=token, project=repository.name,
+                       number=pr.number, comment_id=pr.comment_id, body=pr.comment_body)
+
+
+def _config_names(session: Session, ids: list[int]) -> dict[int, str]:
+    return dict(session.execute(select(BenchConfig.id, BenchConfig.name).where(BenchConfig.id.in_(ids))).all())

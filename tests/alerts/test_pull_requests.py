@@ -1,0 +1,240 @@
+"""Branches judged against their base and pull requests judged head against merge-base, through the
+API, a real git repository as the forge's (the server's mirror fetches it), the tasks the server
+sends run in this process, and a recording HTTP server as the forge's API.
+
+The dataplane's regression (a) is played by its simulated signature: one store-forward block per
+packet in ``mac_rewrite`` where the base has none.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from alerts_support import SIM, document, sim_values
+from forge_server import ForgeServer
+from git_forge import GitForge
+from perfci_server.celery_app import registered_tasks
+from perfci_server.db import session_scope
+from perfci_server.models import Branch, Job, PullRequest
+from server_conftest import _settings_env
+from server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
+
+pytestmark = pytest.mark.services
+
+TOKEN = "ghp_" + "p" * 36
+ZERO = "0" * 40
+SITE = "sim.site.sf_blocks.mac_rewrite@fwd.c:188"
+MACHINE = {"cpu_model": "Intel(R) Xeon(R) Gold 6338", "cores": 32, "kernel": "6.1.0-18-amd64", "governor": "performance",
+           "turbo": False, "host": "dut-01"}
+
+
+class World:
+    """The repository on the forge, perfci's view of it, and an agent measuring what it is given."""
+
+    def __init__(self, client: Any, sent: list[tuple[str, tuple[Any, ...]]], git: GitForge, forge: ForgeServer):
+        self.client, self.sent, self.git, self.forge = client, sent, git, forge
+        self.ran = 0
+        self.regressed: set[str] = set()  # commits carrying the store-forward stall
+        response = client.post("/api/v1/repositories", headers=ADMIN, json={
+            "name": "perfci-org/dataplane", "forge": "github", "clone_url": f"file://{git.path}", "webhook_secret": SECRET})
+        assert response.status_code == 201, response.text
+        self.config = create_config(client, **SIM) | {"backend": "sim"}
+        self.agent = enroll(client, name="dut-01", machine=MACHINE, backends=["sim"])
+        client.patch(f"/api/v1/machines/{self.agent['machine_id']}", json={"name": "dut-01"}, headers=ADMIN)
+        self.deliveries = 0
+
+    def deliver(self, event: str, payload: dict[str, Any]) -> dict[str, Any]:
+        self.deliveries += 1
+        body = body_of(payload)
+        response = self.client.post("/api/v1/webhooks/github", content=body,
+                                    headers=github_headers(body, event=event, delivery=f"d-{self.deliveries}"))
+        assert response.status_code == 202, response.text
+        self.run_tasks()
+        return response.json()
+
+    def push(self, branch: str, before: str, shas: list[str]) -> dict[str, Any]:
+        payload = copy.deepcopy(fixture("github_push.json"))
+        listed = [self.git.forge_commit(sha) for sha in shas]
+        payload.update(ref=f"refs/heads/{branch}", before=before, after=shas[-1], commits=listed, head_commit=listed[-1])
+        return self.deliver("push", payload)
+
+    def pull_request(self, action: str, number: int, head_branch: str, head_sha: str, base: str = "main") -> dict[str, Any]:
+        payload = {"action": action, "number": number, "repository": {"full_name": "perfci-org/dataplane", "default_branch": "main"},
+                   "pull_request": {"number": number, "title": "fwd: stage the MAC header", "state": "open",
+                                    "head": {"ref": head_branch, "sha": head_sha}, "base": {"ref": base, "sha": self.git.git("rev-parse", base)}}}
+        return self.deliver("pull_request", payload)
+
+    def measure(self) -> int:
+        """Claim and upload every queued job (both sides of a pair), then run what the uploads sent."""
+        uploads = 0
+        while True:
+            claim = self.client.post("/api/v1/agent/jobs/claim", headers=self.agent["headers"])
+            if claim.status_code == 204:
+                self.run_tasks()
+                return uploads
+            job = claim.json()
+            for side in [job] + ([{**job, **job["partner"]}] if job.get("partner") else []):
+                stalled = side["commit"] in self.regressed
+                doc = document(side["commit"], self.config, sim_values(81.72, sf_blocks_pp=1.0 if stalled else 0.0),
+                               self.agent["fingerprint"], MACHINE)
+                for sample in doc["samples"]:
+                    if stalled:  # where memhazard saw them
+                        sample["raw"][SITE] = sample["raw"].pop("sim.site.sf_blocks.ttl_decrement@fwd.c:104")
+                upload = self.client.put(f"/api/v1/agent/jobs/{side['job_id']}/attempts/{side['attempt']}/result",
+                                         content=json.dumps(doc), headers={**self.agent["headers"], "Content-Type": "application/json"})
+                assert upload.status_code == 201, upload.text
+                uploads += 1
+
+    def run_tasks(self) -> None:
+        """Run every task sent so far, in order, as a worker would (each in its own transactions)."""
+        tasks = registered_tasks()
+        while self.ran < len(self.sent):
+            name, args = self.sent[self.ran]
+            self.ran += 1
+            tasks[name].apply(args=args)
+
+    def statuses(self, sha: str) -> dict[str, dict[str, Any]]:
+        """The newest status per context the forge received for a commit."""
+        out = {}
+        for r in self.forge.accepted():
+            if r.path.endswith(f"/statuses/{sha}"):
+                out[r.body["context"]] = r.body
+        return out
+
+    def comments(self) -> list[Any]:
+        return [r for r in self.forge.accepted() if "/issues/" in r.path]
+
+
+@pytest.fixture
+def world(committed_client, sent_tasks, tmp_path, monkeypatch) -> Iterator[World]:
+    with ForgeServer() as forge:
+        _settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=TOKEN,
+                      PERFCI_PUBLIC_URL="https://perfci.example.com")
+        git = GitForge(tmp_path / "forge")
+        yield World(committed_client, sent_tasks, git, forge)
+
+
+def test_a_branch_inherits_its_base_and_a_regression_on_it_fails_there_only(world):
+    main = world.git.commit(3)
+    world.push("main", ZERO, main)
+    world.measure()
+    world.git.git("checkout", "--quiet", "-b", "feature")
+    [bad] = world.git.commit(1, "fwd: stage the MAC header through a vector")
+    world.regressed.add(bad)
+    answer = world.push("feature", ZERO, [bad])
+    assert answer["commits"] == 1
+    assert world.measure() == 1  # only the branch's own commit: its baseline (main's head) is measured
+
+    # The branch's first commit is judged against main's history: an alert, and failure, on the branch.
+    status = world.statuses(bad)["perfci/dut-01"]
+    assert status["state"] == "failure", status
+    assert status["description"].startswith("regression: sf_blocks_pp from zero (sim-64B, sim)")
+    alerts = world.client.get("/api/v1/alerts").json()["items"]
+    assert [(a["branch"], a["first_bad"]["sha"]) for a in alerts] == [("feature", bad)]
+    assert "mac_rewrite" in alerts[0]["summary"]
+    # main's commits stay as they were: the first has no baseline, the others are clean.
+    assert world.statuses(main[0])["perfci/dut-01"]["state"] == "error"
+    assert {world.statuses(s)["perfci/dut-01"]["state"] for s in main[1:]} == {"success"}
+    # The status links to a page a browser can open without a token, which explains the alert.
+    page = world.client.get(status["target_url"].removeprefix("https://perfci.example.com"))
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert "sf_blocks_pp" in page.text and "mac_rewrite" in page.text and "from zero" in page.text
+
+
+def test_a_pull_request_is_measured_head_against_merge_base_with_one_comment_edited_in_place(world):
+    main = world.git.commit(2)
+    world.push("main", ZERO, main)
+    world.measure()
+    world.git.git("checkout", "--quiet", "-b", "feature")
+    [bad] = world.git.commit(1, "fwd: stage the MAC header through a vector")
+    world.regressed.add(bad)
+    world.push("feature", ZERO, [bad])
+    world.measure()
+
+    answer = world.pull_request("opened", 7, "feature", bad)
+    assert answer["detail"] == f"pull request #7: head {bad[:12]} to be measured against its merge-base"
+    with session_scope() as session:
+        pr = session.scalars(select(PullRequest)).one()
+        jobs = session.scalars(select(Job).where(Job.pull_request_id == pr.id).order_by(Job.id)).all()
+        assert pr.base_sha == main[-1] and pr.waiting_for == ""
+        assert [(j.purpose, j.round < 0, j.state) for j in jobs] == [("pull", True, "queued")] * 2
+        assert jobs[0].partner_job_id == jobs[1].id  # measured interleaved, on one agent
+    assert world.statuses(bad)["perfci/pr/dut-01"]["state"] == "pending"
+    [first] = world.comments()
+    assert first.method == "POST" and first.path == "/repos/perfci-org/dataplane/issues/7/comments"
+    assert "measuring" in first.body["body"]
+    comment = f"/repos/perfci-org/dataplane/issues/comments/{world.forge.requests.index(first) + 1}"  # the id it answered
+
+    assert world.measure() == 2
+    verdict = world.statuses(bad)["perfci/pr/dut-01"]
+    assert verdict["state"] == "failure"
+    assert verdict["description"] == f"regression: sf_blocks_pp from zero (sim-64B, sim) vs merge-base {main[-1][:12]}"
+    edit = world.comments()[-1]
+    assert (edit.method, edit.path) == ("PATCH", comment)  # the same comment, edited
+    table = edit.body["body"]
+    assert "| dut-01 | sim-64B (sim) | sf_blocks_pp | 0 | 1 | from zero | regression |" in table
+    assert "mac_rewrite" in table and "store-forward" in table
+
+    # A second push to the pull request: its head supersedes the first, the same comment is edited.
+    world.regressed.discard(bad)
+    fixed = world.git.commit(1, "fwd: blend instead of the scalar store")[0]
+    world.push("feature", bad, [fixed])
+    world.measure()
+    world.pull_request("synchronize", 7, "feature", fixed)
+    world.measure()
+    assert world.statuses(fixed)["perfci/pr/dut-01"]["state"] == "success"
+    comments = world.comments()
+    assert [c.method for c in comments].count("POST") == 1
+    assert comments[-1].path == comment
+    assert f"head `{fixed[:12]}`" in comments[-1].body["body"] and "no regression" in comments[-1].body["body"]
+
+
+def test_a_new_head_drops_the_queued_jobs_of_the_old_one_and_a_close_drops_the_rest(world):
+    main = world.git.commit(2)
+    world.push("main", ZERO, main)
+    world.measure()
+    world.git.git("checkout", "--quiet", "-b", "feature")
+    first = world.git.commit(1, "feature")[0]
+    world.push("feature", ZERO, [first])
+    world.pull_request("opened", 3, "feature", first)
+    second = world.git.commit(1, "feature again")[0]
+    world.push("feature", first, [second])
+    answer = world.pull_request("synchronize", 3, "feature", second)
+    assert answer["detail"].endswith("2 queued job(s) of the previous head dropped")
+    with session_scope() as session:
+        heads = {j.commit_id for j in session.scalars(select(Job).where(Job.pull_request_id.is_not(None)))}
+        pr = session.scalars(select(PullRequest)).one()
+        assert pr.head_sha == second and len(heads) == 2 and pr.head_commit_id in heads
+    assert world.pull_request("closed", 3, "feature", second)["detail"] == "pull request #3 closed: 2 queued job(s) dropped"
+    with session_scope() as session:
+        assert session.scalars(select(Job).where(Job.pull_request_id.is_not(None))).all() == []
+
+
+def test_the_first_push_of_a_regression_is_never_green(world):
+    """The first push perfci sees: its oldest commit's parent is measured with it as the baseline,
+    so a regression in the pushed commit is a failure, not a green check by absence."""
+    history = world.git.commit(2)
+    world.regressed.add(bad := world.git.commit(1, "fwd: stage the MAC header through a vector")[0])
+    world.push("main", history[-1], [bad])
+    with session_scope() as session:
+        branch = session.scalars(select(Branch)).one()
+        assert branch.head_sha == bad
+    assert world.measure() == 2  # the baseline (its parent) and the commit
+    assert world.statuses(bad)["perfci/dut-01"]["state"] == "failure"
+    assert world.statuses(history[-1])["perfci/dut-01"]["state"] == "error"  # the baseline itself: nothing before it
+
+
+def test_a_machine_that_enrolls_late_gets_the_newest_commits_as_history(world, sent_tasks):
+    shas = world.git.commit(4)
+    world.push("main", ZERO, shas)
+    late = enroll(world.client, name="dut-02", machine={**MACHINE, "host": "dut-02", "cpu_model": "AMD EPYC 9454"}, backends=["sim"])
+    with session_scope() as session:
+        jobs = session.scalars(select(Job).where(Job.machine_id == late["machine_id"]).order_by(Job.id)).all()
+        assert [(j.purpose, j.priority) for j in jobs] == [("backfill", -10)] * 4
+        assert [j.commit_id for j in jobs] == sorted(j.commit_id for j in jobs)  # oldest first
