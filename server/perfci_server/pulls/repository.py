@@ -45,9 +45,11 @@ def drop_queued_jobs(session: Session, pull_request_id: int) -> int:
     return len(session.execute(statement).all())
 
 
-def has_jobs(session: Session, pull_request_id: int, head_commit_id: int, machine_id: int, config_id: int) -> bool:
+def has_pair(session: Session, pull_request_id: int, head_commit_id: int, machine_id: int, config_id: int) -> bool:
+    """Whether the head has its job with a merge-base partner on the machine x config."""
     statement = select(Job.id).where(Job.pull_request_id == pull_request_id, Job.commit_id == head_commit_id,
-                                     Job.machine_id == machine_id, Job.config_id == config_id).limit(1)
+                                     Job.machine_id == machine_id, Job.config_id == config_id,
+                                     Job.partner_job_id.is_not(None)).limit(1)
     return session.scalar(statement) is not None
 
 
@@ -64,16 +66,17 @@ class Pair(NamedTuple):
     config_id: int
     head_job: int
     head_state: str
-    base_job: int | None
-    base_state: str | None
+    base_job: int
+    base_state: str
 
 
 def pairs_of_head(session: Session, pull_request_id: int, head_commit_id: int) -> list[Pair]:
-    """The head's jobs of the pull request with their partners (the merge-base's jobs)."""
+    """The head's jobs of the pull request with their partners (the merge-base's jobs). A head job
+    whose partner was dropped (the pull request was closed while it ran) is no pair: left out."""
     base = aliased(Job)
     statement = (
         select(Job.machine_id, Job.config_id, Job.id, Job.state, base.id, base.state)
-        .outerjoin(base, base.id == Job.partner_job_id)
+        .join(base, base.id == Job.partner_job_id)
         .where(Job.pull_request_id == pull_request_id, Job.commit_id == head_commit_id)
         .order_by(Job.machine_id, Job.config_id, Job.id)
     )

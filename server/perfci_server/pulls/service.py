@@ -71,8 +71,9 @@ def on_event(session: Session, repository: Repository, number: int, action: str,
         pr.state = PullState.CLOSED.value
         dropped = pull_sql.drop_queued_jobs(session, pr.id)
         return f"pull request #{number} closed: {dropped} queued job(s) dropped"
+    reopened = pr.state == PullState.CLOSED.value  # its queued jobs were dropped: measure again
     pr.state, pr.title, pr.base_branch, pr.head_branch = PullState.OPEN.value, title[:255], base_branch[:255], head_branch[:255]
-    if pr.head_sha == head_sha and pr.head_commit_id is not None:
+    if pr.head_sha == head_sha and pr.head_commit_id is not None and not reopened:
         return f"pull request #{number}: head {head_sha[:12]} is measured already"
     dropped = pull_sql.drop_queued_jobs(session, pr.id) if pr.head_sha != head_sha else 0
     pr.head_sha, pr.base_sha, pr.head_commit_id, pr.base_commit_id = head_sha, None, None, None
@@ -158,7 +159,7 @@ def schedule(session: Session, target: Target, sides: Sides, settings: Settings)
 
 def _queue_pair(session: Session, pr: PullRequest, machine_id: int, config_id: int, settings: Settings) -> int:
     assert pr.head_commit_id is not None and pr.base_commit_id is not None
-    if pull_sql.has_jobs(session, pr.id, pr.head_commit_id, machine_id, config_id):
+    if pull_sql.has_pair(session, pr.id, pr.head_commit_id, machine_id, config_id):
         return 0
     head_round = pull_sql.next_pull_round(session, pr.head_commit_id, machine_id, config_id)
     base_round = pull_sql.next_pull_round(session, pr.base_commit_id, machine_id, config_id)
@@ -208,7 +209,7 @@ def evaluate(session: Session, pull_request_id: int, settings: Settings) -> str:
     by_machine: dict[int, list[pull_sql.Pair]] = defaultdict(list)
     for pair in pull_sql.pairs_of_head(session, pr.id, pr.head_commit_id):
         by_machine[pair.machine_id].append(pair)
-    results = {machine_id: _decide(session, pr, pairs, settings) for machine_id, pairs in sorted(by_machine.items())}
+    results = {machine_id: _decide(session, pr, pairs) for machine_id, pairs in sorted(by_machine.items())}
     for machine_id, result in results.items():
         forge_service.write_verdicts(session, machine_id, StatusScope.PULL, {pr.head_commit_id: (result.state, result.description)},
                                      settings)
@@ -216,26 +217,25 @@ def evaluate(session: Session, pull_request_id: int, settings: Settings) -> str:
     return ", ".join(f"{m}: {r.state.value}" for m, r in results.items())
 
 
-def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair], settings: Settings) -> _Result:
+def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair]) -> _Result:
     base12 = (pr.base_sha or "")[:12]
     states = [s for p in pairs for s in (p.head_state, p.base_state)]
     if any(s in ACTIVE for s in states):
         done = sum(s == JobState.DONE.value for s in states)
         return _Result(CommitState.PENDING, f"measuring the head against its merge-base {base12}: {done} of {len(states)} job(s) done")
-    jobs = [j for p in pairs for j in (p.head_job, p.base_job) if j is not None]
+    jobs = [j for p in pairs for j in (p.head_job, p.base_job)]
     runs = pull_sql.ok_runs(session, jobs)
     failed = [(p, side) for p in pairs for side, job in (("head", p.head_job), ("merge-base", p.base_job)) if job not in runs]
     if failed:
         pair, side = failed[0]
         job = pair.head_job if side == "head" else pair.base_job
-        last = pull_sql.last_runs(session, [job]).get(job) if job is not None else None
+        last = pull_sql.last_runs(session, [job]).get(job)
         what = "did not build" if last is not None and last.status == "build_failed" else "has no result"
         return _Result(CommitState.NEUTRAL, f"no verdict: the {side} {what} ({len(failed)} job(s) without a result)")
     names = _config_names(session, [p.config_id for p in pairs])
     rows: list[Row] = []
     unchanged = 0
     for pair in pairs:
-        assert pair.base_job is not None
         head, base = runs[pair.head_job], runs[pair.base_job]
         config_rows, same = _compare_pair(session, pr, pair, base, head, names.get(pair.config_id, str(pair.config_id)))
         rows += config_rows

@@ -1,0 +1,177 @@
+"""How long an engineer waits on the forge: push -> status, pull request opened -> verdict comment.
+
+A real Gitea (`bash .ci/gitea` builds it; PERFCI_GITEA_BIN) sends its deliveries to `perfci server`
+(PostgreSQL, a Celery worker on Redis); one `perfci agent run` daemon on the `sim` backend builds the
+real dataplane at each commit and measures it (config self-64B-short, 1 repetition). Timed from the
+`git push` (or the pull request's creation through Gitea's API) to the moment Gitea's API shows:
+
+- push -> status: the pushed commit's `perfci/<machine>` status in a final state (not pending),
+  for a one-commit push (a documentation change on main: a fresh build and a sim measurement);
+- pull request -> comment: the pull request's comment naming its head with the verdict, for a
+  branch of one commit whose own push was measured first (so the head's build is cached; the pair,
+  head and merge-base interleaved, is measured after the pull request opens). Also reported: the
+  first comment ("measuring ..."), which comes as soon as the jobs exist.
+
+Prints each figure's median, minimum and maximum over the rounds, and the host's load average
+before and after (the runs share the machine's cores with whatever else runs).
+
+    PERFCI_GITEA_BIN=$(bash .ci/gitea) .venv/bin/python benchmarks/forge/run.py [--pushes 5] [--pulls 3] [--json]
+
+Uses (and recreates) its own database `perfci_bench_forge` and Redis database 12 (benchmarks/owned.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # owned.py
+sys.path.insert(0, str(ROOT / "tests" / "forge"))  # gitea.py: the throwaway Gitea the tests drive
+sys.path.insert(0, str(ROOT / "tests" / "server"))  # server_support (e2e_support's signed pushes)
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))  # e2e_support: server, worker and agent processes
+
+import owned  # noqa: E402
+from e2e_support import Stack, agent_argv, agent_env, free_port, git, server_env, start_api, start_worker  # noqa: E402
+from gitea import Gitea, GiteaBuild  # noqa: E402
+from perfci_server import migrate  # noqa: E402
+
+CONFIG = {"name": "self-64B-short", "packets": 500_000, "warmup": 50_000, "backend": "sim", "repetitions": 1}
+WAIT_S = 20 * 60
+T = TypeVar("T")
+
+
+def wait(what: str, check: Callable[[], T | None], stack: Stack) -> T:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise SystemExit(f"timed out waiting for {what}\n{stack.logs()}")
+
+
+def history(work: Path) -> None:
+    shutil.copytree(ROOT / "dataplane", work / "dataplane", ignore=shutil.ignore_patterns("build*"))
+    git(work, "init", "-q", "-b", "main")
+    git(work, "config", "user.email", "dev@perfci.invalid")
+    git(work, "config", "user.name", "perfci dev")
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "dataplane: base")
+
+
+def docs_commit(work: Path, text: str) -> str:
+    with open(work / "dataplane" / "README.md", "a") as fh:
+        fh.write(f"\n{text}\n")
+    git(work, "commit", "-qam", f"docs: {text}")
+    return git(work, "rev-parse", "HEAD")
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"p50_s": statistics.median(values), "min_s": min(values), "max_s": max(values), "n": len(values)}
+
+
+def run(pushes: int, pulls: int, tmp: Path) -> dict[str, Any]:
+    database = owned.recreate_database(owned.default_database_url("forge"))
+    migrate.upgrade(database)
+    broker = owned.default_redis_url()
+    owned.claim_redis(broker)
+    stack = Stack(tmp)
+    gitea = Gitea.start(GiteaBuild.from_env(), tmp / "gitea")
+    try:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        env = server_env(database, broker, tmp / "server", port, gitea_api_url=f"{gitea.url}/api/v1", gitea_token=gitea.token,
+                         public_url=url)
+        _, admin = start_api(stack, env, port)
+        start_worker(stack, env)
+        repo = gitea.create_repo("dataplane-bench")
+        secret = secrets.token_hex(16)
+        admin.post("/repositories", {"name": repo.full_name, "forge": "gitea", "clone_url": gitea.clone_url(repo),
+                                     "webhook_secret": secret})
+        admin.post("/configs", CONFIG)
+        enrollment = admin.post("/enrollment-tokens", {"note": "forge benchmark"})["token"]
+        gitea.add_webhook(repo, f"{url}/api/v1/webhooks/gitea", secret)
+        stack.add("agent", agent_argv(tmp, url, "dut-01", enrollment), agent_env(env)).start()
+
+        def final(sha: str, context: str) -> bool:
+            for status in gitea.commit_statuses(repo, sha):
+                if status["context"] == context:
+                    return status["status"] != "pending"
+            return False
+
+        work = tmp / "work"
+        work.mkdir()
+        history(work)
+        gitea.push(repo, work, "main")  # warm-up: the root commit, built and measured once
+        wait("the first push", lambda: final(git(work, "rev-parse", "HEAD"), "perfci/dut-01"), stack)
+        load_before = os.getloadavg()
+
+        push_s = []
+        for i in range(pushes):
+            sha = docs_commit(work, f"push {i}")
+            start = time.monotonic()
+            gitea.push(repo, work, "main")
+            wait(f"push {i}'s status", lambda: final(sha, "perfci/dut-01"), stack)
+            push_s.append(time.monotonic() - start)
+
+        first_s, verdict_s = [], []
+        for i in range(pulls):
+            git(work, "checkout", "-q", "-b", f"pr-{i}", "main")
+            head = docs_commit(work, f"pull request {i}")
+            gitea.push(repo, work, f"pr-{i}")
+            wait(f"branch pr-{i}'s status", lambda: final(head, "perfci/dut-01"), stack)
+            start = time.monotonic()
+            number = gitea.open_pull(repo, f"pr-{i}", "main", f"pull request {i}")["number"]
+
+            def comment(measured: bool) -> bool:
+                for c in gitea.issue_comments(repo, number):
+                    if f"`{head[:12]}`" in c["body"] and (not measured or "measuring" not in c["body"].split("\n", 1)[0]):
+                        return True
+                return False
+
+            wait(f"pull request {i}'s first comment", lambda: comment(False), stack)
+            first_s.append(time.monotonic() - start)
+            wait(f"pull request {i}'s verdict", lambda: comment(True) and final(head, "perfci/pr/dut-01"), stack)
+            verdict_s.append(time.monotonic() - start)
+            git(work, "checkout", "-q", "main")
+        return {"push_to_status": summary(push_s), "pull_to_first_comment": summary(first_s),
+                "pull_to_verdict_comment": summary(verdict_s), "load_before": load_before, "load_after": os.getloadavg(),
+                "cores": os.cpu_count(), "backend": "sim", "config": CONFIG["name"]}
+    finally:
+        for proc in reversed(stack.procs):
+            proc.stop()
+        gitea.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pushes", type=int, default=5, help="one-commit pushes timed (after a warm-up push)")
+    parser.add_argument("--pulls", type=int, default=3, help="pull requests timed")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="perfci-forge-bench-") as tmp:
+        figures = run(args.pushes, args.pulls, Path(tmp))
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(f"forge latency on a real Gitea, sim backend ({figures['config']}), {figures['cores']} cores, "
+          f"load {figures['load_before'][0]:.2f} before, {figures['load_after'][0]:.2f} after")
+    for key, label in (("push_to_status", "push -> status"), ("pull_to_first_comment", "pull request -> first comment"),
+                       ("pull_to_verdict_comment", "pull request -> verdict comment")):
+        f = figures[key]
+        print(f"  {label:34s} p50 {f['p50_s']:6.1f} s  (min {f['min_s']:.1f}, max {f['max_s']:.1f}, n={f['n']})")
+
+
+if __name__ == "__main__":
+    main()
