@@ -6,13 +6,16 @@ PY := $(VENV)/bin/python
 export PERFCI_TEST_DATABASE_URL ?= postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test
 export PERFCI_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: setup services dataplane demo measure test test-fast test-playbooks dashboards clean
+.PHONY: setup services dataplane gitea demo measure test test-fast test-playbooks dashboards clean
 
 setup:
 	bash .ci/install-deps
 
 services: setup
 	bash .ci/services
+
+gitea:
+	bash .ci/gitea
 
 dataplane: setup
 	test -f dataplane/build/build.ninja || meson setup dataplane/build dataplane --buildtype=release
@@ -27,8 +30,9 @@ demo: setup
 measure: setup
 	$(VENV)/bin/perfci measure --repo . --commit HEAD $(MEASURE_ARGS)
 
-test: services dataplane
-	$(PY) -m pytest $(PYTEST_ARGS)
+# The forge tests (tests/forge/) drive a real Gitea built by .ci/gitea (once per version, cached).
+test: services dataplane gitea
+	PERFCI_GITEA_BIN="$${PERFCI_GITEA_BIN:-$$(bash .ci/gitea)}" $(PY) -m pytest $(PYTEST_ARGS)
 
 # Only what needs neither the services nor a dataplane build, and leaves this host alone.
 test-fast: setup
