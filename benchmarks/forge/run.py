@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import secrets
-import shutil
 import statistics
 import sys
 import tempfile
@@ -42,7 +41,7 @@ sys.path.insert(0, str(ROOT / "tests" / "server"))  # server_support (e2e_suppor
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))  # e2e_support: server, worker and agent processes
 
 import owned  # noqa: E402
-from e2e_support import Stack, agent_argv, agent_env, free_port, git, server_env, start_api, start_worker  # noqa: E402
+from e2e_support import Stack, agent_argv, agent_env, base_repository, free_port, git, server_env, start_api, start_worker  # noqa: E402
 from gitea import Gitea, GiteaBuild  # noqa: E402
 from perfci_server import migrate  # noqa: E402
 
@@ -59,15 +58,6 @@ def wait(what: str, check: Callable[[], T | None], stack: Stack) -> T:
             return got
         time.sleep(0.2)
     raise SystemExit(f"timed out waiting for {what}\n{stack.logs()}")
-
-
-def history(work: Path) -> None:
-    shutil.copytree(ROOT / "dataplane", work / "dataplane", ignore=shutil.ignore_patterns("build*"))
-    git(work, "init", "-q", "-b", "main")
-    git(work, "config", "user.email", "dev@perfci.invalid")
-    git(work, "config", "user.name", "perfci dev")
-    git(work, "add", "-A")
-    git(work, "commit", "-qm", "dataplane: base")
 
 
 def docs_commit(work: Path, text: str) -> str:
@@ -112,7 +102,7 @@ def run(pushes: int, pulls: int, tmp: Path) -> dict[str, Any]:
 
         work = tmp / "work"
         work.mkdir()
-        history(work)
+        base_repository(work)
         gitea.push(repo, work, "main")  # warm-up: the root commit, built and measured once
         wait("the first push", lambda: final(git(work, "rev-parse", "HEAD"), "perfci/dut-01"), stack)
         load_before = os.getloadavg()

@@ -1,5 +1,7 @@
 """branches judged against their base, pull requests, neutral verdicts and their public pages
 
+- pushes.listed_shas: the payload's commits, placed on the branch only while the mirror cannot be
+  fetched (a webhook is answered before any fetch; a task records the push's range from git).
 - repositories.default_branch: the base of every other branch unless a pull request names one.
 - branches.base_branch_id, fork_position: a branch starts with its base's history up to the
   merge-base (positions 0 .. fork_position), then its own commits.
@@ -32,6 +34,8 @@ WHEN = sa.DateTime(timezone=True)
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("pushes") as batch:
+        batch.add_column(sa.Column("listed_shas", sa.JSON(), nullable=False, server_default="[]"))
     with op.batch_alter_table("repositories") as batch:
         batch.add_column(sa.Column("default_branch", sa.String(255), nullable=False, server_default="main"))
     with op.batch_alter_table("branches") as batch:
@@ -122,3 +126,5 @@ def downgrade() -> None:
         batch.drop_column("base_branch_id")
     with op.batch_alter_table("repositories") as batch:
         batch.drop_column("default_branch")
+    with op.batch_alter_table("pushes") as batch:
+        batch.drop_column("listed_shas")

@@ -55,10 +55,11 @@ class Settings(BaseSettings):
     task_time_limit_seconds: int = Field(120, ge=5)
 
     # Pushes: the server keeps a bare mirror of each repository under data_dir/mirrors and records
-    # every first-parent commit of a push from it (forges list at most 20). A webhook waits this
-    # long for the fetch; past it, or when the fetch fails, the payload's commits are recorded, the
-    # push is marked incomplete and beat retries it every push_retry_interval_seconds.
-    mirror_fetch_timeout_seconds: float = Field(8.0, gt=0)
+    # every first-parent commit of a push from it (forges list at most 20). A webhook is answered
+    # with the listed commits recorded; a task then fetches the mirror (at most this long; a first
+    # clone can be large), retried with backoff, and beat retries what is still incomplete every
+    # push_retry_interval_seconds.
+    mirror_fetch_timeout_seconds: float = Field(240.0, gt=0, le=540)
     push_retry_interval_seconds: float = Field(120.0, gt=0)
     # At most this many commits from one push (a new branch of a repository whose other branches
     # are not tracked yet would otherwise bring its whole history).

@@ -13,9 +13,10 @@ import numpy as np
 
 from perfci_core.result import BenchConfig
 from perfci_server.alerts import service as alert_service
-from perfci_server.jobs import service as job_service
 from perfci_server.settings import get_settings
-from server_support import ADMIN, GITHUB_BEFORE, body_of, create_config, create_repository, enroll, github_headers, push_payload, result_document
+from server_support import (
+    ADMIN, GITHUB_BEFORE, body_of, complete_pushes, create_config, create_repository, enroll, github_headers, push_payload, result_document,
+)
 
 SIM = {"name": "sim-64B", "backend": "sim", "repetitions": 1, "packets": 65_536, "warmup": 2_000}  # sim caps its packet counts
 TSC = {"name": "self-64B", "backend": "tsc"}
@@ -110,6 +111,7 @@ class Lab:
         self.agents: dict[str, dict[str, Any]] = {}
         self.shas: dict[str, list[str]] = {}
         self.ran_detections = 0
+        self.completed = 0  # push completions run so far
         self.sessions: list[list[int]] = []  # the job ids of each claim (two: an interleaved pair, measured together)
 
     def agent(self, name: str = "dut-01", machine: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -128,10 +130,10 @@ class Lab:
         shas = self.shas.setdefault(branch, [])
         new = [sha_of(len(shas) + i, salt=branch + salt) for i in range(n)]
         before = shas[-1] if shas else GITHUB_BEFORE
-        sent_before = len(self.sent_tasks.named("perfci.jobs.schedule_push"))
         push_commits(self.client, new, before, branch, subjects)
-        for (commit_ids,) in self.sent_tasks.named("perfci.jobs.schedule_push")[sent_before:]:
-            job_service.schedule_commits(self.session, commit_ids, get_settings())
+        # The completion task, as a worker runs it: the repository (example.com) cannot be fetched
+        # here, so the payload's commits go on the branch with their jobs.
+        self.completed = complete_pushes(self.session, self.sent_tasks, self.completed)
         self.session.commit()
         shas.extend(new)
         return new

@@ -30,8 +30,8 @@ from perfci_server.app import create_app
 from perfci_server.bisect import service as bisect_service
 from perfci_server.jobs import repository as job_sql
 from perfci_server.models import Alert, AlertGroup, Bisect, BranchCommit, Commit
-from server_support import (ADMIN, GITHUB_COMMITS, TEST_DATABASE_URL, body_of, create_config, create_repository, enroll,
-                            github_headers, push_github, push_payload)
+from server_support import (ADMIN, GITHUB_COMMITS, TEST_DATABASE_URL, body_of, complete_pushes, create_config, create_repository,
+                            enroll, github_headers, push_github, push_payload)
 
 from bisect_repo import BROKEN_INDEX, IMPROVEMENT_INDEX, REGRESSION_INDEX, git
 
@@ -189,9 +189,10 @@ def test_server_bisect_finds_the_same_culprit_through_the_agent_endpoints(api, w
 
 
 @pytest.mark.services
-def test_api_rejects_bad_input_and_needs_a_token(client, sent_tasks):
+def test_api_rejects_bad_input_and_needs_a_token(client, session, sent_tasks):
     create_repository(client)
     push_github(client)
+    complete_pushes(session, sent_tasks)
     create_config(client, **SIM_CONFIG)
     agent = enroll(client, machine={"cpu_model": "bisect-test"})
     first, _, last = GITHUB_COMMITS

@@ -17,9 +17,11 @@ from sqlalchemy import create_engine, text
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS / "server"))  # server_support
 sys.path.insert(0, str(TESTS / "bisect"))  # bisect_repo: the bisect tests' 16-commit repository
+sys.path.insert(0, str(TESTS / "forge"))  # gitea: the real forge of the forge tests
 from server_support import TEST_DATABASE_URL, TEST_REDIS_URL  # noqa: E402
 
 from e2e_support import Stack  # noqa: E402
+from gitea_fixture import gitea  # noqa: E402, F401 - the session's real Gitea
 from perfci_server import migrate  # noqa: E402
 from perfci_server.models import Base  # noqa: E402
 

@@ -175,8 +175,9 @@ DATAPLANE = ROOT / "dataplane"
 REGRESSION = DATAPLANE / "regressions" / "d-helper-out-of-line.patch"  # one call + return more per packet
 
 
-def make_history(repo: Path) -> list[str]:
-    """base (the project's dataplane/), a change that alters no code, the regression patch."""
+def base_repository(repo: Path) -> str:
+    """A git repository whose one commit on main is the project's dataplane/ (its build folders
+    left out); returns the commit."""
     def build_dirs(directory: str, names: list[str]) -> list[str]:
         return [n for n in names if Path(directory) == DATAPLANE and n.startswith("build")]
 
@@ -186,6 +187,12 @@ def make_history(repo: Path) -> list[str]:
     git(repo, "config", "user.name", "perfci dev")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "dataplane: base")
+    return git(repo, "rev-parse", "HEAD")
+
+
+def make_history(repo: Path) -> list[str]:
+    """base (the project's dataplane/), a change that alters no code, the regression patch."""
+    base_repository(repo)
     with open(repo / "dataplane" / "README.md", "a") as fh:
         fh.write("\nMeasured by the perfci agent.\n")
     git(repo, "commit", "-qam", "docs: mention the agent")

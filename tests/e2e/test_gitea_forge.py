@@ -13,14 +13,13 @@ through Gitea's API.
 from __future__ import annotations
 
 import secrets
-import shutil
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from e2e_support import ROOT, agent_argv, agent_env, free_port, git, server_env, start_api, start_worker
+from e2e_support import ROOT, agent_argv, agent_env, base_repository, free_port, git, server_env, start_api, start_worker
 
 pytestmark = [pytest.mark.dataplane, pytest.mark.services, pytest.mark.timeout(45 * 60)]
 
@@ -36,16 +35,6 @@ def _commit(work: Path, message: str, patch: str | None = None) -> str:
         with open(work / "dataplane" / "README.md", "a") as fh:
             fh.write(f"\n{message}\n")
     git(work, "commit", "-qam", message)
-    return git(work, "rev-parse", "HEAD")
-
-
-def _history(work: Path) -> str:
-    shutil.copytree(ROOT / "dataplane", work / "dataplane", ignore=shutil.ignore_patterns("build*"))
-    git(work, "init", "-q", "-b", "main")
-    git(work, "config", "user.email", "dev@perfci.invalid")
-    git(work, "config", "user.name", "perfci dev")
-    git(work, "add", "-A")
-    git(work, "commit", "-qm", "dataplane: base")
     return git(work, "rev-parse", "HEAD")
 
 
@@ -73,7 +62,7 @@ def test_statuses_and_the_pull_request_comment_on_a_real_gitea(gitea, database, 
 
     work = tmp_path / "work"
     work.mkdir()
-    base = _history(work)
+    base = base_repository(work)
     stalled_tx = _commit(work, "fwd: transmit each packet on its own", "c-per-packet-tx.patch")
 
     # 1. The repository's first push: its head is a regression. Never green by absence.

@@ -11,18 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gitea import Gitea, GiteaBuild, GiteaError
+from gitea_fixture import gitea  # noqa: F401 - the session's Gitea
 from webhook_listener import WebhookListener
-
-
-@pytest.fixture(scope="session")
-def gitea(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gitea]:
-    try:
-        server = Gitea.start(GiteaBuild.from_env(), tmp_path_factory.mktemp("gitea"))
-    except GiteaError as exc:
-        raise pytest.fail.Exception(str(exc), pytrace=False) from None  # pytest.fail, without the chained traceback
-    yield server
-    server.stop()
 
 
 @pytest.fixture

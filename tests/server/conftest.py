@@ -28,7 +28,7 @@ from perfci_server.app import create_app
 from perfci_server.deps import get_session
 from perfci_server.models import Base
 from perfci_server.settings import get_settings
-from server_support import TEST_DATABASE_URL, TEST_REDIS_URL, create_config, create_repository, enroll, push_github
+from server_support import TEST_DATABASE_URL, TEST_REDIS_URL, complete_pushes, create_config, create_repository, enroll, push_github
 
 SERVICES_HINT = "start them with `bash .ci/services` (CI always does)"
 
@@ -154,5 +154,6 @@ def queued_jobs(client: TestClient, session: Session, sent_tasks: SentTasks) -> 
     create_config(client)
     agent = enroll(client)
     push_github(client)
+    complete_pushes(session, sent_tasks)
     session.commit()
     return {"repo": repo, "agent": agent}

@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from perfci_server.security import github_signature
+from perfci_server.settings import get_settings
 
 TEST_DATABASE_URL = os.environ.get("PERFCI_TEST_DATABASE_URL", "postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test")
 
@@ -109,6 +110,22 @@ def enroll(client: Any, name: str = "agent-1", machine: dict[str, Any] | None = 
     enrolled["headers"] = {"Authorization": f"Bearer {enrolled['token']}"}
     enrolled["fingerprint"] = machine_id
     return enrolled
+
+
+def complete_pushes(session: Any, sent_tasks: Any, done: int = 0) -> int:
+    """Run the push completions the webhooks sent since ``done`` as the completion task does
+    (fetch the mirror, then record the range; a failed fetch places the payload's commits), in the
+    test's session; returns how many completions were sent so far."""
+    from contextlib import nullcontext
+
+    from perfci_server.repos import service as repo_service
+    from perfci_server.repos.tasks import complete_one
+
+    sent = sent_tasks.named(repo_service.COMPLETE_PUSH_TASK)
+    for (push_id,) in sent[done:]:
+        complete_one(push_id, get_settings(), 30, sessions=lambda: nullcontext(session))
+    session.flush()
+    return len(sent)
 
 
 def push_github(client: Any, payload: dict[str, Any] | None = None, delivery: str = "d-1") -> Any:

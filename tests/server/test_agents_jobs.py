@@ -7,7 +7,7 @@ from sqlalchemy import select
 
 from perfci_server.models import Agent, Job, Run
 from perfci_server.settings import get_settings
-from server_support import ADMIN, GITHUB_COMMITS, MACHINE, MACHINE_ID, create_config, create_repository, enroll, push_github
+from server_support import ADMIN, GITHUB_COMMITS, MACHINE, MACHINE_ID, complete_pushes, create_config, create_repository, enroll, push_github
 
 pytestmark = pytest.mark.services
 
@@ -70,9 +70,13 @@ def test_claim_leases_oldest_job_then_204_when_empty(client, session, queued):
     assert len(session.scalars(select(Run)).all()) == 3
 
 
-def test_an_agent_only_claims_jobs_of_its_machine(client, queued):
-    other = enroll(client, "other", machine={"cpu": "elsewhere"})
-    assert client.post("/api/v1/agent/jobs/claim", headers=other["headers"]).status_code == 204
+def test_an_agent_only_claims_jobs_of_its_machine(client, queued, session):
+    other = enroll(client, "other", machine={"cpu": "elsewhere"})  # enrolling late: the branch's commits as history
+    claimed = []
+    while (claim := client.post("/api/v1/agent/jobs/claim", headers=other["headers"])).status_code == 200:
+        claimed.append(session.get(Job, claim.json()["job_id"]))
+    assert claim.status_code == 204
+    assert [(j.machine_id, j.purpose) for j in claimed] == [(other["machine_id"], "backfill")] * 3
 
 
 def test_disabled_machine_gets_no_jobs(client, queued):
@@ -85,6 +89,7 @@ def test_claim_respects_the_backend_a_config_requires(client, session, sent_task
     create_config(client, "pmu-only", backend="pmu")
     agent = enroll(client, backends=["tsc"])
     push_github(client)
+    complete_pushes(session, sent_tasks)
     assert client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).status_code == 204
 
 

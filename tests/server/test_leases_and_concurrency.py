@@ -15,13 +15,15 @@ from perfci_server.jobs import service as job_service
 from perfci_server.jobs.tasks import requeue_expired_leases
 from perfci_server.models import Agent, Job, Run, utcnow
 from perfci_server.settings import get_settings
-from server_support import create_config, create_repository, enroll, push_github, result_document
+from server_support import complete_pushes, create_config, create_repository, enroll, push_github, result_document
 
 pytestmark = pytest.mark.services
 
 
 def _schedule(client, sent_tasks):
-    """The jobs the push queued (in its own transaction)."""
+    """Complete the pushes as their task does (in its own transaction); the jobs they queued."""
+    with db.session_scope() as session:
+        complete_pushes(session, sent_tasks)
     with db.session_scope() as session:
         return session.scalar(select(func.count()).select_from(Job))
 

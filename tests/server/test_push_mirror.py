@@ -7,6 +7,10 @@ are shaped like GitHub's (at most 20 commits listed) and GitLab's (20 listed, to
 from __future__ import annotations
 
 import copy
+import http.server
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +19,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from perfci_server.models import Branch, BranchCommit, Commit, Job, Push
+from perfci_server.models import Branch, BranchCommit, Commit, Job, Push, Repository, WebhookDelivery
+from perfci_server.repos import mirror
+from perfci_server.repos import service as repo_service
 from perfci_server.repos import tasks as repo_tasks
+from perfci_server.settings import get_settings
 from git_forge import GitForge as Forge
 from server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
 
@@ -64,6 +71,25 @@ def deliver_gitlab(client: TestClient, payload: dict[str, Any], delivery: str) -
     return client.post("/api/v1/webhooks/gitlab", content=body_of(payload), headers=headers)
 
 
+@pytest.fixture
+def completed(session, sent_tasks):
+    """Completes the pushes delivered so far as the completion task does (fetch, then record), in
+    the test's transaction; returns the commits each added."""
+    done = 0
+
+    def complete() -> list[int]:
+        nonlocal done
+        added = []
+        for (push_id,) in sent_tasks.named(repo_service.COMPLETE_PUSH_TASK)[done:]:
+            push = session.get(Push, push_id)
+            mirror.fetch(get_settings(), session.get(Repository, push.repository_id), push.after, 60)
+            added.append(len(repo_service.complete_push(session, push, get_settings())))
+        done = len(sent_tasks.named(repo_service.COMPLETE_PUSH_TASK))
+        return added
+
+    return complete
+
+
 def branch_shas(session: Session, branch: str = "main") -> list[str]:
     rows = session.execute(
         select(Commit.sha).join(BranchCommit, BranchCommit.commit_id == Commit.id).join(Branch, Branch.id == BranchCommit.branch_id)
@@ -81,7 +107,7 @@ def jobs_per_commit(session: Session) -> dict[str, int]:
     return {sha: n for sha, n in rows}
 
 
-def test_a_25_commit_github_push_records_all_25_with_their_parents_and_jobs(client, session, sent_tasks, forge):
+def test_a_25_commit_github_push_records_all_25_with_their_parents_and_jobs(client, session, sent_tasks, forge, completed):
     base = forge.commit(1)[0]
     pushed = forge.commit(25)
     repo = register(client, "perfci-org/dataplane", "github", f"file://{forge.path}")
@@ -92,7 +118,10 @@ def test_a_25_commit_github_push_records_all_25_with_their_parents_and_jobs(clie
 
     response = deliver_github(client, payload, "gh-25")
     assert response.status_code == 202, response.text
-    assert response.json() == {"status": "scheduled", "detail": "25 commit(s) on main", "commits": 25, "complete": True}
+    assert response.json() == {"status": "scheduled", "commits": 20, "complete": False,
+                               "detail": "20 listed commit(s) on main; the whole range follows from the server's mirror of the repository"}
+    assert branch_shas(session) == []  # answered without waiting on the forge: the range comes from git
+    assert completed() == [25]
     assert branch_shas(session) == [base, *pushed]  # the oldest one's parent goes first: its baseline, measured too
     known = parents(session)
     assert known[pushed[0]] == [base]
@@ -102,7 +131,7 @@ def test_a_25_commit_github_push_records_all_25_with_their_parents_and_jobs(clie
     assert (push["complete"], push["listed_commits"], push["recorded_commits"], push["last_error"]) == (True, 20, 25, None)
 
 
-def test_a_30_commit_gitlab_push_records_all_30(client, session, sent_tasks, forge):
+def test_a_30_commit_gitlab_push_records_all_30(client, session, sent_tasks, forge, completed):
     base = forge.commit(1)[0]
     pushed = forge.commit(30)
     register(client, "net/dataplane", "gitlab", f"file://{forge.path}")
@@ -111,12 +140,13 @@ def test_a_30_commit_gitlab_push_records_all_30(client, session, sent_tasks, for
 
     response = deliver_gitlab(client, payload, "gl-30")
     assert response.status_code == 202, response.text
-    assert response.json()["commits"] == 30 and response.json()["complete"] is True
+    assert (response.json()["commits"], response.json()["complete"]) == (20, False)
+    assert completed() == [30]
     assert branch_shas(session) == [base, *pushed]
     assert parents(session)[pushed[0]] == [base]
 
 
-def test_merges_keep_both_parents_and_the_branch_follows_first_parents(client, session, sent_tasks, forge):
+def test_merges_keep_both_parents_and_the_branch_follows_first_parents(client, session, sent_tasks, forge, completed):
     base = forge.commit(1)[0]
     forge.git("checkout", "--quiet", "-b", "topic")
     topic = forge.commit(3, "topic")
@@ -128,11 +158,12 @@ def test_merges_keep_both_parents_and_the_branch_follows_first_parents(client, s
 
     pushed = [*topic, *mainline, merge]  # GitHub lists every new commit, the merged ones too
     assert deliver_github(client, github_push(forge, base, merge, pushed), "merge").status_code == 202
+    completed()
     assert branch_shas(session) == [base, *mainline, merge]
     assert parents(session)[merge] == [mainline[-1], topic[-1]]
 
 
-def test_a_new_branch_starts_with_its_base_branchs_history_up_to_the_merge_base(client, session, sent_tasks, forge):
+def test_a_new_branch_starts_with_its_base_branchs_history_up_to_the_merge_base(client, session, sent_tasks, forge, completed):
     main = forge.commit(4)
     register(client, "perfci-org/dataplane", "github", f"file://{forge.path}")
     assert deliver_github(client, github_push(forge, ZERO, main[-1], main), "main").status_code == 202
@@ -141,9 +172,11 @@ def test_a_new_branch_starts_with_its_base_branchs_history_up_to_the_merge_base(
     forge.git("checkout", "--quiet", "main")
     later = forge.commit(2, "main moves on")
     assert deliver_github(client, github_push(forge, main[-1], later[-1], later), "main-2").status_code == 202
+    completed()
 
     response = deliver_github(client, github_push(forge, ZERO, feature[-1], feature, ref="refs/heads/feature"), "feature")
-    assert response.json()["commits"] == 3  # its own commits; main's are inherited
+    assert response.json()["commits"] == 3
+    assert completed() == [3]  # its own commits; main's are inherited
     assert branch_shas(session, "feature") == [*main, *feature]  # main up to the merge-base, then its own
     branch = session.scalars(select(Branch).where(Branch.name == "feature")).one()
     main_branch = session.scalars(select(Branch).where(Branch.name == "main")).one()
@@ -152,7 +185,7 @@ def test_a_new_branch_starts_with_its_base_branchs_history_up_to_the_merge_base(
     assert branch_shas(session, "main") == [*main, *later]  # the branch's commits never join main's series
 
 
-def test_a_new_branch_with_no_base_yet_records_its_first_parent_history(client, session, sent_tasks, forge):
+def test_a_new_branch_with_no_base_yet_records_its_first_parent_history(client, session, sent_tasks, forge, completed):
     root = forge.commit(2)
     register(client, "perfci-org/dataplane", "github", f"file://{forge.path}")
     create_config(client)
@@ -160,21 +193,24 @@ def test_a_new_branch_with_no_base_yet_records_its_first_parent_history(client, 
     forge.git("checkout", "--quiet", "-b", "feature")
     feature = forge.commit(1, "feature")
     response = deliver_github(client, github_push(forge, ZERO, feature[-1], feature, ref="refs/heads/feature"), "feature")
-    assert response.json()["commits"] == 3  # no tracked branch yet: the whole first-parent history is the branch's
+    assert response.json()["commits"] == 1
+    assert completed() == [3]  # no tracked branch yet: the whole first-parent history is the branch's
     assert branch_shas(session, "feature") == [*root, *feature]
     assert jobs_per_commit(session) == {sha: 1 for sha in [*root, *feature]}
 
 
-def test_a_force_push_records_the_rewritten_commits_after_the_old_head(client, session, sent_tasks, forge):
+def test_a_force_push_records_the_rewritten_commits_after_the_old_head(client, session, sent_tasks, forge, completed):
     kept = forge.commit(3)
     register(client, "perfci-org/dataplane", "github", f"file://{forge.path}")
     old = forge.commit(2)
     assert deliver_github(client, github_push(forge, kept[-1], old[-1], old), "old").status_code == 202
+    completed()
     forge.git("reset", "--quiet", "--hard", kept[-1])
     rewritten = forge.commit(3, "rewritten")
 
     response = deliver_github(client, github_push(forge, old[-1], rewritten[-1], rewritten, forced=True), "forced")
     assert response.json()["commits"] == 3
+    completed()
     assert branch_shas(session) == [kept[-1], *old, *rewritten]
     assert parents(session)[rewritten[0]] == [kept[-1]]
 
@@ -199,11 +235,13 @@ def test_an_unreachable_mirror_leaves_the_push_incomplete_until_beat_completes_i
     response = deliver_github(client, github_push(forge, base, pushed[-1], pushed), "while-down")
     assert response.status_code == 202, response.text
     assert (response.json()["commits"], response.json()["complete"]) == (20, False)
-    assert "incomplete" in response.json()["detail"]
-    assert branch_shas(db_session) == pushed[5:]
-    assert parents(db_session)[pushed[5]] == [base]  # the payload's guess, for now
+    [push] = client.get(f"/api/v1/repositories/{repo['id']}/pushes", params={"complete": False}).json()["items"]
+    assert repo_tasks.complete_one(push["id"], get_settings(), 5) == (False, 0)  # the completion task's try: no mirror
     [push] = client.get(f"/api/v1/repositories/{repo['id']}/pushes", params={"complete": False}).json()["items"]
     assert push["complete"] is False and push["last_error"]
+    db_session.expire_all()
+    assert branch_shas(db_session) == pushed[5:]  # measured meanwhile: the listed commits
+    assert parents(db_session)[pushed[5]] == [base]  # the payload's guess, for now
 
     assert repo_tasks.complete_pushes() == {"incomplete": 1, "completed": 0, "commits_added": 0}  # still unreachable
     forge.path.rename(later)
@@ -238,3 +276,81 @@ def test_forge_tokens_go_only_to_the_forges_own_host_and_never_on_the_command_li
     assert not any("secret" in value for value in elsewhere.values())
     ssh = _credentials(settings, Repository(forge="github", clone_url="git@github.com:perfci-org/dataplane.git"))
     assert ssh == {"GIT_SSH_COMMAND": "ssh -i /etc/perfci/deploy_key -o IdentitiesOnly=yes -o BatchMode=yes"}
+
+
+class HangingForge:
+    """A forge over git's dumb HTTP protocol (the bare repository's files, served as they are)
+    that can hang: while ``hanging`` is set it accepts every request and never answers."""
+
+    def __init__(self, bare: Path) -> None:
+        self.hanging = threading.Event()
+        self.released = threading.Event()
+        self.requests = 0
+        forge = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, directory=str(bare.parent), **kwargs)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                forge.requests += 1
+                if forge.hanging.is_set():
+                    forge.released.wait(60)  # until the test ends: the client gives up first
+                    return
+                super().do_GET()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/{bare.name}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.released.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_thirty_pushes_while_the_forge_hangs_are_answered_recorded_and_completed_once_it_answers(
+        committed_client, sent_tasks, db_session, forge, tmp_path):
+    """No request waits on the forge: 30 concurrent pushes to one branch are all answered 202 and
+    recorded while the forge hangs (it sees no request from them); the completion task gives up
+    after its fetch timeout and the listed commits are measured meanwhile; once the forge answers,
+    every push's range is recorded from git."""
+    client = committed_client
+    base, *pushed = forge.commit(31)
+    bare = tmp_path / "dataplane.git"
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(forge.path), str(bare)], check=True)
+    subprocess.run(["git", "-C", str(bare), "update-server-info"], check=True)  # what dumb HTTP serves
+    hanging = HangingForge(bare)
+    try:
+        repo = register(client, "perfci-org/dataplane", "github", hanging.url)
+        create_config(client)
+        enroll(client)
+        hanging.hanging.set()
+        payloads = [github_push(forge, before, after, [after]) for before, after in zip([base, *pushed], pushed)]
+        with ThreadPoolExecutor(max_workers=30) as pool:
+            answers = list(pool.map(lambda i: deliver_github(client, payloads[i], f"hang-{i}"), range(30)))
+        assert [a.status_code for a in answers] == [202] * 30
+        assert hanging.requests == 0  # the requests never touched the forge
+        assert db_session.scalar(select(func.count()).select_from(WebhookDelivery)) == 30
+        pushes = client.get(f"/api/v1/repositories/{repo['id']}/pushes", params={"complete": False, "limit": 100}).json()
+        assert pushes["total"] == 30
+
+        first = min(p["id"] for p in pushes["items"])
+        assert repo_tasks.complete_one(first, get_settings(), 2) == (False, 0)  # the task gives up, not the request
+        assert hanging.requests >= 1
+        [stuck] = [p for p in client.get(f"/api/v1/repositories/{repo['id']}/pushes").json()["items"] if p["id"] == first]
+        assert "took longer than 2 s" in stuck["last_error"]
+
+        hanging.hanging.clear()  # the forge answers again
+        for push in sorted(p["id"] for p in pushes["items"]):
+            assert repo_tasks.complete_one(push, get_settings(), 30)[0] is True
+        db_session.expire_all()
+        assert branch_shas(db_session) == [base, *pushed]
+        assert jobs_per_commit(db_session) == {sha: 1 for sha in [base, *pushed]}
+        assert client.get(f"/api/v1/repositories/{repo['id']}/pushes", params={"complete": False}).json()["total"] == 0
+    finally:
+        hanging.close()

@@ -8,12 +8,14 @@ from sqlalchemy.orm import Session
 
 from perfci_server.jobs import service as job_service
 from perfci_server.models import Branch, BranchCommit, Commit, Job, WebhookDelivery
+from perfci_server.repos.service import COMPLETE_PUSH_TASK
 from perfci_server.settings import get_settings
 from server_support import (
     GITHUB_BEFORE,
     GITHUB_COMMITS,
     SECRET,
     body_of,
+    complete_pushes,
     create_config,
     create_repository,
     enroll,
@@ -42,16 +44,21 @@ def _branch_shas(session: Session, branch: str = "main") -> list[str]:
 
 
 def test_github_push_without_a_reachable_mirror_records_the_listed_commits_in_order(client, session, sent_tasks):
-    """example.com cannot be fetched from here: the payload's commits stand in, the push is incomplete."""
+    """example.com cannot be fetched from here: once the completion task has tried, the payload's
+    commits stand in and the push stays incomplete."""
     repo = create_repository(client)
     response = push_github(client)
     assert response.status_code == 202, response.text
     assert response.json() == {
         "status": "scheduled",
-        "detail": "3 commit(s) on main (incomplete: the repository could not be fetched; the listed commits are recorded and the rest follow when it can)",
+        "detail": "3 listed commit(s) on main; the whole range follows from the server's mirror of the repository",
         "commits": 3,
         "complete": False,
     }
+    assert _branch_shas(session) == []  # the request never waits on the forge
+    [push] = client.get(f"/api/v1/repositories/{repo['id']}/pushes", params={"complete": False}).json()["items"]
+    assert sent_tasks == [(COMPLETE_PUSH_TASK, (push["id"],))]
+    complete_pushes(session, sent_tasks)
 
     assert _branch_shas(session) == GITHUB_COMMITS
     commits = {c.sha: c for c in session.scalars(select(Commit))}
@@ -60,7 +67,6 @@ def test_github_push_without_a_reachable_mirror_records_the_listed_commits_in_or
     assert commits[GITHUB_COMMITS[2]].author_name == "Ada Lovelace"
     assert commits[GITHUB_COMMITS[0]].message.startswith("l3fwd: prefetch the next mbuf\n")
     assert session.scalar(select(Branch.head_sha)) == GITHUB_COMMITS[-1]
-    assert sent_tasks == []  # jobs are written with the push, not left to a task
 
     [push] = client.get(f"/api/v1/repositories/{repo['id']}/pushes", params={"complete": False}).json()["items"]
     assert (push["complete"], push["listed_commits"], push["recorded_commits"], push["fetch_attempts"]) == (False, 3, 3, 1)
@@ -75,6 +81,7 @@ def test_multi_commit_push_becomes_jobs_for_every_commit_machine_and_config_in_i
     enroll(client, "a", machine={"cpu": "one"})
     enroll(client, "b", machine={"cpu": "two"})
     assert push_github(client).status_code == 202
+    complete_pushes(session, sent_tasks)
 
     assert _count(session, Job) == 3 * 2 * 2
     commit_ids = list(session.scalars(select(Commit.id)))
@@ -82,7 +89,6 @@ def test_multi_commit_push_becomes_jobs_for_every_commit_machine_and_config_in_i
     per_commit = session.execute(select(Job.commit_id, func.count()).group_by(Job.commit_id)).all()
     assert sorted(n for _, n in per_commit) == [4, 4, 4]
     assert {j.state for j in session.scalars(select(Job))} == {"queued"}
-    assert sent_tasks == []
 
 
 def test_push_extends_branch_without_duplicating_known_commits(client, session, sent_tasks):
@@ -95,6 +101,7 @@ def test_push_extends_branch_without_duplicating_known_commits(client, session, 
         commits=[{"id": newer, "message": "next", "timestamp": "2024-05-03T09:00:00Z", "author": {"name": "A", "email": "a@x"}}],
     )
     assert push_github(client, payload, delivery="d-2").status_code == 202
+    complete_pushes(session, sent_tasks)
     assert _branch_shas(session) == [*GITHUB_COMMITS, newer]
     assert session.scalar(select(Commit.parents).where(Commit.sha == newer)) == [GITHUB_COMMITS[-1]]
 
@@ -234,6 +241,7 @@ def test_tags_are_benchmarked_when_the_repository_tracks_them(client, session, s
     tag = push_payload(ref="refs/tags/v1.0", commits=[])
     response = push_github(client, tag, delivery="tag")
     assert response.json()["status"] == "scheduled"
+    complete_pushes(session, sent_tasks)
     assert _branch_shas(session, "v1.0") == [GITHUB_COMMITS[-1]]  # the head commit
 
 
@@ -246,6 +254,7 @@ def test_gitlab_push_hook(client, session, sent_tasks):
     create_repository(client, name="net/dataplane", forge="gitlab")
     response = _gitlab(client, fixture("gitlab_push.json"))
     assert response.status_code == 202, response.text
+    complete_pushes(session, sent_tasks)
     assert _branch_shas(session) == ["b6568db1bc1dcd7f8b4d5a946b0b91f9dacd7327", "da1560886d4f094c3e6c9ef40349f7d38b5d27d7"]
     assert _gitlab(client, fixture("gitlab_push.json")).json()["status"] == "duplicate"
 
@@ -255,6 +264,7 @@ def test_gitlab_newest_first_commit_lists_are_put_in_order(client, session, sent
     payload = fixture("gitlab_push.json")
     payload["commits"].reverse()
     assert _gitlab(client, payload).status_code == 202
+    complete_pushes(session, sent_tasks)
     assert _branch_shas(session)[-1] == payload["after"]
 
 

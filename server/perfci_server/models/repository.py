@@ -102,8 +102,9 @@ class Push(IdMixin, CreatedAtMixin, Base):
     """A push to a branch and whether all its commits are recorded.
 
     Complete: every first-parent commit of ``before..after`` came from the server's mirror with its
-    real parents. Incomplete: the mirror could not be fetched, only the commits the payload listed
-    are recorded (forges list at most 20), and beat retries until the mirror has them.
+    real parents. Incomplete: the mirror has not been fetched yet (a task after the delivery's
+    answer) or could not be; after a failed fetch the commits the payload listed are on the branch
+    (forges list at most 20), and the task, then beat, retries until the mirror has them.
     """
 
     __tablename__ = "pushes"
@@ -117,6 +118,9 @@ class Push(IdMixin, CreatedAtMixin, Base):
     before: Mapped[str | None] = mapped_column(String(40))  # None: a new branch
     after: Mapped[str] = mapped_column(String(40))
     listed_commits: Mapped[int] = mapped_column(Integer, default=0)  # how many the payload listed
+    # The payload's commits, oldest first: placed on the branch as a guess only while the mirror
+    # cannot be fetched (the push's range from git replaces the guess when it can).
+    listed_shas: Mapped[list[str]] = mapped_column(default=list)
     recorded_commits: Mapped[int] = mapped_column(Integer, default=0)  # how many are on the branch from it
     complete: Mapped[bool] = mapped_column(Boolean, default=False)
     fetch_attempts: Mapped[int] = mapped_column(Integer, default=0)

@@ -19,7 +19,6 @@ from . import service
 
 log = logging.getLogger(__name__)
 
-FETCH_TIMEOUT_SECONDS = 240.0  # as a push's completion: a first clone can be large
 
 
 @celery_app.task(name=service.PREPARE_TASK, bind=True, max_retries=None, time_limit=600, soft_time_limit=590)
@@ -30,7 +29,7 @@ def prepare(self: Any, pull_request_id: int) -> str:
     if target is None:
         return "nothing to prepare"
     try:
-        sides = service.read_sides(settings, target, FETCH_TIMEOUT_SECONDS)
+        sides = service.read_sides(settings, target, settings.mirror_fetch_timeout_seconds)
     except mirror.MirrorUnavailable as exc:
         with session_scope() as session:
             service.note_waiting(session, pull_request_id, target.head_sha, str(exc))

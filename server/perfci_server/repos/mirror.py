@@ -81,6 +81,11 @@ def merge_base(path: Path, a: str, b: str) -> str | None:
     return r.stdout.strip() or None if r.returncode == 0 else None
 
 
+def is_ancestor(path: Path, ancestor: str, descendant: str) -> bool:
+    r = subprocess.run(["git", "-C", str(path), "merge-base", "--is-ancestor", ancestor, descendant], capture_output=True, timeout=120)
+    return r.returncode == 0
+
+
 def first_parent_commits(path: Path, after: str, exclude: Sequence[str], limit: int) -> list[GitCommit]:
     """The first-parent chain from ``after`` back to (not including) anything reachable from
     ``exclude``, oldest first; at most the newest ``limit``. Excluded names the mirror lacks are

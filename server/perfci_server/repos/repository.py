@@ -69,10 +69,16 @@ def append_to_branch(session: Session, branch_id: int, commit_ids: Sequence[int]
         session.execute(BranchCommit.__table__.insert(), new_rows)
 
 
-def branch_heads(session: Session, repository_id: int) -> list[str]:
-    """The head commits of the repository's tracked branches (and tags)."""
-    statement = select(Branch.head_sha).where(Branch.repository_id == repository_id, Branch.head_sha.is_not(None))
-    return [sha for sha in session.scalars(statement) if sha]
+def branch_tips(session: Session, repository_id: int, except_branch_id: int) -> list[str]:
+    """The newest recorded commit of each other branch (and tag) of the repository: what perfci has
+    on its series, whatever pushes are still being completed."""
+    newest = (select(BranchCommit.branch_id, func.max(BranchCommit.position).label("position"))
+              .join(Branch, Branch.id == BranchCommit.branch_id)
+              .where(Branch.repository_id == repository_id, Branch.id != except_branch_id)
+              .group_by(BranchCommit.branch_id).subquery())
+    statement = (select(Commit.sha).join(BranchCommit, BranchCommit.commit_id == Commit.id)
+                 .join(newest, (newest.c.branch_id == BranchCommit.branch_id) & (newest.c.position == BranchCommit.position)))
+    return list(session.scalars(statement))
 
 
 def set_parents(session: Session, parents_by_id: dict[int, list[str]]) -> None:
@@ -184,3 +190,16 @@ def position_of(session: Session, branch_id: int, commit_id: int) -> int | None:
 def first_push_of(session: Session, branch_id: int) -> int | None:
     """The id of the branch's first recorded push."""
     return session.scalar(select(func.min(Push.id)).where(Push.branch_id == branch_id))
+
+
+def commit_ids(session: Session, repository_id: int, shas: Sequence[str]) -> list[int]:
+    """The ids of the repository's commits with these shas, in the given order (unknown ones left out)."""
+    found = dict(session.execute(select(Commit.sha, Commit.id).where(Commit.repository_id == repository_id, Commit.sha.in_(list(shas)))).all())
+    return [found[sha] for sha in shas if sha in found]
+
+
+def newest_shas(session: Session, branch_id: int, limit: int) -> list[str]:
+    """The branch's newest commits, newest first."""
+    statement = (select(Commit.sha).join(BranchCommit, BranchCommit.commit_id == Commit.id)
+                 .where(BranchCommit.branch_id == branch_id).order_by(BranchCommit.position.desc()).limit(limit))
+    return list(session.scalars(statement))

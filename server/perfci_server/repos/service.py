@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
+from .. import dispatch
 from ..errors import Conflict, NotFound
 from ..jobs.service import schedule_commits
 from ..models import Branch, Push, Repository, utcnow
@@ -54,6 +55,9 @@ def get_repository(session: Session, repository_id: int) -> Repository:
     return repository
 
 
+COMPLETE_PUSH_TASK = "perfci.repos.complete_push"
+
+
 def record_push(
     session: Session,
     repository: Repository,
@@ -64,46 +68,72 @@ def record_push(
     settings: Settings,
     delivery_id: int | None = None,
 ) -> Push:
-    """Record a push: its commits on the branch, in order, and their jobs, in the caller's transaction.
+    """Record a push in the caller's transaction without waiting on the forge: the delivery, the
+    commits the payload lists (first sighting wins) and the push; :func:`complete_push` (a task
+    sent after commit, retried with backoff, then beat's sweep) fetches the server's mirror and
+    puts the push's range from git on the branch, with its jobs. While the mirror cannot be
+    fetched, :func:`place_listed` puts the payload's commits there instead, as a guess.
 
-    The commits are every first-parent commit of ``before..after`` (a new branch: those since it
-    left its base branch, or those not on any tracked branch yet) with their real parents, read from
-    the server's mirror of the repository, whatever the payload listed, plus the push's baseline
-    (:func:`_place_with_baseline`). When the mirror cannot be fetched in time, the payload's
-    commits are recorded instead (each one's parent taken to be the one before it) and the push is
-    left incomplete for :func:`complete_push` to finish from beat.
+    A webhook is answered in the time of a few statements whatever the forge does: the fetch
+    happens in the task, which holds no branch lock and no database connection while it runs.
     """
     branch = repo_sql.lock_branch(session, repository.id, branch_name)
-    fresh = branch.head_sha is None  # created by this push
+    store_commits(session, repository, listed, _payload_parents(before, listed))
     push = Push(repository_id=repository.id, branch_id=branch.id, delivery_id=delivery_id, before=before, after=after,
-                listed_commits=len(listed), recorded_commits=0, complete=False, fetch_attempts=1)
-    base = _base_of(session, repository, branch) if fresh else None
-    try:
-        path = mirror.fetch(settings, repository, after, settings.mirror_fetch_timeout_seconds)
-        commits = _pushed_commits(session, settings, repository, path, before, after, base)
-    except mirror.MirrorUnavailable as exc:
-        log.warning("push %s..%s to %s %s is incomplete, %d listed commit(s) recorded (retried from beat): %s",
-                    before, after, repository.name, branch_name, len(listed), exc)
-        push.last_error = str(exc)
-        ids, _ = _place(session, repository, branch, listed, parents=_payload_parents(before, listed))
-        recorded = len(ids)
-    else:
-        ids, placed = _place_with_baseline(session, settings, repository, branch, base, path, after, commits)
-        recorded = len(placed)
-        push.complete, push.completed_at = True, utcnow()
-    push.recorded_commits = recorded
+                listed_commits=len(listed), listed_shas=[c.sha for c in listed], recorded_commits=0, complete=False,
+                fetch_attempts=0)
     branch.head_sha = after
     session.add(push)
     session.flush()
-    # In this transaction: a push that was answered 202 has its jobs, whatever the broker does.
-    schedule_commits(session, ids, settings)
+    dispatch.send_after_commit(session, COMPLETE_PUSH_TASK, push.id)
     return push
 
 
-def complete_push(session: Session, push: Push, settings: Settings, timeout: float) -> list[int]:
-    """Fetch the mirror again for an incomplete push; on success place the commits the payload
-    did not list where they belong on the branch (and the push's baseline), with their jobs.
-    Returns the commits added."""
+def place_listed(session: Session, push: Push, settings: Settings) -> list[int]:
+    """The payload's commits on the branch (each one's parent taken to be the one listed before
+    it), with their jobs: what is measured while the mirror cannot be fetched. Idempotent."""
+    branch = session.get(Branch, push.branch_id)
+    assert branch is not None, "a push's branch is deleted with it"
+    repo_sql.lock_branch(session, push.repository_id, branch.name)
+    ids = repo_sql.commit_ids(session, push.repository_id, push.listed_shas)
+    placed = repo_sql.place_on_branch(session, branch.id, ids)
+    push.recorded_commits += len(placed)
+    schedule_commits(session, ids, settings)
+    return placed
+
+
+@dataclass(frozen=True)
+class FetchTarget:
+    repository: Repository  # detached: the fetch runs outside any transaction
+    after: str
+
+
+def fetch_target(session: Session, push_id: int) -> FetchTarget | None:
+    """What an incomplete push needs fetched (None: it is complete, or gone)."""
+    push = session.get(Push, push_id)
+    if push is None or push.complete:
+        return None
+    repository = get_repository(session, push.repository_id)
+    session.expunge(repository)
+    return FetchTarget(repository, push.after)
+
+
+def note_fetch_failure(session: Session, push_id: int, error: str, settings: Settings) -> None:
+    """A fetch failed: say why on the push, and measure the payload's commits meanwhile."""
+    push = repo_sql.lock_push(session, push_id)
+    if push is not None and not push.complete:
+        push.fetch_attempts += 1
+        push.last_error = error
+        placed = place_listed(session, push, settings)
+        log.warning("push %d is incomplete after %d fetch attempt(s), %d listed commit(s) placed meanwhile: %s", push.id,
+                    push.fetch_attempts, len(placed), error)
+
+
+def complete_push(session: Session, push: Push, settings: Settings) -> list[int]:
+    """Record an incomplete push from the mirror, which the caller fetched (outside any
+    transaction): every first-parent commit of ``before..after`` with git's parents, the ones the
+    payload did not list placed where they belong, and the push's baseline, with their jobs.
+    Returns the commits added; [] (still incomplete) when the mirror lacks the pushed head."""
     repository = get_repository(session, push.repository_id)
     branch = session.get(Branch, push.branch_id)
     assert branch is not None, "a push's branch is deleted with it"
@@ -111,13 +141,14 @@ def complete_push(session: Session, push: Push, settings: Settings, timeout: flo
     push.fetch_attempts += 1
     fresh = push.before is None and branch.fork_position is None and repo_sql.first_push_of(session, branch.id) == push.id
     base = _base_of(session, repository, branch) if fresh else None
+    path = mirror.mirror_path(settings, repository.id)
     try:
-        path = mirror.fetch(settings, repository, push.after, timeout)
-        commits = _pushed_commits(session, settings, repository, path, push.before, push.after, base)
+        if not mirror.has_commit(path, push.after):
+            raise mirror.MirrorUnavailable(f"the mirror has no commit {push.after} yet")
+        commits = _pushed_commits(session, settings, repository, branch.id, path, push.before, push.after, base,
+                                  guessed=push.listed_shas)
     except mirror.MirrorUnavailable as exc:
         push.last_error = str(exc)
-        log.warning("push %d (%s %s) still incomplete after %d fetch attempt(s): %s", push.id, repository.name, branch.name,
-                    push.fetch_attempts, exc)
         return []
     ids, placed = _place_with_baseline(session, settings, repository, branch, base, path, push.after, commits)
     schedule_commits(session, ids, settings)
@@ -137,21 +168,35 @@ def _base_of(session: Session, repository: Repository, branch: Branch) -> Branch
     return base if base is not None and base.head_sha else None
 
 
-def _pushed_commits(session: Session, settings: Settings, repository: Repository, path: Path, before: str | None,
-                    after: str, base: Branch | None) -> list[mirror.GitCommit]:
-    if before and mirror.has_commit(path, before):
+def _pushed_commits(session: Session, settings: Settings, repository: Repository, branch_id: int, path: Path,
+                    before: str | None, after: str, base: Branch | None, guessed: Sequence[str] = ()) -> list[mirror.GitCommit]:
+    """The push's first-parent commits, oldest first: since the branch's newest recorded commit
+    that git has before ``after``, else since ``before``, else since the base branch, else what no
+    other branch has. Up to the branch's newest recorded commit that ``after`` leads to, when
+    pushes completed out of order put a later one there first: its known commits anchor the
+    missing ones in git's order (``place_on_branch`` inserts them before the first known one)."""
+    newest = repo_sql.newest_shas(session, branch_id, RECORDED_LOOKBACK)
+    top = next((sha for sha in newest if mirror.has_commit(path, sha) and mirror.is_ancestor(path, after, sha)), after)
+    recorded = next((sha for sha in newest if sha not in guessed and mirror.has_commit(path, sha)
+                     and mirror.is_ancestor(path, sha, after)), None)
+    if recorded is not None:
+        exclude = [recorded]
+    elif before and mirror.has_commit(path, before):
         exclude = [before]
     elif base is not None:  # a new branch: its commits since it left its base
         exclude = [base.head_sha or ""]
-    else:  # a new branch with no base (or a head git no longer has): what no tracked branch has yet
-        exclude = repo_sql.branch_heads(session, repository.id)
-    commits = mirror.first_parent_commits(path, after, exclude, settings.push_max_commits)
+    else:  # a new branch with no base (or a head git no longer has): what no other branch has recorded yet
+        exclude = repo_sql.branch_tips(session, repository.id, branch_id)
+    commits = mirror.first_parent_commits(path, top, exclude, settings.push_max_commits)
     if not commits:  # a branch or tag created at a commit already known: that commit
         commits = mirror.first_parent_commits(path, after, [], 1)
     elif len(commits) == settings.push_max_commits:
         log.warning("push to %s at %s: only the newest %d first-parent commits recorded (PERFCI_PUSH_MAX_COMMITS)",
                     repository.name, after, len(commits))
     return commits
+
+
+RECORDED_LOOKBACK = 200  # the branch's newest commits searched for the one a push continues
 
 
 def _place_with_baseline(session: Session, settings: Settings, repository: Repository, branch: Branch, base: Branch | None,

@@ -185,7 +185,7 @@ def _oldest_first(commits: list[ForgeCommit], after: str) -> list[ForgeCommit]:
 class WebhookAccepted(BaseModel):
     status: Literal["scheduled", "ignored", "duplicate", "pong"]
     detail: str = ""
-    commits: int = 0
-    # A recorded push: false while the server's mirror of the repository could not be fetched (only
-    # the commits the payload listed are recorded; beat fetches the rest). None: not a push.
+    commits: int = 0  # a push: the commits its payload listed
+    # A recorded push: false until the server's mirror of the repository is fetched (a task after the
+    # answer; only the commits the payload listed are recorded until then). None: not a push.
     complete: bool | None = None

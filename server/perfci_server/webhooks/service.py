@@ -1,4 +1,4 @@
-"""Turn a verified forge delivery into commits on a branch and their jobs.
+"""Turn a verified forge delivery into commits on a branch and their jobs, or a pull request's work.
 
 Order of checks, and why: the body must parse and name a repository before we know whose secret
 to verify with; nothing is written until the signature is good; the delivery id is recorded in the
@@ -123,10 +123,9 @@ def _accept_push(session: Session, repository: Repository, forge: Forge, deliver
         return WebhookAccepted(status="duplicate", detail=f"delivery {delivery_id} was already processed")
     before = None if push.before == ZERO_SHA else push.before
     recorded = record_push(session, repository, push.ref_name, before, push.after, push.commits, get_settings(), delivery)
-    detail = f"{recorded.recorded_commits} commit(s) on {push.ref_name}"
-    if not recorded.complete:
-        detail += " (incomplete: the repository could not be fetched; the listed commits are recorded and the rest follow when it can)"
-    return WebhookAccepted(status="scheduled", detail=detail, commits=recorded.recorded_commits, complete=recorded.complete)
+    detail = (f"{recorded.listed_commits} listed commit(s) on {push.ref_name}; the whole range follows from the "
+              "server's mirror of the repository")
+    return WebhookAccepted(status="scheduled", detail=detail, commits=recorded.listed_commits, complete=recorded.complete)
 
 
 def _record(
