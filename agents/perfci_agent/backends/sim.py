@@ -164,6 +164,7 @@ def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
     if family.default:
         raw["sim.hz_family_default"] = 1.0  # the CPU is not a modelled family (see backend_reason)
     raw.update({f"sim.hz_{k}": float(v) for k, v in report.sharing.items()})
+    raw.update({f"sim.hz_fence_{k}": float(v) for k, v in report.fences.items()})
     for kind in SITE_KINDS:
         for site in report.top_sites(kind, HAZARD_SITES):
             raw[f"{SITE_PREFIX}{RAW_HAZARDS[kind][4:]}.{site.label}"[:128]] = float(site.count)
