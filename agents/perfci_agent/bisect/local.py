@@ -33,7 +33,7 @@ from ..cpuinfo import read_cpuid
 from ..errors import UsageError
 from ..interleave import interleave
 from ..measure import config_named, default_core, measure
-from ..workspace import Workspace, repo_root
+from ..workspace import Workspace, cache_root, repo_root
 from .cache import ResultCache
 from .commits import CommitInfo, commit_range
 from .exit import exit_status
@@ -148,7 +148,7 @@ class LocalBisect:
         self.root = repo_root(repo)
         self.commits = [CommitRecord(i, c) for i, c in enumerate(commit_range(self.root, good, bad))]
         self.config, self.backend, self.core = config, backend, core
-        self.cache_dir = Path(cache_dir) if cache_dir else self.root / ".perfci"
+        self.cache_dir = cache_root(self.root, cache_dir)
         self.cache = ResultCache(self.cache_dir)
         if direction not in DIRECTIONS:
             raise UsageError(f"unknown direction {direction!r}; use {', '.join(DIRECTIONS)}")
