@@ -32,6 +32,8 @@ from pydantic import ValidationError
 from perfci_core import metrics
 from perfci_core.result import ResultDocument
 
+from .hazards.family import recorded_family
+
 METRIC = "sf_blocks_pp"
 BUILDS = ("baseline", "regression")
 
@@ -139,8 +141,7 @@ def median_value(doc: ResultDocument, path: Path) -> tuple[float, int]:
 def sim_family(doc: ResultDocument) -> tuple[str | None, bool]:
     """The store-buffer model of a sim result (from its raw keys) and whether it was the default."""
     raw = doc.samples[0].raw
-    names = [k.removeprefix("sim.hz_family.") for k in raw if k.startswith("sim.hz_family.")]
-    return (names[0] if names else None), "sim.hz_family_default" in raw
+    return recorded_family(raw), "sim.hz_family_default" in raw
 
 
 def compare(paths: dict[tuple[str, metrics.Backend], Path]) -> Calibration:

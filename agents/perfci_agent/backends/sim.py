@@ -58,6 +58,7 @@ from .. import runner
 from ..cpuinfo import read_cpuid, read_sys
 from ..errors import RunFailed
 from ..hazards import FamilyChoice, HazardReport, family_for, memhazard_lib, parse_report
+from ..hazards.family import RECORDED_PREFIX
 from ..hazards.tool import TOOL_NAME
 from . import metric_values
 
@@ -192,7 +193,7 @@ def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
     raw: dict[str, float] = {RAW_HAZARDS[k]: float(v) for k, v in report.counts.items()}
     raw.update({"sim.loads": float(report.loads), "sim.stores": float(report.stores),
                 "sim.hz_store_buffer": float(report.store_buffer), "sim.hz_rob": float(report.rob),
-                f"sim.hz_family.{report.family}": 1.0})
+                f"{RECORDED_PREFIX}{report.family}": 1.0})
     if family.default:
         raw["sim.hz_family_default"] = 1.0  # the CPU is not a modelled family (see backend_reason)
     raw.update({f"sim.hz_{k}": float(v) for k, v in report.sharing.items()})
