@@ -29,8 +29,8 @@ cachegrind pass stays on one lcore: cachegrind simulates one cache for every thr
 core, so its misses would be those of no real machine.
 
 One count per commit, wherever it is built: the simulated hazards and cache misses depend on
-addresses, down to the byte, and the process's stack and heap move with the length of the
-binary's path (valgrind copies it to the stack once more than argv) and of the working directory.
+addresses, down to the byte, and they moved with the length of the binary's path and of the
+working directory (each alone changed the 4K aliases, with argv and environment padded).
 Every valgrind run therefore starts from a stage of fixed-length paths (:func:`fixed_stage`): a
 copy of the binary and a working directory linking the worktree's ``dataplane/`` entries, in a
 fresh ``/tmp/perfci-stage-XXXXXXXX``, with a fixed environment padded to a fixed size.
