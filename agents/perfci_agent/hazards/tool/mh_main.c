@@ -246,7 +246,7 @@ drain(void)
  *    after it (Intel SDM vol. 2, MFENCE; AMD APM vol. 3, MFENCE): drains.
  *  - CPUID (and any other serializing instruction): "all modifications to
  *    flags, registers, and memory by previous instructions are completed and
- *    all buffered writes are drained to memory" (Intel SDM vol. 3, 9.3
+ *    all buffered writes are drained to memory" (Intel SDM vol. 3A,
  *    "Serializing Instructions"): drains. An Imbe_Fence of bytes the tool
  *    does not recognise is taken as one.
  *  - LFENCE: waits for earlier instructions to complete locally, but "an
@@ -255,15 +255,18 @@ drain(void)
  *    vol. 2, LFENCE): the store stays in the buffer, a later load still finds
  *    it. DPDK's rte_rmb() on x86.
  *  - SFENCE: orders stores against stores only (Intel SDM vol. 2, SFENCE;
- *    vol. 3, 8.2.2 "loads may be reordered with older stores" holds across
- *    it): the store stays. DPDK's rte_wmb() on x86.
+ *    vol. 3A, "Memory Ordering in P6 and More Recent Processor Families":
+ *    loads may be reordered with older stores, and SFENCE does not order
+ *    loads): the store stays. DPDK's rte_wmb() on x86.
  *  - RDTSCP: waits for earlier instructions and loads, "but it does not wait
  *    for previous stores to be globally visible" (Intel SDM vol. 2, RDTSCP):
  *    the store stays.
  *  - A locked instruction (LOCK prefix, or XCHG with memory: an IRCAS in
- *    VEX's IR) is a full barrier (Intel SDM vol. 3, 8.2.2 "locked
- *    instructions have a total order", 8.2.3.9; AMD APM vol. 2, 7.4.2): the
- *    buffer drains before its load, and its own store commits with it.
+ *    VEX's IR) is a full barrier (Intel SDM vol. 3A, same section: "locked
+ *    instructions have a total order", "loads and stores are not reordered
+ *    with locked instructions"; AMD APM vol. 2, "Memory Ordering", the same
+ *    for locked instructions): the buffer drains before its load, and its own
+ *    store commits with it.
  */
 enum mh_fence { MH_MFENCE, MH_LFENCE, MH_SFENCE, MH_RDTSCP, MH_SERIALIZING, MH_LOCKED, MH_FENCE_KINDS };
 static const HChar *const fence_names[MH_FENCE_KINDS] = { "mfence", "lfence", "sfence", "rdtscp", "serializing", "locked" };
