@@ -1,21 +1,23 @@
-"""Calibrate the simulated store-forward blocks against the PMU's (issue 16).
+"""Calibrate the simulated memory hazards against the PMU's (issues 16 and 33).
 
 On a machine with a PMU, the same two commits — a baseline and regression (a), the store-forward
 block of ``dataplane/regressions/`` — are measured with ``perfci measure --backend sim --json``
-and ``--backend pmu --json``. This compares the four result documents: per build the median
-``sf_blocks_pp`` of each backend and their ratio pmu/sim, and the regression's step (regression
-minus baseline) in both, with its ratio. The playbook role ``perfci_calibration`` runs it
-(``perfci_calibration_sf_compare``); see its README.
+and ``--backend pmu --json``. This compares the four result documents for every hazard metric
+both backends can have (:data:`HAZARD_METRICS`: store-forward blocks, split loads, split stores,
+4K aliases): per build the median of each backend and their ratio pmu/sim, and the regression's
+step (regression minus baseline) in both, with its ratio. A metric the PMU of this CPU does not
+count (no event for it, or ``<not supported>``) is listed as not compared, with the reason. The
+playbook role ``perfci_calibration`` runs it (``perfci_calibration_sf_compare``); see its README.
 
     python -m perfci_agent.calibration --sim-baseline SB.json --pmu-baseline PB.json \\
         --sim-regression SR.json --pmu-regression PR.json [--json]
 
-Exit status: 0 compared; 2 a document is unreadable, not a result document, not ``ok``, of
-another backend, or the builds do not pair up; 3 the pmu documents carry no ``sf_blocks_pp``
-(this CPU's store-forward event is unsupported or was not counted).
+Exit status: 0 compared (at least one metric); 2 a document is unreadable, not a result document,
+not ``ok``, of another backend, or the builds do not pair up; 3 the pmu documents carry none of the
+hazard metrics (this CPU's events are unsupported or were not counted).
 
 A ratio is ``null`` where its denominator (the simulated value) is zero: ``sim`` counts every
-block of its model exactly, so a zero there says the model sees none, and no ratio exists.
+hazard of its model exactly, so a zero there says the model sees none, and no ratio exists.
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ from pydantic import ValidationError
 from perfci_core import metrics
 from perfci_core.result import ResultDocument
 
-METRIC = "sf_blocks_pp"
+from .hazards.family import recorded_family
+
+HAZARD_METRICS = ("sf_blocks_pp", "split_loads_pp", "split_stores_pp", "alias_4k_pp")
+PMU_RAW = {"sf_blocks_pp": "pmu.sf_blocks", "split_loads_pp": "pmu.split_loads", "split_stores_pp": "pmu.split_stores",
+           "alias_4k_pp": "pmu.alias_4k"}
 BUILDS = ("baseline", "regression")
 
 
@@ -43,7 +49,7 @@ class CalibrationError(Exception):
 
 
 class EventUnsupported(CalibrationError):
-    """The pmu document has no store-forward blocks: the CPU's event is missing or not counted."""
+    """The pmu documents have none of the hazard metrics: the CPU's events are missing or not counted."""
 
     exit_code = 3
 
@@ -57,8 +63,6 @@ class BuildFigures:
     ratio: float | None  # pmu / sim
     sim_samples: int
     pmu_samples: int
-    sim_family: str | None  # the store-buffer model sim used (raw sim.hz_family.<name>)
-    sim_family_default: bool  # true: the CPU is not a modelled family, sim used the default model
 
 
 @dataclass(frozen=True)
@@ -69,27 +73,40 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Calibration:
+class MetricCalibration:
     metric: str
     unit: str
-    baseline: BuildFigures
-    regression: BuildFigures
-    step: Step
+    baseline: BuildFigures | None  # None: not compared (``unavailable`` says why)
+    regression: BuildFigures | None
+    step: Step | None
+    unavailable: str | None = None
+    sim_lacks: bool = False  # unavailable because a sim result lacks it (not the PMU)
+
+    def lines(self) -> list[str]:
+        if self.unavailable is not None:
+            return [f"{self.metric}: not compared: {self.unavailable}"]
+        assert self.baseline and self.regression and self.step
+        out = [f"{b.build} {b.commit[:12]}: {self.metric} sim {b.sim:.4f}, pmu {b.pmu:.4f} {self.unit} "
+               f"(medians of {b.sim_samples} and {b.pmu_samples} samples); pmu/sim {_ratio_text(b.ratio)}"
+               for b in (self.baseline, self.regression)]
+        s = self.step
+        return [*out, f"{self.metric} regression step: sim {s.sim:+.4f}, pmu {s.pmu:+.4f} {self.unit}; pmu/sim {_ratio_text(s.ratio)}"]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    metrics: list[MetricCalibration]  # HAZARD_METRICS' order
+    sim_family: str | None  # the store-buffer model sim used (raw sim.hz_family.<name>)
+    sim_family_default: bool  # true: the CPU is not a modelled family, sim used the default model
 
     def to_json(self) -> dict:
         return {**asdict(self), "summary": self.lines()}
 
     def lines(self) -> list[str]:
-        out = []
-        for b in (self.baseline, self.regression):
-            out.append(f"{b.build} {b.commit[:12]}: {self.metric} sim {b.sim:.4f}, pmu {b.pmu:.4f} {self.unit} "
-                       f"(medians of {b.sim_samples} and {b.pmu_samples} samples); pmu/sim {_ratio_text(b.ratio)}")
-        defaults = {b.sim_family for b in (self.baseline, self.regression) if b.sim_family_default}
-        if defaults:
-            out.append(f"note: sim used its default model {', '.join(sorted(f or '?' for f in defaults))}, "
-                       f"not one of this CPU's family: the ratio calibrates that model against this CPU")
-        s = self.step
-        out.append(f"regression step: sim {s.sim:+.4f}, pmu {s.pmu:+.4f} {self.unit}; pmu/sim {_ratio_text(s.ratio)}")
+        out = [line for m in self.metrics for line in m.lines()]
+        if self.sim_family_default:
+            out.append(f"note: sim used its default model {self.sim_family or '?'}, not one of this CPU's family: "
+                       f"the ratios calibrate that model against this CPU")
         return out
 
 
@@ -121,51 +138,66 @@ def load(path: Path, backend: metrics.Backend) -> ResultDocument:
     return doc
 
 
-def median_value(doc: ResultDocument, path: Path) -> tuple[float, int]:
-    """Median of ``sf_blocks_pp`` over the samples of the document's own backend, and how many had it."""
-    values = [m.value for s in doc.samples for m in s.metrics if m.metric == METRIC and m.backend is doc.backend]
-    if values:
-        return statistics.median(values), len(values)
-    if doc.backend is metrics.Backend.PMU:
-        cpu = doc.machine.get("cpu_model_name") or "this CPU"
-        raise EventUnsupported(f"{path}: the pmu result of commit {doc.commit[:12]} has no {METRIC}: perf did not count "
-                               f"a store-forward event on {cpu} (raw pmu.sf_blocks absent: the event is <not supported> "
-                               f"or <not counted> there, or none is known for this CPU); sim cannot be calibrated "
-                               f"against the PMU on this machine")
-    raise CalibrationError(f"{path}: the sim result of commit {doc.commit[:12]} has no {METRIC} "
-                           f"(measured by an agent without the memory-hazard simulator?)")
+def median_value(doc: ResultDocument, metric: str) -> tuple[float, int] | None:
+    """Median of ``metric`` over the samples of the document's own backend and how many had it (None: none had it)."""
+    values = [m.value for s in doc.samples for m in s.metrics if m.metric == metric and m.backend is doc.backend]
+    return (statistics.median(values), len(values)) if values else None
+
+
+def _not_counted(doc: ResultDocument, path: Path, metric: str) -> str:
+    cpu = doc.machine.get("cpu_model_name") or "this CPU"
+    return (f"{path}: the pmu result of commit {doc.commit[:12]} has no {metric}: perf did not count its event on {cpu} "
+            f"(raw {PMU_RAW[metric]} absent: the event is <not supported> or <not counted> there, or none is known "
+            f"for this CPU)")
 
 
 def sim_family(doc: ResultDocument) -> tuple[str | None, bool]:
     """The store-buffer model of a sim result (from its raw keys) and whether it was the default."""
     raw = doc.samples[0].raw
-    names = [k.removeprefix("sim.hz_family.") for k in raw if k.startswith("sim.hz_family.")]
-    return (names[0] if names else None), "sim.hz_family_default" in raw
+    return recorded_family(raw), "sim.hz_family_default" in raw
+
+
+def compare_metric(metric: str, docs: dict[tuple[str, metrics.Backend], ResultDocument],
+                   paths: dict[tuple[str, metrics.Backend], Path]) -> MetricCalibration:
+    unit = metrics.get(metric).unit
+    figures: dict[str, BuildFigures] = {}
+    for build in BUILDS:
+        sim_key, pmu_key = (build, metrics.Backend.SIM), (build, metrics.Backend.PMU)
+        sim, pmu = median_value(docs[sim_key], metric), median_value(docs[pmu_key], metric)
+        if pmu is None:
+            return MetricCalibration(metric, unit, None, None, None, _not_counted(docs[pmu_key], paths[pmu_key], metric))
+        if sim is None:
+            return MetricCalibration(metric, unit, None, None, None, f"{paths[sim_key]}: the sim result of commit "
+                                     f"{docs[sim_key].commit[:12]} has no {metric} (measured by an agent without the "
+                                     f"memory-hazard simulator, or an older one?)", sim_lacks=True)
+        figures[build] = BuildFigures(build, docs[sim_key].commit, sim[0], pmu[0], _ratio(pmu[0], sim[0]), sim[1], pmu[1])
+    base, reg = figures["baseline"], figures["regression"]
+    step_sim, step_pmu = reg.sim - base.sim, reg.pmu - base.pmu
+    return MetricCalibration(metric, unit, base, reg, Step(step_sim, step_pmu, _ratio(step_pmu, step_sim)))
 
 
 def compare(paths: dict[tuple[str, metrics.Backend], Path]) -> Calibration:
     """Compare the four documents keyed by (build, backend); :class:`CalibrationError` on bad input."""
     docs = {key: load(path, key[1]) for key, path in paths.items()}
-    figures: dict[str, BuildFigures] = {}
     for build in BUILDS:
         sim_key, pmu_key = (build, metrics.Backend.SIM), (build, metrics.Backend.PMU)
-        sim_doc, pmu_doc = docs[sim_key], docs[pmu_key]
-        if sim_doc.commit != pmu_doc.commit:
+        if docs[sim_key].commit != docs[pmu_key].commit:
             raise CalibrationError(f"the {build} documents measure different commits: {paths[sim_key]} has "
-                                   f"{sim_doc.commit[:12]}, {paths[pmu_key]} has {pmu_doc.commit[:12]}")
-        sim, n_sim = median_value(sim_doc, paths[sim_key])
-        pmu, n_pmu = median_value(pmu_doc, paths[pmu_key])
-        figures[build] = BuildFigures(build, sim_doc.commit, sim, pmu, _ratio(pmu, sim), n_sim, n_pmu, *sim_family(sim_doc))
-    base, reg = figures["baseline"], figures["regression"]
-    if base.commit == reg.commit:
-        raise CalibrationError(f"the baseline and the regression are the same commit ({base.commit[:12]})")
-    step_sim, step_pmu = reg.sim - base.sim, reg.pmu - base.pmu
-    return Calibration(METRIC, metrics.get(METRIC).unit, base, reg, Step(step_sim, step_pmu, _ratio(step_pmu, step_sim)))
+                                   f"{docs[sim_key].commit[:12]}, {paths[pmu_key]} has {docs[pmu_key].commit[:12]}")
+    if docs[("baseline", metrics.Backend.SIM)].commit == docs[("regression", metrics.Backend.SIM)].commit:
+        raise CalibrationError(f"the baseline and the regression are the same commit ({docs[('baseline', metrics.Backend.SIM)].commit[:12]})")
+    compared = [compare_metric(metric, docs, paths) for metric in HAZARD_METRICS]
+    if all(m.sim_lacks for m in compared):
+        raise CalibrationError("; ".join(m.unavailable or "" for m in compared))
+    if all(m.unavailable is not None for m in compared):
+        raise EventUnsupported("; ".join(m.unavailable or "" for m in compared) + "; sim cannot be calibrated against the PMU "
+                               "on this machine")
+    return Calibration(compared, *sim_family(docs[("regression", metrics.Backend.SIM)]))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m perfci_agent.calibration",
-                                 description="Compare sim and pmu sf_blocks_pp of a baseline and regression (a).")
+                                 description="Compare sim and pmu hazard metrics of a baseline and regression (a).")
     for build in BUILDS:
         for backend in ("sim", "pmu"):
             ap.add_argument(f"--{backend}-{build}", type=Path, required=True, metavar="FILE",

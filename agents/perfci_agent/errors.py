@@ -12,9 +12,13 @@ class UsageError(MeasureError):
 
 
 class BuildFailed(MeasureError):
-    def __init__(self, message: str, log_tail: str) -> None:
+    """The commit does not build. ``of_commit`` false: the build could not run here (a tool missing,
+    a timeout): not the commit's failure, so it is neither cached nor reported as the commit's result."""
+
+    def __init__(self, message: str, log_tail: str, of_commit: bool = True) -> None:
         super().__init__(message)
         self.log_tail = log_tail
+        self.of_commit = of_commit
 
 
 class RunFailed(MeasureError):

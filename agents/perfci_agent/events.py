@@ -3,14 +3,25 @@
 The agent asks for generic names (the ``pmu.*`` raw keys of :mod:`perfci_core.metrics`):
 
     cycles, instructions, ref_cycles, cache_references, cache_misses, l1d_load_misses,
-    llc_load_misses, branch_misses, sf_blocks
+    llc_load_misses, branch_misses, sf_blocks, split_loads, split_stores, alias_4k
 
-Everything but ``sf_blocks`` maps to perf's generic hardware events. Loads blocked by store
-forwarding are vendor specific (DESIGN §3):
+The first eight map to perf's generic hardware events. The memory hazards the ``sim`` backend
+simulates are vendor specific (DESIGN §3; the event lists of perf's pmu-events, from Intel's
+perfmon tables and AMD's PPRs):
 
-- Intel, Skylake and later: ``ld_blocks.store_forward``
-- AMD Zen 3/4/5 (family 19h/1Ah): ``ls_bad_status2.stli_other``
+- loads blocked by store forwarding: Intel, Skylake and later ``ld_blocks.store_forward``;
+  AMD Zen 3/4/5 (family 19h/1Ah) ``ls_bad_status2.stli_other``;
+- loads and stores split across a cache line: Intel, Skylake and later
+  ``mem_inst_retired.split_loads`` / ``.split_stores`` (retired); AMD Zen 4/5 loads only,
+  ``ls_misal_loads.ma64`` (64-byte misaligned, i.e. line-crossing, loads); AMD publishes no event
+  for split stores, and Zen 3's ``ls_misal_accesses`` counts every misaligned load, not the
+  line-crossing ones;
+- 4K aliasing: Intel, Skylake and later ``ld_blocks_partial.address_alias`` (loads delayed by a
+  false match with an older store on address bits 11:0); AMD has no such event;
 - Arm Neoverse and anything else: no equivalent -> recorded as unsupported, never guessed.
+
+Whether a named event exists on the CPU at hand (e.g. ``ld_blocks_partial.address_alias`` on a
+newer Intel core) is what the probe below finds out; an event it does not find is unsupported.
 
 Which events really count is *probed* once per machine (``perf stat -x, -e <all> -- true``; an
 event the kernel knows but the PMU lacks prints ``<not supported>``, an unknown name is a parse
@@ -45,10 +56,14 @@ GENERIC: dict[str, str] = {
     "llc_load_misses": "LLC-load-misses",
     "branch_misses": "branch-misses",
 }
-KEYS: tuple[str, ...] = (*GENERIC, "sf_blocks")
+HAZARDS: tuple[str, ...] = ("sf_blocks", "split_loads", "split_stores", "alias_4k")
+KEYS: tuple[str, ...] = (*GENERIC, *HAZARDS)
+_INTEL_HAZARDS = {"sf_blocks": "ld_blocks.store_forward", "split_loads": "mem_inst_retired.split_loads",
+                  "split_stores": "mem_inst_retired.split_stores", "alias_4k": "ld_blocks_partial.address_alias"}
 
 # Intel family-6 models from Skylake on (client and server) that have LD_BLOCKS.STORE_FORWARD
-# with the Skylake meaning. Older cores have the event too, but with different semantics.
+# (and the hazard events above) with the Skylake meaning. Older cores have the event too, but with
+# different semantics.
 _INTEL_SKYLAKE_AND_LATER = {
     0x4E, 0x5E, 0x55, 0x8E, 0x9E, 0x66, 0x6A, 0x6C, 0x7D, 0x7E, 0x8C, 0x8D, 0xA5, 0xA6,
     0xA7, 0x8F, 0x97, 0x9A, 0xB7, 0xBA, 0xBF, 0xCF, 0xAA, 0xAC, 0xAD, 0xAE, 0xC5, 0xC6, 0xBD,
@@ -82,11 +97,11 @@ def mapping_for(cpu: CpuId, smt: bool = False) -> Mapping:
     events: dict[str, str | None] = dict(GENERIC)
     notes: dict[str, str] = {}
     if cpu.vendor == "GenuineIntel":
-        if cpu.family == 6 and cpu.model in _INTEL_SKYLAKE_AND_LATER:
-            events["sf_blocks"] = "ld_blocks.store_forward"
-        else:
-            events["sf_blocks"] = None
-            notes["sf_blocks"] = f"Intel family {cpu.family} model {cpu.model:#x} predates Skylake" if cpu.model else "unknown Intel model"
+        skylake_on = cpu.family == 6 and cpu.model in _INTEL_SKYLAKE_AND_LATER
+        for key, event in _INTEL_HAZARDS.items():
+            events[key] = event if skylake_on else None
+            if not skylake_on:
+                notes[key] = f"Intel family {cpu.family} model {cpu.model:#x} predates Skylake" if cpu.model else "unknown Intel model"
         # Intel: cycles, instructions, ref-cycles on fixed counters; 4 programmable with SMT, 8 without.
         return Mapping(events, notes, 4 if smt else 8, frozenset({"cycles", "instructions", "ref_cycles"}))
     if cpu.vendor == "AuthenticAMD":
@@ -96,10 +111,21 @@ def mapping_for(cpu: CpuId, smt: bool = False) -> Mapping:
         else:
             events["sf_blocks"] = None
             notes["sf_blocks"] = f"AMD family {cpu.family:#x} (Zen {gen or '?'}) has no store-to-load-interlock event" if cpu.family else "unknown AMD family"
+        if gen is not None and gen >= 4:
+            events["split_loads"] = "ls_misal_loads.ma64"
+        else:
+            events["split_loads"] = None
+            notes["split_loads"] = f"AMD Zen {gen or '?'} has no event for line-crossing loads (ls_misal_loads.ma64 is Zen 4 on)"
+        events["split_stores"] = None
+        notes["split_stores"] = "AMD has no event for stores that cross a cache line"
+        events["alias_4k"] = None
+        notes["alias_4k"] = "AMD has no 4K-aliasing event"
         events["ref_cycles"] = None
         notes["ref_cycles"] = "AMD has no ref-cycles event"
         return Mapping(events, notes, 6)
-    events["sf_blocks"] = None
+    for key in HAZARDS:
+        events[key] = None
+        notes[key] = f"no {key} event known for vendor {cpu.vendor}"
     if cpu.vendor == "ARM":
         notes["sf_blocks"] = "Arm Neoverse has no loads-blocked-by-store-forwarding event"
     else:
@@ -288,9 +314,10 @@ def cached_probe(mapping: Mapping, cache_dir: Path, machine_id: str, refresh: bo
     if not refresh and path.exists():
         try:
             data = json.loads(path.read_text())
+            cached = Probe.from_json(data)
             if (data.get("perf") == version and data.get("paranoid") == read_paranoid() and data.get("euid") == os.geteuid()
-                    and data.get("core") == core):
-                return Probe.from_json(data)
+                    and data.get("core") == core and set(mapping.events) <= {*cached.supported, *cached.unsupported}):
+                return cached  # (a probe from before an event was added to the mapping is made again)
         except (OSError, ValueError):
             pass
     result = probe(mapping, perf, core=core)

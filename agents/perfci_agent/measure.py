@@ -85,11 +85,13 @@ def measure(
     should_stop: Callable[[], bool] | None = None,
     sim_family: str | None = None,
     cores: Sequence[int] | None = None,
+    rebuild: bool = False,
 ) -> ResultDocument:
     """Measure ``commit``. ``should_stop`` is asked before each repetition (a running one is
     always finished); when it answers true, :class:`Stopped` is raised. ``sim_family`` sets the
     store-buffer model of ``sim``'s hazard simulator (default: this CPU's family). ``cores``: the
-    cores this measurement may forward on, ``core`` first (scaling and multi-lcore configs). An ``ok``
+    cores this measurement may forward on, ``core`` first (scaling and multi-lcore configs). ``rebuild``
+    drops the cached build (or build failure) of the commit first. An ``ok``
     result whose repetitions spread far beyond this machine's usual noise is marked ``noisy``
     (:mod:`.noisy`)."""
     started = _now()
@@ -106,7 +108,7 @@ def measure(
     allotted = [core, *(c for c in (cores or []) if c != core)]
     if not set(allotted) <= os.sched_getaffinity(0):
         raise UsageError(f"cores {allotted} are not all available to this process (allowed: {sorted(os.sched_getaffinity(0))})")
-    ws = Workspace(root, Path(cache_dir) if cache_dir else None)
+    ws = Workspace(root, cache_dir)  # every path under it absolute from here on
 
     cpu = read_cpuid()
     fp = fingerprint.collect(core, cfg.harness, cpu)
@@ -152,8 +154,10 @@ def measure(
 
     say("build", sha=sha)
     try:
-        build = ws.build(sha, on_step=lambda step: say("build_step", step=step))
+        build = ws.build(sha, on_step=lambda step: say("build_step", step=step), rebuild=rebuild)
     except BuildFailed as exc:
+        if not exc.of_commit:
+            raise  # not the commit's result: the caller reports it as an error of this machine
         return doc("build_failed", [], f"build failed at {sha[:12]}: {exc}", exc.log_tail or None)
     say("built", cached=build.cached)
 

@@ -78,7 +78,9 @@ class RunSpec:
         return args + ["--report", str(report)]
 
     def argv(self, report: Path) -> list[str]:
-        prefix = f"perfci-{os.getpid()}-{next(_counter)}"
+        # fixed length (pids up to 2^22 have 7 digits): EAL keeps the prefix in heap strings, whose
+        # sizes would move the heap between a pid of 4 digits and one of 7
+        prefix = f"perfci-{os.getpid():07d}-{next(_counter) % 1_000_000:06d}"
         eal = ["-l", self.core_list, "--no-huge", "-m", "512", "--no-pci", "--log-level=lib.*:error", "--file-prefix", prefix]
         taskset = [shutil.which("taskset") or "taskset", "-c", self.core_list]
         app = [str(self.binary), *eal, "--", *self.app_args(report)]

@@ -8,7 +8,14 @@ Layout under the cache directory (default ``<repo>/.perfci``, git-ignored):
     builds/<sha>/build.log    full meson + ninja output
 
 A commit is built at most once: a later measurement of the same sha reuses the binary (or the
-recorded failure). A per-sha lock file serialises concurrent agents on one machine.
+recorded failure). Only the commit's own failures are recorded (meson or ninja failed, or the commit
+has no dataplane/meson.build in git); a build that could not run here (a tool missing, a timeout) is
+tried again next time. ``rebuild=True`` drops what is recorded. A per-sha lock file serialises
+concurrent agents on one machine.
+
+The cache directory is made absolute once, here (:func:`cache_root`): git creates worktrees
+relative to the repository, the build runs in the worktree, valgrind reads its tool folder from
+the environment, and each would read a relative path against another directory.
 """
 
 from __future__ import annotations
@@ -72,10 +79,21 @@ class Build:
         return self.build_dir / BINARY
 
 
+def cache_root(repo: Path, cache_dir: str | Path | None = None) -> Path:
+    """The cache directory, absolute (a relative one is taken from the current directory);
+    default ``<repo>/.perfci``."""
+    return (Path(cache_dir).expanduser() if cache_dir else repo / ".perfci").resolve()
+
+
+def has_dataplane(repo: Path, sha: str) -> bool:
+    """Does the commit itself (not a checkout of it) hold dataplane/meson.build?"""
+    return _git(repo, "cat-file", "-e", f"{sha}:dataplane/meson.build", check=False).returncode == 0
+
+
 class Workspace:
-    def __init__(self, repo: Path, cache_dir: Path | None = None) -> None:
+    def __init__(self, repo: Path, cache_dir: str | Path | None = None) -> None:
         self.repo = repo
-        self.cache_dir = Path(cache_dir) if cache_dir else repo / ".perfci"
+        self.cache_dir = cache_root(repo, cache_dir)
 
     @contextmanager
     def _lock(self, sha: str) -> Iterator[None]:
@@ -104,12 +122,15 @@ class Workspace:
             raise UsageError(f"cannot check out {sha[:12]}: {r.stderr.strip()}")
         return wt
 
-    def build(self, sha: str, on_step=None) -> Build:
-        """The built dataplane at ``sha``; raises :class:`BuildFailed` with the log tail."""
+    def build(self, sha: str, on_step=None, rebuild: bool = False) -> Build:
+        """The built dataplane at ``sha``; raises :class:`BuildFailed` with the log tail.
+        ``rebuild``: forget the cached build or failure and build again."""
         build_dir = self.cache_dir / "builds" / sha
         status_file = build_dir / "status.json"
         wt = self.cache_dir / "worktrees" / sha
         with self._lock(sha):
+            if rebuild and build_dir.exists():
+                shutil.rmtree(build_dir)
             if status_file.exists():
                 status = json.loads(status_file.read_text())
                 if status.get("status") == "ok" and (build_dir / BINARY).exists() and wt.exists():
@@ -121,12 +142,17 @@ class Workspace:
             wt = self.worktree(sha)
             src = wt / "dataplane"
             if not (src / "meson.build").exists():
+                if has_dataplane(self.repo, sha):
+                    raise BuildFailed(f"the checkout {wt} lacks dataplane/meson.build, which commit {sha[:12]} has",
+                                      "", of_commit=False)
                 return self._fail(build_dir, "no dataplane/meson.build at this commit", "")
             if build_dir.exists():
                 shutil.rmtree(build_dir)
             try:
                 compile_tree(src, build_dir, on_step)
             except BuildFailed as exc:
+                if not exc.of_commit:
+                    raise
                 return self._fail(build_dir, str(exc), exc.log_tail)
             status_file.write_text(json.dumps({"status": "ok"}))
             return Build(sha, wt, build_dir, cached=False)
@@ -154,9 +180,9 @@ def compile_tree(src: Path, build_dir: Path, on_step=None) -> Path:
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=src.parent)
         except FileNotFoundError:
-            raise BuildFailed(f"{cmd[0]} is not installed", "") from None
+            raise BuildFailed(f"{cmd[0]} is not installed", "", of_commit=False) from None
         except subprocess.TimeoutExpired:
-            raise BuildFailed(f"{step} timed out", tail("\n".join(log))) from None
+            raise BuildFailed(f"{step} timed out", tail("\n".join(log)), of_commit=False) from None
         log.append(f"$ {' '.join(cmd)}\n{r.stdout}{r.stderr}")
         (build_dir / "build.log").write_text("\n".join(log))
         if r.returncode != 0:

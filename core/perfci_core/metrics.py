@@ -98,13 +98,13 @@ CATALOGUE: dict[str, Metric] = {
         Metric("llc_misses_pp", "misses/packet", _L, "last-level-cache (load) misses per packet", frozenset({_P, _S})),
         Metric("sf_blocks_pp", "blocks/packet", _L, "loads blocked by store forwarding per packet", frozenset({_P, _S}), _HAZARD_FLOOR),
         Metric("sf_blocks_pki", "blocks/kinstr", _L, "loads blocked by store forwarding per 1000 instructions", frozenset({_P, _S}), _HAZARD_FLOOR),
-        Metric("split_loads_pp", "loads/packet", _L, "loads that cross a 64-byte cache line, per packet", frozenset({_S}), _HAZARD_FLOOR),
-        Metric("split_stores_pp", "stores/packet", _L, "stores that cross a 64-byte cache line, per packet", frozenset({_S}), _HAZARD_FLOOR),
+        Metric("split_loads_pp", "loads/packet", _L, "loads that cross a 64-byte cache line, per packet", frozenset({_P, _S}), _HAZARD_FLOOR),
+        Metric("split_stores_pp", "stores/packet", _L, "stores that cross a 64-byte cache line, per packet", frozenset({_P, _S}), _HAZARD_FLOOR),
         # 4K aliases move with code and stack layout: every regression patch of dataplane/ moves
         # them by 5-37 %, an inlined helper that saves 6.5 % of the instructions by 18 %. Alerting
         # on them would flood; they explain the alerts of the metrics that cost cycles.
         Metric("alias_4k_pp", "loads/packet", _L, "loads that 4K-alias a store in flight (address bits 11:0 match), per packet",
-               frozenset({_S}), _HAZARD_FLOOR, alerts=False),
+               frozenset({_P, _S}), _HAZARD_FLOOR, alerts=False),
         Metric("branch_misses_pp", "misses/packet", _L, "branch mispredictions per packet", frozenset({_P})),
         # Scaling (a `scaling` config: the same commit at 1..N lcores; perfci_core.analysis.scaling)
         Metric("pps_max_lcores", "packets/s", _H, "packets per second at the most lcores a scaling run used", frozenset({_P, _T})),
@@ -212,6 +212,9 @@ def derive_pmu(raw: Mapping[str, float | None], idle: IdleCalibration | None) ->
     out["llc_misses_pp"] = _ratio(raw.get("pmu.llc_load_misses"), packets)
     out["sf_blocks_pp"] = _ratio(raw.get("pmu.sf_blocks"), packets)
     out["sf_blocks_pki"] = _ratio(raw.get("pmu.sf_blocks"), instr, 1000.0)
+    out["split_loads_pp"] = _ratio(raw.get("pmu.split_loads"), packets)
+    out["split_stores_pp"] = _ratio(raw.get("pmu.split_stores"), packets)
+    out["alias_4k_pp"] = _ratio(raw.get("pmu.alias_4k"), packets)
     out["branch_misses_pp"] = _ratio(raw.get("pmu.branch_misses"), packets)
     return {k: v for k, v in out.items() if v is not None}
 

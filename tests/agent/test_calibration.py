@@ -1,4 +1,4 @@
-"""Calibration of sim against pmu sf_blocks_pp (issue 16): the comparison of four result documents.
+"""Calibration of sim against pmu hazard metrics (issues 16, 33): the comparison of four result documents.
 
 The sim documents were recorded on this machine; the pmu documents are made at test time by the
 real pmu backend (:class:`PmuBackend` prepare + sample, perf output parsing, metric derivation)
@@ -108,8 +108,9 @@ def test_compares_medians_ratio_and_step(documents, tmp_path, capsys):
     pmu_r = _pmu_value(documents["pmu-regression"], "perf-window-regression-a-csv.txt")
     assert sim_b == 0 and sim_r > 0  # recorded: the baseline has no block, regression (a) one per packet
 
-    base, reg, step = out["baseline"], out["regression"], out["step"]
-    assert out["metric"] == "sf_blocks_pp" and out["unit"] == "blocks/packet"
+    sf = out["metrics"][0]
+    base, reg, step = sf["baseline"], sf["regression"], sf["step"]
+    assert sf["metric"] == "sf_blocks_pp" and sf["unit"] == "blocks/packet" and sf["unavailable"] is None
     assert (base["commit"], reg["commit"]) == (documents["sim-baseline"].commit, documents["sim-regression"].commit)
     assert base["sim"] == sim_b and base["pmu"] == pytest.approx(pmu_b)
     assert base["ratio"] is None  # sim counts no block in the baseline: no ratio, not a division by zero
@@ -118,7 +119,11 @@ def test_compares_medians_ratio_and_step(documents, tmp_path, capsys):
     assert step["sim"] == pytest.approx(sim_r - sim_b) and step["pmu"] == pytest.approx(pmu_r - pmu_b)
     assert step["ratio"] == pytest.approx((pmu_r - pmu_b) / (sim_r - sim_b))
     assert (base["sim_samples"], base["pmu_samples"]) == (2, 3)
-    assert reg["sim_family"] == "intel-icx" and reg["sim_family_default"] is True
+    assert out["sim_family"] == "intel-icx" and out["sim_family_default"] is True
+    # Zen 3 counts no split loads, split stores or 4K aliases: listed, with the reason, not compared
+    others = {m["metric"]: m for m in out["metrics"][1:]}
+    assert list(others) == ["split_loads_pp", "split_stores_pp", "alias_4k_pp"]
+    assert all(m["baseline"] is None and "perf did not count its event on AMD EPYC" in m["unavailable"] for m in others.values())
 
 
 def test_human_output_names_builds_ratio_and_the_default_model(documents, tmp_path, capsys):
@@ -128,12 +133,13 @@ def test_human_output_names_builds_ratio_and_the_default_model(documents, tmp_pa
     assert calibration.main([*_args(paths), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["summary"] == lines  # what the playbook prints
     reg = calibration.compare({(b, calibration.metrics.Backend(k)): paths[f"{k}-{b}"]
-                               for b in calibration.BUILDS for k in ("sim", "pmu")}).regression
+                               for b in calibration.BUILDS for k in ("sim", "pmu")}).metrics[0].regression
     assert lines[0].startswith(f"baseline {documents['sim-baseline'].commit[:12]}: sf_blocks_pp sim 0.0000")
     assert lines[0].endswith("pmu/sim n/a (sim is 0)")
     assert lines[1].endswith(f"pmu/sim {reg.ratio:.3f}")
-    assert "default model intel-icx" in lines[2]
-    assert lines[3].startswith("regression step: sim +1.0000")
+    assert lines[2].startswith("sf_blocks_pp regression step: sim +1.0000")
+    assert [line.split(":")[0] for line in lines[3:6]] == ["split_loads_pp", "split_stores_pp", "alias_4k_pp"]
+    assert "default model intel-icx" in lines[6]
 
 
 def test_pmu_without_the_store_forward_event_exits_3_and_says_so(documents, monkeypatch, tmp_path, capsys):
@@ -145,6 +151,7 @@ def test_pmu_without_the_store_forward_event_exits_3_and_says_so(documents, monk
     captured = capsys.readouterr()
     assert captured.out == ""
     assert f"{paths['pmu-regression']}: the pmu result of commit {documents['sim-regression'].commit[:12]} has no sf_blocks_pp" in captured.err
+    assert "has no alias_4k_pp" in captured.err
     assert "<not supported>" in captured.err and "AMD EPYC" in captured.err
 
 

@@ -27,10 +27,39 @@ def test_store_forward_event_per_vendor():
     assert arm.events["sf_blocks"] is None and "Neoverse" in arm.notes["sf_blocks"]
 
 
+def test_split_and_4k_alias_events_per_vendor():
+    icx = ev.mapping_for(cpu("GenuineIntel", 6, 0x6A)).events
+    assert (icx["split_loads"], icx["split_stores"], icx["alias_4k"]) == (
+        "mem_inst_retired.split_loads", "mem_inst_retired.split_stores", "ld_blocks_partial.address_alias")
+    haswell = ev.mapping_for(cpu("GenuineIntel", 6, 0x3F))
+    assert all(haswell.events[k] is None and "predates Skylake" in haswell.notes[k] for k in ev.HAZARDS)
+    zen4, zen3 = ev.mapping_for(cpu("AuthenticAMD", 0x19, 0x11)), ev.mapping_for(cpu("AuthenticAMD", 0x19, 0x01))
+    assert zen4.events["split_loads"] == "ls_misal_loads.ma64" and zen3.events["split_loads"] is None
+    assert ev.mapping_for(cpu("AuthenticAMD", 0x1A, 0x02)).events["split_loads"] == "ls_misal_loads.ma64"  # Zen 5
+    for amd in (zen3, zen4):  # AMD publishes neither: unsupported with the reason, never a stand-in event
+        assert amd.events["split_stores"] is None and "cross a cache line" in amd.notes["split_stores"]
+        assert amd.events["alias_4k"] is None and "4K-aliasing" in amd.notes["alias_4k"]
+    arm = ev.mapping_for(cpu("ARM", None, None, 0xD0C))
+    assert all(arm.events[k] is None for k in ev.HAZARDS)
+
+
+def test_a_cached_probe_from_before_new_events_is_made_again(tmp_path, monkeypatch):
+    intel = ev.mapping_for(cpu("GenuineIntel", 6, 0x6A))
+    made = []
+    monkeypatch.setattr(ev, "probe", lambda mapping, perf, core=None: made.append(1) or ev.Probe(
+        ev.perf_version(perf) if perf else None, {k: e for k, e in mapping.events.items() if e}, {}, ev.read_paranoid()))
+    old = ev.Mapping({k: e for k, e in intel.events.items() if k not in ("split_loads", "split_stores", "alias_4k")})
+    ev.cached_probe(old, tmp_path, "m" * 64)
+    assert "alias_4k" in ev.cached_probe(intel, tmp_path, "m" * 64).supported and len(made) == 2
+    ev.cached_probe(intel, tmp_path, "m" * 64)
+    assert len(made) == 2  # the complete probe is reused
+
+
 def test_generic_names_cover_the_metrics_raw_keys():
     m = ev.mapping_for(cpu("GenuineIntel", 6, 0x8F))
     assert set(ev.KEYS) == {"cycles", "instructions", "ref_cycles", "cache_references", "cache_misses",
-                            "l1d_load_misses", "llc_load_misses", "branch_misses", "sf_blocks"}
+                            "l1d_load_misses", "llc_load_misses", "branch_misses", "sf_blocks", "split_loads",
+                            "split_stores", "alias_4k"}
     assert m.events["l1d_load_misses"] == "L1-dcache-load-misses" and m.events["llc_load_misses"] == "LLC-load-misses"
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 from perfci_agent import runner
 from perfci_agent.backends.pmu import run_counted
-from perfci_agent.errors import RunFailed
+from perfci_agent.errors import BuildFailed, RunFailed
 from perfci_agent.measure import CONFIGS, default_core, measure
 from perfci_core import metrics
 from perfci_core.result import ResultDocument
@@ -18,6 +19,10 @@ from perfci_core.result import ResultDocument
 pytestmark = pytest.mark.dataplane
 HELPER = Path(__file__).parent / "helpers" / "window_child.py"
 PERFCI = str(Path(sys.executable).parent / "perfci")  # the console script (pyproject [project.scripts])
+
+
+def git_out(repo, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def ipps(doc: ResultDocument) -> list[float]:
@@ -49,6 +54,26 @@ def test_sim_shows_the_regression_and_is_bit_repeatable(scratch_repo):
     assert ipps(again) == [b[0]]  # same commit, fresh processes, warm build cache: same IPP
 
 
+ADDRESS_DEPENDENT = ("sim.fwd_instructions", "sim.sf_", "sim.split_", "sim.alias_", "sim.site.", "sim.loads", "sim.stores",
+                     "sim.d1_misses", "sim.ll_misses")
+
+
+def test_one_count_per_commit_whatever_the_cache_directory(scratch_repo, tmp_path):
+    """The same commit built in two cache directories, one given relative to another working
+    directory and far longer: the same hazards, sites and cache misses (the stage hides the paths)."""
+    r = scratch_repo
+    here = measure(r["repo"], r["base"], backend="sim", reps=1, cache_dir=r["cache"])
+    elsewhere = tmp_path / ("elsewhere-" + "x" * 90)
+    elsewhere.mkdir()
+    cli = subprocess.run([PERFCI, "measure", "--repo", str(r["repo"]), "--commit", r["base"], "--backend", "sim", "--reps", "1",
+                          "--cache-dir", "relative/cache", "--json"], cwd=elsewhere, capture_output=True, text=True, timeout=900)
+    assert cli.returncode == 0, cli.stderr
+    there = ResultDocument.model_validate_json(cli.stdout)
+    assert (elsewhere / "relative" / "cache" / "builds" / r["base"] / "perfci-fwd").exists()  # the build went where asked
+    a, b = ({k: v for k, v in doc.samples[0].raw.items() if k.startswith(ADDRESS_DEPENDENT)} for doc in (here, there))
+    assert a == b and a["sim.alias_4k"] > 0 and any(k.startswith("sim.site.") for k in a)
+
+
 def test_tsc_end_to_end_and_identity(scratch_repo):
     r = scratch_repo
     doc = measure(r["repo"], r["base"], backend="tsc", reps=3, config="self-64B-short", cache_dir=r["cache"])
@@ -73,6 +98,35 @@ def test_build_failure_is_a_result_with_the_log_tail(scratch_repo):
                           "--backend", "tsc", "--cache-dir", str(r["cache"]), "--json"], capture_output=True, text=True, timeout=300)
     assert cli.returncode == 1 and "Traceback" not in cli.stderr
     assert json.loads(cli.stdout)["status"] == "build_failed"
+
+
+def test_only_the_commits_own_build_failures_are_cached_and_rebuild_drops_them(scratch_repo, tmp_path, monkeypatch):
+    r = scratch_repo
+    cache = tmp_path / "cache"
+    # a commit without dataplane/: its own failure, recorded
+    empty_tree = git_out(r["repo"], "hash-object", "-t", "tree", "/dev/null")
+    empty = git_out(r["repo"], "commit-tree", empty_tree, "-p", r["base"], "-m", "no dataplane")
+    doc = measure(r["repo"], empty, backend="tsc", reps=1, cache_dir=cache)
+    assert doc.status == "build_failed" and "no dataplane/meson.build at this commit" in doc.reason
+    assert json.loads((cache / "builds" / empty / "status.json").read_text())["status"] == "build_failed"
+    # no meson on the PATH: this machine's failure, an error, and nothing recorded for the commit
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "git").symlink_to(shutil.which("git"))
+    with monkeypatch.context() as m:
+        m.setenv("PATH", str(tools))
+        with pytest.raises(BuildFailed, match="meson is not installed"):
+            measure(r["repo"], r["base"], backend="tsc", reps=1, config="self-64B-short", cache_dir=cache)
+    assert not (cache / "builds" / r["base"] / "status.json").exists()
+    # a failure recorded for a commit that builds (an older perfci's poisoned cache): --rebuild drops it
+    (cache / "builds" / r["base"]).mkdir(parents=True, exist_ok=True)
+    (cache / "builds" / r["base"] / "status.json").write_text(json.dumps({"status": "build_failed", "reason": "stale"}))
+    assert measure(r["repo"], r["base"], backend="tsc", reps=1, config="self-64B-short", cache_dir=cache).status == "build_failed"
+    cli = subprocess.run([PERFCI, "measure", "--repo", str(r["repo"]), "--commit", r["base"], "--backend", "tsc", "--reps", "1",
+                          "--config", "self-64B-short", "--cache-dir", str(cache), "--rebuild", "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads((cache / "builds" / r["base"] / "status.json").read_text())["status"] == "ok"
 
 
 def test_cli_bad_input_exits_2(scratch_repo, tmp_path):

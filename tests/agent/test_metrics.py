@@ -43,6 +43,8 @@ def test_derive_pmu_hand_computed_with_idle_calibration():
     assert d["sf_blocks_pp"] == 0.18 and d["sf_blocks_pki"] == pytest.approx(1000 * 1_800 / 905_000)
     assert d["branch_misses_pp"] == 0.03
     assert d["cpp"] == pytest.approx(d["ipp"] / d["eipc"])  # CPP = IPP / eIPC
+    hazards = metrics.derive_pmu({**raw, "pmu.split_loads": 500.0, "pmu.split_stores": 0.0, "pmu.alias_4k": 7_900.0}, idle)
+    assert (hazards["split_loads_pp"], hazards["split_stores_pp"], hazards["alias_4k_pp"]) == (0.05, 0.0, 0.79)
 
 
 def test_absent_counts_are_not_derived_never_zero():

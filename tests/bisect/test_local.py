@@ -116,6 +116,9 @@ def test_no_change_exits_1(bisect_repo, report):
     (["--metric", "ipp", "--backend", "sim", "--swap"], "is not an ancestor"),
     (["--metric", "cpp", "--backend", "sim"], "does not measure cpp"),
     (["--metric", "ipp", "--config", "jumbo"], "unknown config"),
+    (["--metric", "sf_blocks_pp", "--backend", "sim", "--sim-family", "zen9"], "unknown store-buffer family 'zen9'"),
+    (["--metric", "cpp", "--backend", "tsc", "--sim-family", "amd-zen4"], "sets the sim backend's model"),
+    (["--metric", "ipp", "--machine", "dut", "--sim-family", "amd-zen4"], "is for a local bisect"),
 ])
 def test_usage_errors_exit_2(bisect_repo, args, message):
     shas = bisect_repo["shas"]

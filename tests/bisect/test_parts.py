@@ -10,9 +10,11 @@ import pytest
 
 from perfci_agent.bisect.cache import ResultCache
 from perfci_agent.bisect.commits import commit_range
-from perfci_agent.bisect.profile import FunctionDelta, callgrind_self_costs, diff, parse_perf_report
-from perfci_agent.commands.bisect import BisectUsage, alert_target, exit_status, render, resolve_local_shas
+from perfci_agent.bisect.profile import (FunctionDelta, callgrind_self_costs, diff, parse_perf_report, site_moves,
+                                         sites_by_source)
+from perfci_agent.commands.bisect import BisectUsage, alert_target, exit_status, local_model, render, resolve_local_shas
 from perfci_agent.errors import UsageError
+from perfci_core.analysis.bisect import change_text
 from perfci_core.result import BenchConfig, ResultDocument, Sample
 
 from bisect_repo import git
@@ -74,6 +76,55 @@ def test_an_alert_is_bisected_for_its_own_direction_unless_told_otherwise():
     assert alert_target(ALERT, "any")["direction"] == "any"
     improved = {**ALERT, "alerts": [{**row, "direction": "improvement"} for row in ALERT["alerts"]]}
     assert alert_target(improved)["direction"] == "improvement"
+
+
+def test_a_local_bisect_of_an_alert_uses_the_model_of_the_alerted_results():
+    recorded = {**ALERT, "alerts": [{**row, "sim_family": "intel-spr"} for row in ALERT["alerts"]]}
+    target = alert_target(recorded)
+    assert target["sim_family"] == "intel-spr"
+    assert local_model(target, None) == "intel-spr" and local_model(target, "intel-spr") == "intel-spr"
+    with pytest.raises(BisectUsage, match="measured with the intel-spr model, not amd-zen4"):
+        local_model(target, "amd-zen4")
+    unrecorded = alert_target(ALERT)  # a server that does not say: never this CPU's model silently
+    with pytest.raises(BisectUsage, match="does not say which store-buffer model.*give --sim-family"):
+        local_model(unrecorded, None)
+    assert local_model(unrecorded, "amd-zen4") == "amd-zen4"
+    tsc = alert_target({**ALERT, "alerts": [{**ALERT["alerts"][1], "metric": "cpp", "backend": "tsc"}]})
+    assert local_model(tsc, None) is None
+    with pytest.raises(BisectUsage, match="sets the sim backend's model"):
+        local_model(tsc, "amd-zen4")
+
+
+FWD_C = ["static void", "ttl_decrement(struct rte_ipv4_hdr *ip)", "{", "\tip->time_to_live--;", "}",
+         "void", "fwd_burst(void)", "{", "\tnb_tx = rte_eth_tx_burst(port, q, pkts, n);", "}"]
+
+
+def test_the_hazard_profile_matches_sites_by_function_and_source_text_not_line_number(tmp_path):
+    parent, culprit = tmp_path / "parent", tmp_path / "culprit"
+    for tree, lines in ((parent, FWD_C), (culprit, ["/* two new lines", " * above everything */", *FWD_C])):
+        (tree / "src").mkdir(parents=True)
+        (tree / "src" / "fwd.c").write_text("\n".join(lines) + "\n")
+    before = sites_by_source({("sf_blocks", "ttl_decrement@fwd.c:4"): 1.0, ("alias_4k", "fwd_burst@fwd.c:9"): 0.7}, parent)
+    after = sites_by_source({("sf_blocks", "ttl_decrement@fwd.c:6"): 1.0, ("alias_4k", "fwd_burst@fwd.c:11"): 0.8,
+                             ("alias_4k", "???@librte_net_ring.so.23.0"): 0.1}, culprit)
+    moves = {m.function: (m.before, m.after) for m in site_moves(before, after)}
+    # the store-forward block only moved two lines down: no change; the alias count moved at its moved line
+    assert moves == {"4K aliases: fwd_burst@fwd.c:9 -> 11 `nb_tx = rte_eth_tx_burst(port, q, pkts, n);`": (0.7, 0.8),
+                     "4K aliases: ???@librte_net_ring.so.23.0": (0.0, 0.1)}
+
+
+def test_a_change_from_zero_reads_from_zero():
+    assert change_text(float("inf")) == "from zero" and change_text(None) == "from zero"
+    assert change_text(0.016) == "+1.600%" and change_text(-0.0642, 2) == "-6.42%"
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    render({"status": "culprit", "message": "m", "metric": "sf_blocks_pp", "backend": "sim", "sim_family": "intel-spr",
+            "change": {"before_median": 0.0, "after_median": 1.0, "change_pct": None, "kind": "regression", "exact": True},
+            "opposing": [_move(change_pct=None, isolated=False, dismissed=False)]}, console)
+    text = console.export_text()
+    assert "0 -> 1 (from zero, regression), exact rule" in text and "regression from zero seen between" in text
+    assert "store-buffer model: intel-spr" in text and "inf" not in text
 
 
 def _move(**fields):

@@ -28,6 +28,13 @@ at a time whatever the CPU count, so the lcores need only exist (CPUs this proce
 cachegrind pass stays on one lcore: cachegrind simulates one cache for every thread, not one per
 core, so its misses would be those of no real machine.
 
+One count per commit, wherever it is built: the simulated hazards and cache misses depend on
+addresses, down to the byte, and they moved with the length of the binary's path and of the
+working directory (each alone changed the 4K aliases, with argv and environment padded).
+Every valgrind run therefore starts from a stage of fixed-length paths (:func:`fixed_stage`): a
+copy of the binary and a working directory linking the worktree's ``dataplane/`` entries, in a
+fresh ``/tmp/perfci-stage-XXXXXXXX``, with a fixed environment padded to a fixed size.
+
 Packet counts are small under valgrind (:meth:`~perfci_core.result.BenchConfig.as_run_by`); the result's
 config records what actually ran.
 """
@@ -37,7 +44,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,11 +58,35 @@ from .. import runner
 from ..cpuinfo import read_cpuid, read_sys
 from ..errors import RunFailed
 from ..hazards import FamilyChoice, HazardReport, family_for, memhazard_lib, parse_report
+from ..hazards.family import RECORDED_PREFIX
 from ..hazards.tool import TOOL_NAME
 from . import metric_values
 
 FWD_FUNCTION = "fwd_burst"
 SYS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
+# Where the stages go: a fixed directory (not TMPDIR, which differs from agent to agent).
+STAGE_ROOT = Path("/tmp")
+STAGE_BINARY = "perfci-fwd"
+# The whole environment of a valgrind run (plus VALGRIND_LIB and the stack padding): nothing of the agent's.
+FIXED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
+
+
+@contextmanager
+def fixed_stage(binary: Path, workdir: Path | None) -> Iterator[tuple[Path, Path]]:
+    """(binary, working directory) at paths of the same length on every agent and for every cache
+    directory: a copy of the binary and a directory of links to the entries of ``workdir`` (the
+    routes files the configs name relative to it), in a fresh directory of fixed-length name."""
+    stage = Path(tempfile.mkdtemp(prefix="perfci-stage-", dir=STAGE_ROOT))
+    try:
+        staged = stage / STAGE_BINARY
+        shutil.copy2(binary, staged)
+        cwd = stage / "wd"
+        cwd.mkdir()
+        for entry in sorted(workdir.iterdir()) if workdir else ():
+            (cwd / entry.name).symlink_to(entry.resolve())
+        yield staged, cwd
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -160,10 +193,11 @@ def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
     raw: dict[str, float] = {RAW_HAZARDS[k]: float(v) for k, v in report.counts.items()}
     raw.update({"sim.loads": float(report.loads), "sim.stores": float(report.stores),
                 "sim.hz_store_buffer": float(report.store_buffer), "sim.hz_rob": float(report.rob),
-                f"sim.hz_family.{report.family}": 1.0})
+                f"{RECORDED_PREFIX}{report.family}": 1.0})
     if family.default:
         raw["sim.hz_family_default"] = 1.0  # the CPU is not a modelled family (see backend_reason)
     raw.update({f"sim.hz_{k}": float(v) for k, v in report.sharing.items()})
+    raw.update({f"sim.hz_fence_{k}": float(v) for k, v in report.fences.items()})
     for kind in SITE_KINDS:
         for site in report.top_sites(kind, HAZARD_SITES):
             raw[f"{SITE_PREFIX}{RAW_HAZARDS[kind][4:]}.{site.label}"[:128]] = float(site.count)
@@ -211,8 +245,9 @@ class SimBackend:
     def _spec(self, binary: Path, core: int, config: BenchConfig, workdir: Path, tool_args: list[str],
               valgrind_lib: Path | None = None, cores: list[int] | None = None) -> runner.RunSpec:
         """A valgrind run whose stack starts at the same address every time: a fixed environment,
-        padded (simulated hazards and cache misses depend on stack addresses)."""
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
+        padded (simulated hazards and cache misses depend on stack addresses). ``binary`` and
+        ``workdir`` come from :func:`fixed_stage`."""
+        env = dict(FIXED_ENV)
         if valgrind_lib is not None:
             env["VALGRIND_LIB"] = str(valgrind_lib)
         return runner.RunSpec(binary, core, config, cores=cores or [], workdir=workdir, timeout=self.timeout,
@@ -234,7 +269,7 @@ class SimBackend:
         """One memhazard run (instructions + hazards) and, side by side on another core when
         this process has one, one cachegrind run (simulated caches)."""
         raw: dict[str, float | None] = {}
-        with tempfile.TemporaryDirectory(prefix="perfci-sim-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="perfci-sim-") as tmp, fixed_stage(binary, workdir) as (binary, workdir):
             hz_out, cg_out = Path(tmp) / "memhazard.out", Path(tmp) / "cachegrind.out"
             specs = [self._hazard_spec(binary, core, config, workdir, hz_out)]
             if self.cache_sim:

@@ -6,6 +6,10 @@ Each commit the search asks for is built and measured with :func:`perfci_agent.m
 measured. A commit that does not build (or whose dataplane fails) is skipped. Once the culprit is
 confirmed, :mod:`.profile` says which functions' costs moved between its parent and it.
 
+On ``sim``, every commit is measured with one store-buffer model (``sim_family``: the one asked
+for, else this CPU's), only cached results of that model are reused, and the report names it: a
+hazard that one model sees and another does not must not look like a change between commits.
+
 On a noisy backend (pmu, tsc), a step that measures two commits (the endpoints, a confirmation, more
 repetitions of an undecided pair) runs them interleaved (:mod:`perfci_agent.interleave`), so the
 two commits it compares saw the same host states, and the search decides on their pairs (at least
@@ -31,9 +35,10 @@ from perfci_core.result import ResultDocument
 from .. import events, fingerprint
 from ..cpuinfo import read_cpuid
 from ..errors import UsageError
+from ..hazards import family_for, recorded_family
 from ..interleave import interleave
 from ..measure import config_named, default_core, measure
-from ..workspace import Workspace, repo_root
+from ..workspace import Workspace, cache_root, repo_root
 from .cache import ResultCache
 from .commits import CommitInfo, commit_range
 from .exit import exit_status
@@ -75,6 +80,7 @@ class BisectReport:
     reused: int  # repetitions taken from earlier results
     steps: list[dict]
     profiles: list[Profile] = field(default_factory=list)
+    sim_family: str | None = None  # the store-buffer model every sim measurement used
 
     @property
     def exit_code(self) -> int:
@@ -104,6 +110,7 @@ class BisectReport:
             "metric": self.metric,
             "backend": self.backend,
             "config": self.config,
+            "sim_family": self.sim_family if self.backend == catalogue.Backend.SIM.value else None,
             "good": self.commits[0].info.sha,
             "bad": self.commits[-1].info.sha,
             "range_length": len(self.commits),
@@ -134,7 +141,8 @@ def metric_values(doc: ResultDocument, metric: str) -> list[float]:
 class LocalBisect:
     def __init__(self, repo: str | Path, good: str, bad: str, metric: str, config: str = "self-64B",
                  backend: str = "auto", core: int | None = None, cache_dir: str | Path | None = None,
-                 policy_overrides: dict | None = None, progress: Progress | None = None, direction: str = "any") -> None:
+                 policy_overrides: dict | None = None, progress: Progress | None = None, direction: str = "any",
+                 sim_family: str | None = None) -> None:
         try:
             self.metric = catalogue.get(metric)
         except KeyError as exc:
@@ -145,10 +153,16 @@ class LocalBisect:
             raise UsageError(f"backend {backend} does not measure {metric}; it is measured by "
                              f"{', '.join(sorted(b.value for b in self.metric.backends))}")
         config_named(config)
+        if sim_family and backend not in ("auto", catalogue.Backend.SIM.value):
+            raise UsageError(f"--sim-family sets the sim backend's model; this bisect runs on {backend}")
+        try:
+            self.sim_family = family_for(read_cpuid(), sim_family or None).name
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         self.root = repo_root(repo)
         self.commits = [CommitRecord(i, c) for i, c in enumerate(commit_range(self.root, good, bad))]
         self.config, self.backend, self.core = config, backend, core
-        self.cache_dir = Path(cache_dir) if cache_dir else self.root / ".perfci"
+        self.cache_dir = cache_root(self.root, cache_dir)
         self.cache = ResultCache(self.cache_dir)
         if direction not in DIRECTIONS:
             raise UsageError(f"unknown direction {direction!r}; use {', '.join(DIRECTIONS)}")
@@ -180,7 +194,7 @@ class LocalBisect:
             self.say("measure_" + event, **{"index": index, "sha": rec.info.sha, **kw})
 
         doc = measure(self.root, rec.info.sha, backend=self.backend, reps=reps, config=self.config, core=self.core,
-                      cache_dir=self.cache_dir, progress=relay)
+                      cache_dir=self.cache_dir, progress=relay, sim_family=self.sim_family)
         self.compiled += sum(compiled)
         if self.backend == "auto":  # the first result says what auto chose; keep it for every commit
             self.backend = doc.backend.value
@@ -215,7 +229,7 @@ class LocalBisect:
         sides = {"base": i, "head": j}
         self.say("interleave", indices=(i, j), pairs=pairs, fresh=fresh)
         done = interleave(self.root, self.commits[i].info.sha, self.commits[j].info.sha, pairs, backend=self.backend,
-                          config=self.config, core=self.core, cache_dir=self.cache_dir,
+                          config=self.config, core=self.core, cache_dir=self.cache_dir, sim_family=self.sim_family,
                           progress=lambda event, **kw: self.say("interleave_" + event, **kw))
         if not done.ok:
             return None  # a commit that does not build or run: measured alone, as any other
@@ -254,7 +268,7 @@ class LocalBisect:
             return
         for rec in self.commits:
             docs = [d for path, d in self.cache.load(self.machine_id, self.config, self.backend, rec.info.sha)
-                    if path not in self.stored]
+                    if path not in self.stored and self._same_model(d)]
             if any(d.status == "build_failed" for d in docs):
                 bisection.record(rec.index, unbuildable=True)
                 rec.status, rec.reason = "build_failed", next(d.reason or "" for d in docs if d.status == "build_failed")
@@ -265,6 +279,12 @@ class LocalBisect:
                 rec.values.extend(values)
                 rec.status = "cached"
                 self.reused += len(values)
+
+    def _same_model(self, doc: ResultDocument) -> bool:
+        """A cached result measured as this run measures: on sim, with the same store-buffer model."""
+        if doc.backend is not catalogue.Backend.SIM or doc.status != "ok":
+            return True
+        return all(recorded_family(s.raw) == self.sim_family for s in doc.samples)
 
     # --- the run -------------------------------------------------------------------------------
 
@@ -301,7 +321,7 @@ class LocalBisect:
         dirs = (parent.worktree / "dataplane", culprit.worktree / "dataplane")
         pmu, why_not = self._pmu(core_id, cfg.harness)
         return [callgrind_profile(parent.binary, culprit.binary, cfg, core_id, dirs),
-                hazard_profile(parent.binary, culprit.binary, cfg, core_id, dirs),
+                hazard_profile(parent.binary, culprit.binary, cfg, core_id, dirs, self.sim_family),
                 perf_profile(parent.binary, culprit.binary, cfg, core_id, dirs, pmu, why_not)]
 
     def _pmu(self, core_id: int, harness: str) -> tuple[bool, str]:
@@ -316,7 +336,7 @@ class LocalBisect:
     def _report(self, outcome: core.Outcome, steps: list[dict], profiles: list[Profile] | None = None) -> BisectReport:
         return BisectReport(outcome.status, self._message(outcome), self.metric.name, self.backend, self.config,
                             self.commits, outcome, len(self.builds), self.compiled, self.repetitions,
-                            self.reused, steps, profiles or [])
+                            self.reused, steps, profiles or [], self.sim_family)
 
     def _message(self, o: core.Outcome) -> str:
         if o.culprit is None:

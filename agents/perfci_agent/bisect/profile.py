@@ -179,16 +179,69 @@ HAZARD_WORDS = {"sf_blocks": "store-forward blocks", "split_loads": "split loads
                 "read_transfers": "read transfers between lcores"}
 
 
-def hazards_per_packet(binary: Path, config: BenchConfig, core: int, workdir: Path) -> dict[str, float]:
-    """Simulated hazards per packet by kind and site: ``"store-forward blocks: ttl_decrement@fwd.c:104"``."""
-    backend = SimBackend(cache_sim=False)
+SiteKey = tuple[str, str, str, str]  # (hazard kind, function, file, the line's source text or its number)
+
+
+def source_text(tree: Path, where: str) -> str | None:
+    """The text of ``where`` (``fwd.c:104``) in the source tree ``tree``, whitespace collapsed;
+    None when the file is not there (a system header, an object without line information)."""
+    name, _, line = where.rpartition(":")
+    if not name or not line.isdigit():
+        return None
+    for path in sorted(tree.rglob(name)):
+        lines = path.read_text(errors="replace").splitlines()
+        if 1 <= int(line) <= len(lines):
+            return " ".join(lines[int(line) - 1].split())
+    return None
+
+
+def sites_by_source(sites: dict[tuple[str, str], float], tree: Path) -> dict[SiteKey, tuple[float, str]]:
+    """Per-packet counts by (kind, ``function@file:line``) keyed instead by function, file and the
+    line's source text in ``tree``, so a line that only moved (an edit above it) is the same site
+    in two builds; the value is (events per packet, ``file:line``). Two lines of one function with
+    the same text become one site."""
+    out: dict[SiteKey, tuple[float, str]] = {}
+    for (kind, site), value in sites.items():
+        function, _, where = site.rpartition("@")
+        key = (kind, function, where.rpartition(":")[0] or where, source_text(tree, where) or where)
+        count, _ = out.get(key, (0.0, where))
+        out[key] = (count + value, where)
+    return out
+
+
+def site_moves(before: dict[SiteKey, tuple[float, str]], after: dict[SiteKey, tuple[float, str]]) -> list[FunctionDelta]:
+    """The sites whose count per packet moved, largest move first, each named after its lines in
+    both builds (``fwd_burst@fwd.c:210 -> 212``) and its source text."""
+    def name(key: SiteKey) -> str:
+        kind, function, _, text = key
+        lines = [side[key][1] for side in (before, after) if key in side]
+        where = lines[0] if len(set(lines)) == 1 else f"{lines[0]} -> {lines[1].rpartition(':')[2]}"
+        shown = f" `{text[:60]}`" if text not in lines else ""
+        return f"{HAZARD_WORDS.get(kind, kind)}: {function}@{where}{shown}"
+
+    return diff({name(k): v for k, (v, _) in before.items()}, {name(k): v for k, (v, _) in after.items()})
+
+
+def hazards_by_source(binary: Path, config: BenchConfig, core: int, workdir: Path,
+                      family: str | None = None) -> dict[SiteKey, tuple[float, str]]:
+    """One memhazard run (store-buffer model ``family``, default this CPU's): :func:`sites_by_source`
+    of its sites, with the sources of ``workdir``."""
+    backend = SimBackend(cache_sim=False, family=family)
     sample = backend.sample(binary, core, backend.config_for(config), workdir, rep=0)
-    return {f"{HAZARD_WORDS.get(kind, kind)}: {site}": v for (kind, site), v in hazard_sites(sample.raw).items()}
+    return sites_by_source(hazard_sites(sample.raw), workdir)
 
 
-def hazard_profile(parent: Path, culprit: Path, config: BenchConfig, core: int, workdirs: tuple[Path, Path]) -> Profile:
-    return compare_builds("memhazard", "events/packet", f"simulated memory hazards per packet under {FWD_FUNCTION}, by line",
-                          hazards_per_packet, parent, culprit, config, core, workdirs)
+def hazard_profile(parent: Path, culprit: Path, config: BenchConfig, core: int, workdirs: tuple[Path, Path],
+                   family: str | None = None) -> Profile:
+    """The hazard sites whose count per packet moved between the parent and the culprit."""
+    tool, unit = "memhazard", "events/packet"
+    try:
+        before = hazards_by_source(parent, config, core, workdirs[0], family)
+        after = hazards_by_source(culprit, config, core, workdirs[1], family)
+    except MeasureError as exc:
+        return Profile(tool, unit, False, str(exc))
+    what = f"simulated memory hazards per packet under {FWD_FUNCTION}, by source line ({family or 'this CPU'}'s model)"
+    return Profile(tool, unit, True, what, site_moves(before, after))
 
 
 # --- perf record ---------------------------------------------------------------------------------

@@ -188,6 +188,8 @@ def bisect_cmd(
     repo: str = typer.Option(".", "--repo", help="--local: git repository holding dataplane/"),
     cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="--local: worktrees, builds and results"),
     direction: Optional[str] = typer.Option(None, "--direction", help="regression | improvement | any (default: the alert's own)"),
+    sim_family: Optional[str] = typer.Option(None, "--sim-family", help="--local, sim: the store-buffer model, when the "
+                                             "server does not say which one the alerted results used"),
     as_json: bool = JSON_OPTION,
     server: Optional[str] = SERVER_OPTION,
     token: Optional[str] = TOKEN_OPTION,
@@ -202,4 +204,4 @@ def bisect_cmd(
     if direction is not None and direction not in DIRECTIONS:
         raise typer.Exit(_usage(Console(stderr=True), f"unknown --direction {direction!r}; use {', '.join(DIRECTIONS)}"))
     raise typer.Exit(bisect_alert(group_id, local=local, repo=repo, server=server, token=token, as_json=as_json,
-                                  cache_dir=cache_dir, direction=direction))
+                                  cache_dir=cache_dir, direction=direction, sim_family=sim_family))

@@ -51,7 +51,8 @@ def _progress(console: Console) -> Progress:
 
 
 def run_local(repo: str, good: str, bad: str, metric: str, config: str, backend: str, core: int | None,
-              cache_dir: str | None, max_reps: int | None, err: Console, direction: str = "any") -> dict[str, Any]:
+              cache_dir: str | None, max_reps: int | None, err: Console, direction: str = "any",
+              sim_family: str | None = None) -> dict[str, Any]:
     from ..errors import MeasureError
     from ..bisect.local import LocalBisect
 
@@ -74,7 +75,7 @@ def run_local(repo: str, good: str, bad: str, metric: str, config: str, backend:
     overrides = {"max_reps": max_reps} if max_reps else None
     try:
         bisect = LocalBisect(repo, good, bad, metric, config=config, backend=backend, core=core, cache_dir=cache_dir,
-                             policy_overrides=overrides, progress=on_event, direction=direction)
+                             policy_overrides=overrides, progress=on_event, direction=direction, sim_family=sim_family)
         with progress:
             report = bisect.run()
     except (MeasureError, ValueError) as exc:
@@ -140,19 +141,41 @@ def alert_target(alert: dict[str, Any], direction: str | None = None) -> dict[st
         raise BisectUsage(f"alert {alert.get('id')} lists no metric")
     row = next((r for r in rows if r.get("direction") == "regression"), rows[0])
     return {"good": alert["last_good"]["sha"], "bad": alert["first_bad"]["sha"], "metric": row["metric"],
-            "config": row["config"], "backend": row["backend"], "machine": alert["machine"],
+            "config": row["config"], "backend": row["backend"], "sim_family": row.get("sim_family"), "machine": alert["machine"],
             "repository": alert["repository"], "branch": alert["branch"], "alert_group_id": alert["id"],
             "direction": direction or (row.get("direction") if row.get("direction") in ("regression", "improvement") else "any")}
 
 
+def local_model(target: dict[str, Any], requested: str | None) -> str | None:
+    """The store-buffer model a local bisect of an alert uses: the one its sim results were measured
+    with (the alert row's ``sim_family``), never silently this CPU's. ``requested`` (``--sim-family``)
+    stands in when the server does not say, and must agree when it does."""
+    if target["backend"] != "sim":
+        if requested:
+            raise BisectUsage(f"--sim-family sets the sim backend's model; alert {target['alert_group_id']} is on {target['backend']}")
+        return None
+    recorded = target.get("sim_family")
+    if recorded and requested and requested != recorded:
+        raise BisectUsage(f"alert {target['alert_group_id']}'s results were measured with the {recorded} model, "
+                          f"not {requested}: drop --sim-family")
+    if not (recorded or requested):
+        raise BisectUsage(f"the server does not say which store-buffer model alert {target['alert_group_id']}'s sim results "
+                          f"used, and this CPU's may differ: give --sim-family (the agent's sim_family)")
+    return recorded or requested
+
+
 def bisect_alert(alert_id: int, *, local: bool = False, repo: str = ".", server: str | None = None,
                  token: str | None = None, as_json: bool = False, cache_dir: str | None = None,
-                 core: int | None = None, timeout: float = 24 * 3600.0, direction: str | None = None) -> int:
+                 core: int | None = None, timeout: float = 24 * 3600.0, direction: str | None = None,
+                 sim_family: str | None = None) -> int:
     """``perfci alerts bisect ID``: bisect an alert's range on its first regressed metric, on the
-    server (the alert's machine; default) or here (``local``). Returns the exit status."""
+    server (the alert's machine; default) or here (``local``, on sim with the alerted results' model).
+    Returns the exit status."""
     from ..server_api import ApiError, ServerClient, ServerUnreachable
 
     err = Console(stderr=True)
+    if sim_family and not local:
+        return _usage(err, "--sim-family is for a local bisect: on the server, the alert's machine uses its own model")
     try:
         with ServerClient.from_env(server, token) as client:
             target = alert_target(client.get(f"/alerts/{alert_id}"), direction)
@@ -160,7 +183,8 @@ def bisect_alert(alert_id: int, *, local: bool = False, repo: str = ".", server:
                       f"{target['good'][:12]}..{target['bad'][:12]} on {escape(target['machine'])}")
             if local:
                 result = run_local(repo, target["good"], target["bad"], target["metric"], target["config"],
-                                   target["backend"], core, cache_dir, None, err, target["direction"])
+                                   target["backend"], core, cache_dir, None, err, target["direction"],
+                                   local_model(target, sim_family))
             else:
                 result = run_on_server(client, _server_body(target), err, timeout)
     except BisectUsage as exc:
@@ -201,10 +225,12 @@ def render(r: dict[str, Any], console: Console) -> None:
     culprit, change = r.get("culprit"), r.get("change")
     if culprit:
         console.print(f"culprit  [bold]{culprit['sha']}[/]  {escape(culprit.get('author', ''))}\n         {escape(culprit.get('subject', ''))}")
-    if change and change.get("change_pct") is not None:
+    if r.get("sim_family"):
+        console.print(f"store-buffer model: {r['sim_family']}")
+    if change and change.get("before_median") is not None and change.get("after_median") is not None:
         conf = "exact rule (deterministic)" if change.get("exact") else f"confidence {change['confidence']:.4f} (p = {change['p_value']:.3g})"
         console.print(f"{r['metric']} ({r['backend']}): {change['before_median']:.6g} -> {change['after_median']:.6g} "
-                      f"({change['change_pct']:+.3f} %, {change['kind']}), {conf}")
+                      f"({_size(change.get('change_pct'))}, {change['kind']}), {conf}")
     for m in r.get("opposing") or []:
         _render_move(m, console)
     if "builds" in r:
@@ -227,18 +253,23 @@ def render(r: dict[str, Any], console: Console) -> None:
         console.print(table)
 
 
+def _size(change_pct: float | None) -> str:
+    """A change in % as the JSON carries it (None: the old value was 0, the ratio is infinite)."""
+    return f"{change_pct:+.3f} %" if change_pct is not None else "from zero"
+
+
 def _render_move(m: dict[str, Any], console: Console) -> None:
     """One move against the hunted kind: where it was seen, and its own culprit when isolated."""
     def sha(ref: dict[str, Any] | None) -> str:
         return (ref or {}).get("sha", "?")[:12]
 
-    seen = f"{m['kind']} {m['change_pct']:+.3f} % seen between {sha(m.get('good'))} and {sha(m.get('bad'))}"
+    seen = f"{m['kind']} {_size(m.get('change_pct'))} seen between {sha(m.get('good'))} and {sha(m.get('bad'))}"
     if m.get("dismissed"):
         console.print(f"[dim]{seen}: not seen again in fresh repetitions, not counted[/]", soft_wrap=True)
     elif m.get("status") == "culprit":
         culprit = m.get("culprit") or {}
-        change = (m.get("change") or {}).get("change_pct")
-        pct = f" ({change:+.3f} %)" if change is not None else ""
+        change = m.get("change") or {}
+        pct = f" ({_size(change.get('change_pct'))})" if change.get("before_median") is not None else ""
         console.print(f"[yellow]also[/] {seen}: isolated at [bold]{culprit.get('sha', '?')}[/]{pct}  "
                       f"{escape(culprit.get('subject', ''))}", soft_wrap=True)
     elif m.get("isolated"):
@@ -274,6 +305,9 @@ def register(app: typer.Typer) -> None:
         server: Optional[str] = typer.Option(None, "--server", help="server URL (default: $PERFCI_SERVER_URL)"),
         token: Optional[str] = typer.Option(None, "--token", help="API token (default: $PERFCI_TOKEN)"),
         as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+        sim_family: Optional[str] = typer.Option(None, "--sim-family", help="local, sim: store-buffer model "
+                                                 "intel-icx|intel-spr|intel-skx|amd-zen4 (default: this CPU's; with --alert, "
+                                                 "the alerted results')"),
     ) -> None:
         """Find the commit between --good and --bad that moved --metric (and which functions moved);
         with --direction, the commit that moved it that way, reporting any move the other way too."""
@@ -282,12 +316,14 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(_usage(err, f"unknown --direction {direction!r}; use {', '.join(DIRECTIONS)}"))
         if local and machine:
             raise typer.Exit(_usage(err, "--local and --machine exclude each other"))
+        if machine and sim_family:
+            raise typer.Exit(_usage(err, "--sim-family is for a local bisect: on --machine, the agents use their own model"))
         if alert is not None:
             if good or bad or metric:
                 raise typer.Exit(_usage(err, "--alert takes the range and metric from the alert; drop --good/--bad/--metric"))
             raise typer.Exit(bisect_alert(alert, local=not machine and local, repo=repo, server=server, token=token,
                                           as_json=as_json, cache_dir=cache_dir, core=core, timeout=timeout,
-                                          direction=direction))
+                                          direction=direction, sim_family=sim_family))
         missing = [name for name, value in (("--good", good), ("--bad", bad), ("--metric", metric)) if not value]
         if missing:
             raise typer.Exit(_usage(err, f"missing {', '.join(missing)}"))
@@ -295,7 +331,8 @@ def register(app: typer.Typer) -> None:
             if machine:
                 raise typer.Exit(_on_server(err, repo, repository, branch, good, bad, machine, config, metric, backend,
                                             server, token, timeout, as_json, direction or "any"))
-            result = run_local(repo, good, bad, metric, config, backend, core, cache_dir, max_reps, err, direction or "any")
+            result = run_local(repo, good, bad, metric, config, backend, core, cache_dir, max_reps, err, direction or "any",
+                               sim_family)
         except BisectUsage as exc:
             raise typer.Exit(_usage(err, str(exc))) from None
         raise typer.Exit(_finish(result, as_json))

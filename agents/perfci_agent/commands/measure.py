@@ -121,6 +121,7 @@ def register(app: typer.Typer) -> None:
         cores: Optional[str] = typer.Option(None, "--cores", help="cores to forward on, in order, e.g. 2,3 (default: --core, then every other allowed core)"),
         sim_family: Optional[str] = typer.Option(None, "--sim-family",
                                                  help="sim: store-buffer model intel-icx|intel-spr|intel-skx|amd-zen4 (default: this CPU's)"),
+        rebuild: bool = typer.Option(False, "--rebuild", help="drop the commit's cached build (or build failure) and build again"),
     ) -> None:
         """Build the dataplane at a commit, run it, count, and derive the lean-model metrics."""
         from ..measure import config_named, measure
@@ -154,7 +155,8 @@ def register(app: typer.Typer) -> None:
             forward_cores = _cores(cores, core)
             with progress:
                 doc = measure(repo=repo, commit=commit, backend=backend, reps=reps, config=cfg, core=forward_cores[0],
-                              cache_dir=cache_dir, progress=on_progress, sim_family=sim_family, cores=forward_cores)
+                              cache_dir=cache_dir, progress=on_progress, sim_family=sim_family, cores=forward_cores,
+                              rebuild=rebuild)
         except MeasureError as exc:
             err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
             raise typer.Exit(2) from None

@@ -16,11 +16,11 @@ lockstep would make them, whatever order valgrind ran them in. The family rules 
 - :mod:`.report` reads the tool's output file
 """
 
-from .family import DEFAULT_FAMILY, FAMILIES, FamilyChoice, family_for
+from .family import DEFAULT_FAMILY, FAMILIES, FamilyChoice, family_for, recorded_family
 from .report import KINDS, HazardReport, Site, parse_report
 from .tool import ToolUnavailable, memhazard_lib
 
 __all__ = [
-    "DEFAULT_FAMILY", "FAMILIES", "FamilyChoice", "family_for", "KINDS", "HazardReport", "Site", "parse_report",
+    "DEFAULT_FAMILY", "FAMILIES", "FamilyChoice", "family_for", "recorded_family", "KINDS", "HazardReport", "Site", "parse_report",
     "ToolUnavailable", "memhazard_lib",
 ]

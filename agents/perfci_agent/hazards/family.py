@@ -6,6 +6,7 @@ that is none of them gets :data:`DEFAULT_FAMILY`, and the result says so in its 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..cpuinfo import CpuId
@@ -45,3 +46,11 @@ def family_for(cpu: CpuId, requested: str | None = None) -> FamilyChoice:
     if name is None:
         return FamilyChoice(DEFAULT_FAMILY, True, f"{what} is not a modelled family: the default model {DEFAULT_FAMILY}")
     return FamilyChoice(name, False, f"{what}: {name}")
+
+
+RECORDED_PREFIX = "sim.hz_family."  # the raw key a sim sample records its model under (value 1)
+
+
+def recorded_family(raw: Mapping[str, float | None]) -> str | None:
+    """The store-buffer model a sim sample was measured with, from its raw keys (None: not recorded)."""
+    return next((k.removeprefix(RECORDED_PREFIX) for k in raw if k.startswith(RECORDED_PREFIX)), None)

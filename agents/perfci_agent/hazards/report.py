@@ -1,6 +1,6 @@
 """memhazard's output file -> :class:`HazardReport`.
 
-The file (``memhazard 2``) is ``key value`` lines (totals) followed by one ``site KIND COUNT | FRAME | FRAME ...``
+The file (``memhazard 3``) is ``key value`` lines (totals) followed by one ``site KIND COUNT | FRAME | FRAME ...``
 line per instruction address and hazard kind. Each frame is valgrind's description of the
 address, ``0xADDR: FUNCTION (FILE:LINE)`` (``???`` and ``(in OBJECT)`` without debug info), the
 innermost inlined call first. A site is named after the innermost frame in the program's own
@@ -15,7 +15,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 KINDS = ("sf_blocked", "sf_forwarded", "split_loads", "split_stores", "alias_4k", "line_transfers", "read_transfers")
-HEADER = "memhazard 2"
+HEADER = "memhazard 3"
+# The window's fences by kind, and which of them drained the store buffer in all ("drains"):
+# MFENCE, serializing and locked instructions do, LFENCE, SFENCE and RDTSCP do not (tool/mh_main.c, "Fences").
+FENCE_KEYS = ("mfence", "lfence", "sfence", "rdtscp", "serializing", "locked", "drains")
 # How the cache-line sharing model went (tool/mh_main.c, "Sharing" and "Time"): threads that ran
 # the window, lines it tracked, and what it could not follow (never expected on the dataplane).
 SHARING_KEYS = ("forwarding_threads", "lines_tracked", "untracked_lines", "untracked_thread_accesses", "logged_accesses",
@@ -67,6 +70,7 @@ class HazardReport:
     counts: dict[str, int]
     sites: tuple[Site, ...] = field(default=())
     sharing: dict[str, int] = field(default_factory=dict)  # SHARING_KEYS
+    fences: dict[str, int] = field(default_factory=dict)  # FENCE_KEYS
 
     def top_sites(self, kind: str, n: int) -> list[Site]:
         """The ``n`` sites of ``kind`` with the most events; sites of one function and line merged."""
@@ -103,6 +107,7 @@ def parse_report(text: str) -> HazardReport:
             window_fn=values["window_fn"], windows=int(values["windows"]), instructions=int(values["instructions"]),
             loads=int(values["loads"]), stores=int(values["stores"]), counts={k: int(values[k]) for k in KINDS},
             sites=tuple(sites), sharing={k: int(values[k]) for k in SHARING_KEYS},
+            fences={k: int(values[k]) for k in FENCE_KEYS},
         )
     except KeyError as exc:
         raise ValueError(f"memhazard output lacks {exc.args[0]!r}") from None

@@ -399,12 +399,12 @@ class Bisection:
                 return Measure(more, f"endpoints undecided (p = {c.p_value:.3g})")
             self._finish(self._with_direction(Outcome(
                 "inconclusive", f"good and bad not distinguishable at {p.max_reps} repetitions "
-                f"({c.rel_change:+.3%}, p = {c.p_value:.3g})", overall=c)))
+                f"({change_text(c.rel_change)}, p = {c.p_value:.3g})", overall=c)))
             return None
         if p.direction == "any":
             if c.verdict is Verdict.SAME:
                 self._finish(self._with_direction(Outcome(
-                    "no_change", f"good and bad are the same ({c.rel_change:+.3%}, p = {c.p_value:.3g})", overall=c)))
+                    "no_change", f"good and bad are the same ({change_text(c.rel_change)}, p = {c.p_value:.3g})", overall=c)))
                 return None
             s.hunted = c.kind.value
         else:
@@ -415,7 +415,7 @@ class Bisection:
             return None
         # The endpoints do not show the hunted kind (the same, or the other kind): scan inside.
         self._note_opposing(good, bad, c, "endpoints")
-        shown = "the same" if c.verdict is Verdict.SAME else f"an overall {c.kind.value} of {c.rel_change:+.3%}"
+        shown = "the same" if c.verdict is Verdict.SAME else f"an overall {c.kind.value} of {change_text(c.rel_change)}"
         s.notes.append(f"good and bad show {shown}: scanning the range for a {s.hunted}")
         s.queue, s.phase = [[good, bad]], "scan"
         return None
@@ -457,7 +457,7 @@ class Bisection:
         if hunted:  # the earliest half that moved the hunted way: the ordinary search from here
             x, y, c = hunted[0]
             for other in hunted[1:]:
-                s.notes.append(f"another {s.hunted} ({other[2].rel_change:+.3%}) between commits {other[0]} and "
+                s.notes.append(f"another {s.hunted} ({change_text(other[2].rel_change)}) between commits {other[0]} and "
                                f"{other[1]} was not searched")
             for (hx, hy), hc in zip(halves, cs):
                 self._note_opposing(hx, hy, hc, "scan")
@@ -471,7 +471,7 @@ class Bisection:
                 if mid is not None:
                     deeper.append([x, y])  # may hide the hunted kind behind a bigger opposite move
             elif c.verdict is Verdict.UNKNOWN:
-                s.notes.append(f"scan: commits {x}..{y} undecided at {p.max_reps} repetitions ({c.rel_change:+.3%}); "
+                s.notes.append(f"scan: commits {x}..{y} undecided at {p.max_reps} repetitions ({change_text(c.rel_change)}); "
                                "not looked into")
         s.queue = deeper + s.queue
         return None
@@ -503,8 +503,8 @@ class Bisection:
             pairs = [(i, False) for i in (s.lo, mid, s.hi)]
             more = self._more(pairs)
             if more:
-                return Measure(more, f"commit {mid}: undecided ({r_lo.verdict.value} {r_lo.rel_change:+.2%} / "
-                                     f"{r_hi.verdict.value} {r_hi.rel_change:+.2%})")
+                return Measure(more, f"commit {mid}: undecided ({r_lo.verdict.value} {change_text(r_lo.rel_change, 2)} / "
+                                     f"{r_hi.verdict.value} {change_text(r_hi.rel_change, 2)})")
             side = "hi" if self._towards(r_lo, target) >= self._towards(r_hi, target) else "lo"
             why = "at the repetition cap: the larger move decides"
             s.notes.append(f"commit {mid}: {why}")
@@ -534,13 +534,13 @@ class Bisection:
                 return Measure(more, f"confirm undecided (p = {c.p_value:.3g})", fresh=fresh)
         if not confirmed:
             status: Status = "unconfirmed"
-            msg = f"commit {culprit} did not differ from its parent again ({c.verdict.value}, {c.rel_change:+.3%})"
+            msg = f"commit {culprit} did not differ from its parent again ({c.verdict.value}, {change_text(c.rel_change)})"
         elif skipped:
             status = "ambiguous"
             msg = f"the first {target.value} is commit {culprit} or one of the unbuildable {list(skipped)}"
         else:
             status = "culprit"
-            msg = f"commit {culprit}: {target.value} {c.rel_change:+.3%}"
+            msg = f"commit {culprit}: {target.value} {change_text(c.rel_change)}"
         found = Outcome(status, msg, parent, culprit, skipped, target, None, c)
         if s.stage == "hunt":
             self._hunt_done(found)
@@ -573,7 +573,7 @@ class Bisection:
         rel = (move["change_pct"] or 0.0) / 100.0
         s.stage, s.lo, s.hi, s.kind, s.phase = "opposing", move["good"], move["bad"], move["kind"], "search"
         s.min_effect = p.min_effect if p.min_effect is not None else max(MIN_EFFECT_FLOOR, STEP_SHARE * abs(rel))
-        s.notes.append(f"isolating the {move['kind']} ({rel:+.3%}) seen between commits {move['good']} and {move['bad']}")
+        s.notes.append(f"isolating the {move['kind']} ({_pct_text(move)}) seen between commits {move['good']} and {move['bad']}")
 
     def _isolated(self, found: Outcome, c: Comparison) -> None:
         s = self.state
@@ -594,7 +594,8 @@ class Bisection:
         for m in s.opposing:
             m = {**m, "isolated": m.get("status") == "culprit" or self._explained(m),
                  "dismissed": m.get("status") == "unconfirmed"}
-            what = f"{_a(m['kind'])} of {m['change_pct']:+.3f} % between commits {m['good']} and {m['bad']}"
+            size = f"of {m['change_pct']:+.3f} %" if m["change_pct"] is not None else "from zero"
+            what = f"{_a(m['kind'])} {size} between commits {m['good']} and {m['bad']}"
             if m.get("status") == "culprit":
                 notes.append(f"also {what}: isolated at commit {m['culprit']}")
             elif m["isolated"]:
@@ -637,6 +638,17 @@ def _step(phase: str, lo: int, hi: int, mid: int | None, r_lo: Comparison, r_hi:
 
     return {"phase": phase, "lo": lo, "hi": hi, "mid": mid, "lo_mid": brief(r_lo), "mid_hi": brief(r_hi), "why": why,
             "stage": stage}
+
+
+def change_text(rel: float | None, places: int = 3) -> str:
+    """A relative change for people: ``+1.600%``, or ``from zero`` when the old value was 0 (the
+    ratio is infinite; ``rel`` None is how the JSON documents carry it)."""
+    return f"{rel:+.{places}%}" if rel is not None and math.isfinite(rel) else "from zero"
+
+
+def _pct_text(move: Mapping) -> str:
+    """A move's ``change_pct`` (None: from zero) for people."""
+    return change_text(None if move["change_pct"] is None else move["change_pct"] / 100.0)
 
 
 def _num(x: float) -> float | None:

@@ -26,12 +26,8 @@ def patterns(tmp_path_factory) -> Path:
     return exe
 
 
-def run(tool_lib: Path, exe: Path, tmp_path: Path, window: str, *extra: str):
-    out = tmp_path / f"{window}.out"
-    subprocess.run(["valgrind", "-q", "--tool=memhazard", f"--window-fn={window}", f"--out-file={out}",
-                    "--vex-iropt-register-updates=allregs-at-mem-access", "--read-inline-info=yes", *extra, str(exe)],
-                   check=True, env={**os.environ, "VALGRIND_LIB": str(tool_lib)}, timeout=120)
-    report = parse_report(out.read_text())
+def run(run_window, exe: Path, tmp_path: Path, window: str, *extra: str):
+    report = run_window(exe, tmp_path, window, *extra)
     assert report.windows == CALLS and report.window_fn == window
     return report
 
@@ -43,48 +39,48 @@ def per_call(report) -> dict[str, float]:
 NO_SHARING = {"line_transfers": 0, "read_transfers": 0}  # one thread: no line can move
 
 
-def test_same_size_store_then_load_is_forwarded(tool_lib, patterns, tmp_path):
-    c = per_call(run(tool_lib, patterns, tmp_path, "same_size"))
+def test_same_size_store_then_load_is_forwarded(run_window, patterns, tmp_path):
+    c = per_call(run(run_window, patterns, tmp_path, "same_size"))
     assert c == {"sf_blocked": 0, "sf_forwarded": 1, "split_loads": 0, "split_stores": 0, "alias_4k": 0, **NO_SHARING}
 
 
-def test_narrow_stores_then_a_wide_load_block_once_per_call(tool_lib, patterns, tmp_path):
-    report = run(tool_lib, patterns, tmp_path, "narrow_then_wide")
+def test_narrow_stores_then_a_wide_load_block_once_per_call(run_window, patterns, tmp_path):
+    report = run(run_window, patterns, tmp_path, "narrow_then_wide")
     assert per_call(report) == {"sf_blocked": 1, "sf_forwarded": 0, "split_loads": 0, "split_stores": 0, "alias_4k": 0,
                                 **NO_SHARING}
     (site,) = report.top_sites("sf_blocked", 5)
     assert site.function == "narrow_then_wide" and site.where.startswith("patterns.c:") and site.count == CALLS
 
 
-def test_a_load_and_a_store_across_a_line_are_split(tool_lib, patterns, tmp_path):
-    c = per_call(run(tool_lib, patterns, tmp_path, "line_split"))
+def test_a_load_and_a_store_across_a_line_are_split(run_window, patterns, tmp_path):
+    c = per_call(run(run_window, patterns, tmp_path, "line_split"))
     assert (c["split_loads"], c["split_stores"], c["sf_blocked"]) == (1, 1, 0)
 
 
-def test_a_load_4k_away_from_a_store_in_flight_aliases(tool_lib, patterns, tmp_path):
-    c = per_call(run(tool_lib, patterns, tmp_path, "alias_4k"))
+def test_a_load_4k_away_from_a_store_in_flight_aliases(run_window, patterns, tmp_path):
+    c = per_call(run(run_window, patterns, tmp_path, "alias_4k"))
     assert (c["alias_4k"], c["sf_blocked"], c["sf_forwarded"]) == (1, 0, 0)
 
 
 @pytest.mark.parametrize("family, blocked", [("intel-icx", 1), ("intel-spr", 1), ("amd-zen4", 0)])
-def test_the_forwarding_rules_follow_the_family(tool_lib, patterns, tmp_path, family, blocked):
-    report = run(tool_lib, patterns, tmp_path, "vector_then_straddling", f"--family={family}")
+def test_the_forwarding_rules_follow_the_family(run_window, patterns, tmp_path, family, blocked):
+    report = run(run_window, patterns, tmp_path, "vector_then_straddling", f"--family={family}")
     assert report.family == family
     assert (report.counts["sf_blocked"], report.counts["sf_forwarded"]) == (blocked * CALLS, (1 - blocked) * CALLS)
 
 
-def test_a_store_leaves_the_buffer_after_n_younger_stores_or_rob_instructions(tool_lib, patterns, tmp_path):
+def test_a_store_leaves_the_buffer_after_n_younger_stores_or_rob_instructions(run_window, patterns, tmp_path):
     # evicted: the load's store has three younger stores behind it (and is 4 instructions back)
-    assert run(tool_lib, patterns, tmp_path, "evicted").counts["sf_forwarded"] == CALLS
-    assert run(tool_lib, patterns, tmp_path, "evicted", "--store-buffer=4").counts["sf_forwarded"] == CALLS
+    assert run(run_window, patterns, tmp_path, "evicted").counts["sf_forwarded"] == CALLS
+    assert run(run_window, patterns, tmp_path, "evicted", "--store-buffer=4").counts["sf_forwarded"] == CALLS
     for small in ("--store-buffer=3", "--rob=3"):
-        gone = run(tool_lib, patterns, tmp_path, "evicted", small).counts
+        gone = run(run_window, patterns, tmp_path, "evicted", small).counts
         assert gone["sf_forwarded"] == 0 and gone["sf_blocked"] == 0, small  # committed: read from the cache
 
 
-def test_counts_are_identical_run_to_run(tool_lib, patterns, tmp_path):
-    a = run(tool_lib, patterns, tmp_path, "narrow_then_wide")
-    b = run(tool_lib, patterns, tmp_path, "narrow_then_wide")
+def test_counts_are_identical_run_to_run(run_window, patterns, tmp_path):
+    a = run(run_window, patterns, tmp_path, "narrow_then_wide")
+    b = run(run_window, patterns, tmp_path, "narrow_then_wide")
     assert (a.instructions, a.loads, a.stores, a.counts) == (b.instructions, b.loads, b.stores, b.counts)
 
 
@@ -126,8 +122,9 @@ def test_family_follows_cpuid_and_falls_back_to_the_default():
 
 def test_report_parser_names_the_own_source_frame_and_rejects_garbage():
     text = "\n".join([
-        "memhazard 2", "family intel-icx", "store_buffer 72", "rob 352", "window_fn fwd_burst", "windows 2",
-        "instructions 100", "loads 10", "stores 5", "drains 0", "sf_blocked 3", "sf_forwarded 1", "split_loads 0",
+        "memhazard 3", "family intel-icx", "store_buffer 72", "rob 352", "window_fn fwd_burst", "windows 2",
+        "instructions 100", "loads 10", "stores 5", "drains 2", "mfence 1", "lfence 3", "sfence 0", "rdtscp 0",
+        "serializing 0", "locked 1", "sf_blocked 3", "sf_forwarded 1", "split_loads 0",
         "split_stores 0", "alias_4k 2", "line_transfers 4", "read_transfers 1", "forwarding_threads 2",
         "lines_tracked 10", "untracked_lines 0", "untracked_thread_accesses 0", "logged_accesses 99", "late_accesses 0",
         "site sf_blocked 3 | 0x10C23C: _mm_blend_epi16 (/usr/lib/gcc/x86_64-linux-gnu/12/include/smmintrin.h:168)"
@@ -139,10 +136,11 @@ def test_report_parser_names_the_own_source_frame_and_rejects_garbage():
     assert [s.label for s in r.sites] == ["mac_rewrite@fwd.c:110", "???@librte_net_ring.so.23.0", "fwd_burst@fwd.c:201"]
     assert r.counts["sf_blocked"] == 3 and (r.counts["line_transfers"], r.counts["read_transfers"]) == (4, 1)
     assert r.sharing["forwarding_threads"] == 2 and r.top_sites("line_transfers", 1)[0].count == 4
+    assert r.fences == {"mfence": 1, "lfence": 3, "sfence": 0, "rdtscp": 0, "serializing": 0, "locked": 1, "drains": 2}
     with pytest.raises(ValueError, match="not a memhazard output"):
         parse_report("callgrind 1\n")
     with pytest.raises(ValueError, match="another version.*rebuild"):
-        parse_report(text.replace("memhazard 2", "memhazard 1"))
+        parse_report(text.replace("memhazard 3", "memhazard 2"))
     with pytest.raises(ValueError, match="lacks 'line_transfers'"):
         parse_report(text.replace("line_transfers 4\n", ""))
     with pytest.raises(ValueError, match="lacks 'windows'"):

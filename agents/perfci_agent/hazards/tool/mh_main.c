@@ -34,9 +34,10 @@
  *
  * The store buffer holds the last N stores (N per family). A store also leaves
  * it once more than ROB instructions have executed after it: by then it has
- * retired and, with the few stores a forwarding loop makes, committed. Fences
- * and locked instructions drain it, and so does leaving the window (the code
- * between two windows runs hundreds of instructions). Each thread has a store
+ * retired and, with the few stores a forwarding loop makes, committed. Leaving
+ * the window drains it too (the code between two windows runs hundreds of
+ * instructions). Fences drain it only where the manuals say the stores before
+ * them must have committed (see "Fences" below). Each thread has a store
  * buffer and an instruction clock of its own, as each lcore is a core of its
  * own: one thread's hazards do not depend on when valgrind ran the others.
  */
@@ -233,6 +234,73 @@ drain(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* Fences                                                              */
+/* ------------------------------------------------------------------ */
+
+/*
+ * VEX turns MFENCE, LFENCE, SFENCE, CPUID and RDTSCP alike into one
+ * Imbe_Fence (guest_amd64_toIR.c), so the tool tells them apart by the
+ * instruction's bytes. What each does to the store buffer:
+ *
+ *  - MFENCE: every load and store before it is globally visible before any
+ *    after it (Intel SDM vol. 2, MFENCE; AMD APM vol. 3, MFENCE): drains.
+ *  - CPUID (and any other serializing instruction): "all modifications to
+ *    flags, registers, and memory by previous instructions are completed and
+ *    all buffered writes are drained to memory" (Intel SDM vol. 3A,
+ *    "Serializing Instructions"): drains. An Imbe_Fence of bytes the tool
+ *    does not recognise is taken as one.
+ *  - LFENCE: waits for earlier instructions to complete locally, but "an
+ *    LFENCE that follows an instruction that stores to memory might complete
+ *    before the data being stored have become globally visible" (Intel SDM
+ *    vol. 2, LFENCE): the store stays in the buffer, a later load still finds
+ *    it. DPDK's rte_rmb() on x86.
+ *  - SFENCE: orders stores against stores only (Intel SDM vol. 2, SFENCE;
+ *    vol. 3A, "Memory Ordering in P6 and More Recent Processor Families":
+ *    loads may be reordered with older stores, and SFENCE does not order
+ *    loads): the store stays. DPDK's rte_wmb() on x86.
+ *  - RDTSCP: waits for earlier instructions and loads, "but it does not wait
+ *    for previous stores to be globally visible" (Intel SDM vol. 2, RDTSCP):
+ *    the store stays.
+ *  - A locked instruction (LOCK prefix, or XCHG with memory: an IRCAS in
+ *    VEX's IR) is a full barrier (Intel SDM vol. 3A, same section: "locked
+ *    instructions have a total order", "loads and stores are not reordered
+ *    with locked instructions"; AMD APM vol. 2, "Memory Ordering", the same
+ *    for locked instructions): the buffer drains before its load, and its own
+ *    store commits with it.
+ */
+enum mh_fence { MH_MFENCE, MH_LFENCE, MH_SFENCE, MH_RDTSCP, MH_SERIALIZING, MH_LOCKED, MH_FENCE_KINDS };
+static const HChar *const fence_names[MH_FENCE_KINDS] = { "mfence", "lfence", "sfence", "rdtscp", "serializing", "locked" };
+static const Bool fence_drains[MH_FENCE_KINDS] = { True, False, False, False, True, True };
+static ULong fences[MH_FENCE_KINDS];
+
+/* The fence kind of the instruction at a (len bytes) that VEX gave an Imbe_Fence: the encodings
+ * end in 0F AE /5 /6 /7 with a register ModRM (LFENCE, MFENCE, SFENCE), 0F 01 F9 (RDTSCP). */
+static enum mh_fence
+fence_kind(Addr a, UInt len)
+{
+	const UChar *code = (const UChar *)a;
+
+	if (len >= 3 && code[len - 3] == 0x0F && code[len - 2] == 0xAE && (code[len - 1] >> 6) == 3) {
+		switch ((code[len - 1] >> 3) & 7) {
+		case 5: return MH_LFENCE;
+		case 6: return MH_MFENCE;
+		case 7: return MH_SFENCE;
+		}
+	}
+	if (len >= 3 && code[len - 3] == 0x0F && code[len - 2] == 0x01 && code[len - 1] == 0xF9)
+		return MH_RDTSCP;
+	return MH_SERIALIZING;
+}
+
+static void
+on_fence(UWord kind)
+{
+	fences[kind]++;
+	if (fence_drains[kind])
+		drain();
+}
+
+/* ------------------------------------------------------------------ */
 /* The model (called from instrumented code, only inside the window)   */
 /* ------------------------------------------------------------------ */
 
@@ -300,7 +368,7 @@ on_load(Addr addr, UWord size, Addr iaddr, UWord pending, Bool rmw)
 }
 
 static void
-on_store(Addr addr, UWord size, Addr iaddr, UWord pending)
+on_store(Addr addr, UWord size, Addr iaddr, UWord pending, Bool locked)
 {
 	struct mh_store_buffer *sb = &me()->sb;
 
@@ -308,6 +376,8 @@ on_store(Addr addr, UWord size, Addr iaddr, UWord pending)
 	if (crosses_line(addr, size))
 		count_site(iaddr, MH_SPLIT_STORE);
 	share_access(addr, size, iaddr, True, True, pending);
+	if (locked)
+		return; /* commits as part of the locked instruction: never in the buffer */
 	sb->entry[sb->head] = (struct mh_access){ addr, size, own_clock(pending) };
 	sb->head = (sb->head + 1) % MH_MAX_STORE_BUFFER;
 	if (sb->used < sb_size)
@@ -318,12 +388,13 @@ on_store(Addr addr, UWord size, Addr iaddr, UWord pending)
  * The instrumented code passes one word of flags with each access:
  * bit 0 its guard (1 unless a guarded load or store does not happen), bit 1
  * a load that a store of the same instruction to the same address follows (a
- * read-modify-write), bits 2.. the instructions of its superblock not yet
- * added to window_instrs.
+ * read-modify-write), bit 2 the store of a locked instruction (see "Fences"),
+ * bits 3.. the instructions of its superblock not yet added to window_instrs.
  */
 #define MH_F_GUARD 1u
 #define MH_F_RMW 2u
-#define MH_F_PENDING_SHIFT 2
+#define MH_F_LOCKED 4u
+#define MH_F_PENDING_SHIFT 3
 
 static void
 on_load_w(Addr addr, UWord size, Addr iaddr, UWord flags)
@@ -336,7 +407,7 @@ static void
 on_store_w(Addr addr, UWord size, Addr iaddr, UWord flags)
 {
 	if (flags & MH_F_GUARD)
-		on_store(addr, size, iaddr, flags >> MH_F_PENDING_SHIFT);
+		on_store(addr, size, iaddr, flags >> MH_F_PENDING_SHIFT, (flags & MH_F_LOCKED) != 0);
 }
 
 /* An access outside this thread's window: it changes who holds the line, counts nothing. */
@@ -361,12 +432,6 @@ on_touch_w(Addr addr, UWord size, UWord store, UWord flags)
 {
 	if (flags & MH_F_GUARD)
 		share_access(addr, size, 0, store != 0, False, 0); /* code outside the window takes no time */
-}
-
-static void
-on_fence(void)
-{
-	drain();
 }
 
 /* ------------------------------------------------------------------ */
@@ -829,12 +894,12 @@ outside_guard(struct mh_sb *b)
 /*
  * One load or store: the model inside the window (on_load_w/on_store_w), who
  * holds the line outside it (on_touch_w). guard: NULL, or the access's own
- * guard (a guarded load or store).
+ * guard (a guarded load or store); how: MH_F_RMW, MH_F_LOCKED or 0.
  */
 static void
-instrument_access(struct mh_sb *b, Bool store, IRExpr *addr, Int size, Addr iaddr, IRExpr *guard, Bool rmw)
+instrument_access(struct mh_sb *b, Bool store, IRExpr *addr, Int size, Addr iaddr, IRExpr *guard, UWord how)
 {
-	ULong fixed = ((ULong)b->pending << MH_F_PENDING_SHIFT) | (rmw ? MH_F_RMW : 0);
+	ULong fixed = ((ULong)b->pending << MH_F_PENDING_SHIFT) | how;
 	IRExpr *flags;
 
 	if (guard == NULL) {
@@ -877,6 +942,37 @@ stored_by_same_instruction(const IRSB *in, Int i, const IRExpr *addr)
 	return False;
 }
 
+/* Was addr loaded by a statement of the same guest instruction before i? (x86 locked
+ * read-modify-writes load, then compare-and-swap: one load, not two.) */
+static Bool
+loaded_earlier_by_same_instruction(const IRSB *in, Int i, const IRExpr *addr)
+{
+	for (i--; i >= 0 && in->stmts[i]->tag != Ist_IMark; i--) {
+		const IRStmt *st = in->stmts[i];
+
+		if (st->tag == Ist_WrTmp && st->Ist.WrTmp.data->tag == Iex_Load && same_atom(st->Ist.WrTmp.data->Iex.Load.addr, addr))
+			return True;
+	}
+	return False;
+}
+
+/* Is the guest instruction starting at statement i (its IMark) locked? VEX gives x86 locked
+ * instructions (LOCK prefix, XCHG with memory) an IRCAS and nothing else does. */
+static Bool
+is_locked_instruction(const IRSB *in, Int i)
+{
+	for (i++; i < in->stmts_used && in->stmts[i]->tag != Ist_IMark; i++)
+		if (in->stmts[i]->tag == Ist_CAS)
+			return True;
+	return False;
+}
+
+static void
+instrument_fence(struct mh_sb *b, enum mh_fence kind)
+{
+	call(b, "on_fence", (void *)on_fence, 0, mkIRExprVec_1(mkIRExpr_HWord(kind)), collecting_guard(b));
+}
+
 static Bool
 is_window_entry(Addr a)
 {
@@ -891,6 +987,7 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 {
 	struct mh_sb b = { deepCopyIRSBExceptStmts(in), layout->offset_SP, 0 };
 	Addr iaddr = 0;
+	UInt ilen = 0;
 	Int i = 0;
 
 	(void)closure;
@@ -909,25 +1006,28 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 		switch (st->tag) {
 		case Ist_IMark:
 			iaddr = st->Ist.IMark.addr;
+			ilen = st->Ist.IMark.len;
 			if (is_window_entry(iaddr)) {
 				flush_instrs(&b);
 				call(&b, "on_window_entry", (void *)on_window_entry, 0, mkIRExprVec_1(stack_pointer(&b)), NULL);
 			}
 			b.pending++;
 			addStmtToIRSB(b.out, st);
+			if (is_locked_instruction(in, i))
+				instrument_fence(&b, MH_LOCKED); /* the older stores commit before its load */
 			break;
 		case Ist_WrTmp:
 			if (st->Ist.WrTmp.data->tag == Iex_Load) {
 				IRExpr *ld = st->Ist.WrTmp.data;
 
 				instrument_access(&b, False, ld->Iex.Load.addr, sizeofIRType(ld->Iex.Load.ty), iaddr, NULL,
-						  stored_by_same_instruction(in, i, ld->Iex.Load.addr));
+						  stored_by_same_instruction(in, i, ld->Iex.Load.addr) ? MH_F_RMW : 0);
 			}
 			addStmtToIRSB(b.out, st);
 			break;
 		case Ist_Store:
 			instrument_access(&b, True, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(in->tyenv, st->Ist.Store.data)), iaddr, NULL,
-					  False);
+					  0);
 			addStmtToIRSB(b.out, st);
 			break;
 		case Ist_LoadG: {
@@ -935,14 +1035,14 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 			IRType ty = Ity_INVALID, wide = Ity_INVALID;
 
 			typeOfIRLoadGOp(lg->cvt, &wide, &ty);
-			instrument_access(&b, False, lg->addr, sizeofIRType(ty), iaddr, lg->guard, False);
+			instrument_access(&b, False, lg->addr, sizeofIRType(ty), iaddr, lg->guard, 0);
 			addStmtToIRSB(b.out, st);
 			break;
 		}
 		case Ist_StoreG: {
 			IRStoreG *sg = st->Ist.StoreG.details;
 
-			instrument_access(&b, True, sg->addr, sizeofIRType(typeOfIRExpr(in->tyenv, sg->data)), iaddr, sg->guard, False);
+			instrument_access(&b, True, sg->addr, sizeofIRType(typeOfIRExpr(in->tyenv, sg->data)), iaddr, sg->guard, 0);
 			addStmtToIRSB(b.out, st);
 			break;
 		}
@@ -950,20 +1050,21 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 			IRDirty *d = st->Ist.Dirty.details;
 
 			if (d->mFx == Ifx_Read || d->mFx == Ifx_Modify)
-				instrument_access(&b, False, d->mAddr, d->mSize, iaddr, NULL, d->mFx == Ifx_Modify);
+				instrument_access(&b, False, d->mAddr, d->mSize, iaddr, NULL, d->mFx == Ifx_Modify ? MH_F_RMW : 0);
 			if (d->mFx == Ifx_Write || d->mFx == Ifx_Modify)
-				instrument_access(&b, True, d->mAddr, d->mSize, iaddr, NULL, False);
+				instrument_access(&b, True, d->mAddr, d->mSize, iaddr, NULL, 0);
 			addStmtToIRSB(b.out, st);
 			break;
 		}
 		case Ist_CAS: {
-			/* A locked read-modify-write: a load, a store, and a full barrier. */
+			/* A locked read-modify-write (the buffer drained at its IMark): a load unless the
+			 * instruction loaded the address already, and a store that commits with it. */
 			IRCAS *cas = st->Ist.CAS.details;
 			Int size = sizeofIRType(typeOfIRExpr(in->tyenv, cas->dataLo)) * (cas->dataHi ? 2 : 1);
 
-			instrument_access(&b, False, cas->addr, size, iaddr, NULL, True);
-			instrument_access(&b, True, cas->addr, size, iaddr, NULL, False);
-			call(&b, "on_fence", (void *)on_fence, 0, mkIRExprVec_0(), collecting_guard(&b));
+			if (!loaded_earlier_by_same_instruction(in, i, cas->addr))
+				instrument_access(&b, False, cas->addr, size, iaddr, NULL, MH_F_RMW);
+			instrument_access(&b, True, cas->addr, size, iaddr, NULL, MH_F_LOCKED);
 			addStmtToIRSB(b.out, st);
 			break;
 		}
@@ -971,12 +1072,12 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 			instrument_access(&b, st->Ist.LLSC.storedata != NULL, st->Ist.LLSC.addr,
 			       sizeofIRType(st->Ist.LLSC.storedata ? typeOfIRExpr(in->tyenv, st->Ist.LLSC.storedata)
 								   : typeOfIRTemp(in->tyenv, st->Ist.LLSC.result)),
-			       iaddr, NULL, False);
+			       iaddr, NULL, 0); /* not on amd64 (VEX gives x86 locked instructions an IRCAS) */
 			addStmtToIRSB(b.out, st);
 			break;
 		case Ist_MBE:
 			if (st->Ist.MBE.event == Imbe_Fence)
-				call(&b, "on_fence", (void *)on_fence, 0, mkIRExprVec_0(), collecting_guard(&b));
+				instrument_fence(&b, fence_kind(iaddr, ilen));
 			addStmtToIRSB(b.out, st);
 			break;
 		case Ist_Exit:
@@ -1025,10 +1126,12 @@ mh_fini(Int exitcode)
 		return;
 	}
 	fd = sr_Res(res);
-	out_printf(fd, "memhazard 2\n");
+	out_printf(fd, "memhazard 3\n");
 	out_printf(fd, "family %s\nstore_buffer %u\nrob %u\nwindow_fn %s\n", family->name, sb_size, rob_size, clo_window_fn);
 	out_printf(fd, "windows %llu\ninstructions %llu\nloads %llu\nstores %llu\ndrains %llu\n", windows, window_instrs,
 		   loads, stores, drains);
+	for (k = 0; k < MH_FENCE_KINDS; k++)
+		out_printf(fd, "%s %llu\n", fence_names[k], fences[k]);
 	for (k = 0; k < MH_KINDS; k++)
 		out_printf(fd, "%s %llu\n", kind_names[k], totals[k]);
 	out_printf(fd, "forwarding_threads %u\nlines_tracked %u\nuntracked_lines %llu\nuntracked_thread_accesses %llu\n"
