@@ -84,6 +84,7 @@ class World:
                 doc = document(side["commit"], self.config, sim_values(81.72, sf_blocks_pp=1.0 if stalled else 0.0),
                                self.agent["fingerprint"], MACHINE)
                 for sample in doc["samples"]:
+                    sample["raw"]["sim.hz_family.intel-spr"] = 1.0  # the store-buffer model the agent was set to
                     if stalled:  # where memhazard saw them
                         sample["raw"][SITE] = sample["raw"].pop("sim.site.sf_blocks.ttl_decrement@fwd.c:104")
                 upload = self.client.put(f"/api/v1/agent/jobs/{side['job_id']}/attempts/{side['attempt']}/result",
@@ -138,6 +139,7 @@ def test_a_branch_inherits_its_base_and_a_regression_on_it_fails_there_only(worl
     alerts = world.client.get("/api/v1/alerts").json()["items"]
     assert [(a["branch"], a["first_bad"]["sha"]) for a in alerts] == [("feature", bad)]
     assert "mac_rewrite" in alerts[0]["summary"]
+    assert {a["sim_family"] for a in alerts[0]["alerts"]} == {"intel-spr"}  # a local bisect measures on the same model
     # main's commits stay as they were: the first has no baseline, the others are clean.
     assert world.statuses(main[0])["perfci/dut-01"]["state"] == "error"
     assert {world.statuses(s)["perfci/dut-01"]["state"] for s in main[1:]} == {"success"}

@@ -30,6 +30,8 @@ class AlertRead(BaseModel):
     p_value: float | None
     last_good_sha: str | None
     first_bad_sha: str
+    sim_family: str | None = Field(None, description="sim: the store-buffer model the alerted results were measured with "
+                                                      "(a local bisect measures on the same one); null on other backends")
 
     @field_validator("change_pct", "p_value", mode="before")
     @classmethod

@@ -90,7 +90,8 @@ DETECT_TASK = "perfci.alerts.detect_pending"
 REDETECT_TASK = "perfci.alerts.redetect"
 DETECTION = DetectionSettings(unknown_metric="report")
 STALE_MARGIN = 20  # measured commits after a truncated window's start before an absence counts
-PENDING_BATCH = 1000  # runs one detection task takes at most (keeps it well inside its time limit)
+PENDING_BATCH = 1000
+SIM_FAMILY_KEY = "sim.hz_family."  # the raw key a sim sample records its store-buffer model under  # runs one detection task takes at most (keeps it well inside its time limit)
 
 
 def schedule_detection(session: Session, machine_id: int) -> None:
@@ -641,7 +642,9 @@ def read_groups(session: Session, groups: list[AlertGroup]) -> list[AlertGroupRe
     commit_ids = [c for g in groups for c in (g.last_good_commit_id, g.first_bad_commit_id)]
     commit_ids += [c for a in alerts for c in (a.last_good_commit_id, a.first_bad_commit_id)]
     commits = alert_sql.commits_by_id(session, commit_ids)
-    positions = alert_sql.branch_positions(session, [(g.branch_id, c) for g in groups for c in (g.last_good_commit_id, g.first_bad_commit_id)])
+    branch_of = {g.id: g.branch_id for g in groups}
+    positions = alert_sql.branch_positions(session, [(g.branch_id, c) for g in groups for c in (g.last_good_commit_id, g.first_bad_commit_id)]
+                                           + [(branch_of[a.group_id], a.first_bad_commit_id) for a in alerts])
     repos = alert_sql.names(session, Repository, [g.repository_id for g in groups])
     branches = alert_sql.names(session, Branch, [g.branch_id for g in groups])
     machines = alert_sql.names(session, Machine, [g.machine_id for g in groups])
@@ -653,6 +656,17 @@ def read_groups(session: Session, groups: list[AlertGroup]) -> list[AlertGroupRe
         c = commits[commit_id]
         return CommitRef(sha=c.sha, position=positions.get((group.branch_id, commit_id)), subject=_subject(c.message),
                          author=(f"{c.author_name} <{c.author_email}>" if c.author_email else c.author_name) if author else "")
+
+    families: dict[tuple[int, int, int, int], str | None] = {}
+
+    def family_of(group: AlertGroup, alert: Alert) -> str | None:
+        """The store-buffer model the first bad commit's sim sample recorded (its raw sim.hz_family.<name>)."""
+        position = positions.get((group.branch_id, alert.first_bad_commit_id))
+        key = (group.branch_id, group.machine_id, alert.config_id, alert.first_bad_commit_id)
+        if key not in families:
+            raw = alert_sql.sim_sample_raw(session, *key[:3], position) if position is not None else {}
+            families[key] = next((k.removeprefix(SIM_FAMILY_KEY) for k in raw if k.startswith(SIM_FAMILY_KEY)), None)
+        return families[key]
 
     out = []
     for g in groups:
@@ -671,6 +685,7 @@ def read_groups(session: Session, groups: list[AlertGroup]) -> list[AlertGroupRe
                 confidence=a.confidence, p_value=a.p_value,
                 last_good_sha=commits[a.last_good_commit_id].sha if a.last_good_commit_id else None,
                 first_bad_sha=commits[a.first_bad_commit_id].sha,
+                sim_family=family_of(g, a) if a.backend == "sim" else None,
             ) for a in members],
         ))
     return out
