@@ -240,7 +240,7 @@ def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair]) -> _R
         config_rows, same = _compare_pair(session, pr, pair, base, head, names.get(pair.config_id, str(pair.config_id)))
         rows += config_rows
         unchanged += same
-    rows.sort(key=lambda r: (r.verdict != "regression", r.verdict != "undecided", -abs(r.change_pct) if math.isfinite(r.change_pct) else -math.inf))
+    rows.sort(key=_lead_first)
     regressions = [r for r in rows if r.verdict == "regression" and _alerts_on(r.metric)]
     undecided = [r for r in rows if r.verdict == "undecided" and _alerts_on(r.metric)]
     if regressions:
@@ -251,6 +251,16 @@ def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair]) -> _R
     if undecided:
         return _Result(CommitState.NEUTRAL, f"undecided: {undecided[0].metric} needs more pairs (vs merge-base {base12})", rows, unchanged)
     return _Result(CommitState.SUCCESS, f"no regression against merge-base {base12}", rows, unchanged)
+
+
+_ORDER = {name: i for i, name in enumerate(catalogue.CATALOGUE)}
+
+
+def _lead_first(row: Row) -> tuple[bool, bool, float, int]:
+    """Regressions first, then undecided; the largest move first (a move from zero largest), then
+    the catalogue's order (a per-packet count before its per-1000-instructions rate)."""
+    size = abs(row.change_pct) if math.isfinite(row.change_pct) else math.inf
+    return row.verdict != "regression", row.verdict != "undecided", -size, _ORDER.get(row.metric, len(_ORDER))
 
 
 def _alerts_on(metric: str) -> bool:
