@@ -52,6 +52,11 @@ def run_migrations_online() -> None:
     engine = make_engine(_url())
     try:
         with engine.connect() as conn:
+            if conn.dialect.name == "sqlite":
+                # Batch mode copies a table and drops the old one; with foreign keys enforced (as the
+                # server runs SQLite) that drop would cascade to every row that references it.
+                conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+                conn.commit()  # end the transaction the statement began: the migrations open their own
             _configure(connection=conn)
             with context.begin_transaction():
                 context.run_migrations()

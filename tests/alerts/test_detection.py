@@ -233,11 +233,12 @@ def test_bad_input_is_refused_or_skipped_and_detection_still_answers(client, ses
     lab = Lab(client, session, sent_tasks, configs=(TSC,))
     agent = lab.agent("dut-01")
     [only] = lab.push(1)
-    # One point: nothing to compare with, no alert, but the commit is judged.
+    # One point: nothing to compare with, no alert; the gate says so rather than calling it clean.
     lab.measure(lambda i, _: {"cpp": [7.6, 7.7, 7.5, 7.6, 7.65]}, agent)
     [outcome] = lab.detect()
     assert outcome.found == 0 and lab.alerts() == []
-    assert client.get("/api/v1/alerts/check", params={"commit": only}).json()["exit_code"] == 0
+    gate = client.get("/api/v1/alerts/check", params={"commit": only}).json()
+    assert (gate["exit_code"], gate["state"]) == (2, "pending") and "no baseline yet" in gate["detail"]
     # An unknown metric never reaches the database: the upload says why (422).
     lab.push(1)
     claim = client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).json()

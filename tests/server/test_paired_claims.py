@@ -17,7 +17,7 @@ from perfci_server.celery_app import celery_app
 from perfci_server.jobs import repository as job_sql
 from perfci_server.models import Job, Run
 from perfci_server.settings import get_settings
-from server_support import GITHUB_COMMITS, create_config, create_repository, enroll, push_github, result_document
+from server_support import GITHUB_COMMITS, complete_pushes, create_config, create_repository, enroll, push_github, result_document
 
 
 def _pair_rounds(rounds: int) -> list[tuple[int, int]]:
@@ -68,6 +68,8 @@ def test_concurrent_claimers_lease_each_pair_whole_to_one_agent(committed_client
     create_config(client)
     agents = [enroll(client, f"agent-{i}") for i in range(6)]
     push_github(client)
+    with db.session_scope() as session:
+        complete_pushes(session, sent_tasks)
     pairs = _pair_rounds(4)
     claims: list[tuple[dict, int]] = []
     barrier, lock = threading.Barrier(len(agents)), threading.Lock()
@@ -102,6 +104,8 @@ def test_a_partner_that_is_not_queued_leaves_the_pick_to_be_measured_alone(commi
     create_config(client)
     agent = enroll(client)
     push_github(client)
+    with db.session_scope() as session:
+        complete_pushes(session, sent_tasks)
     [(a, b)] = _pair_rounds(1)
     with db.session_scope() as session:
         session.get(Job, b).state = "failed"  # e.g. its build failed in an earlier session

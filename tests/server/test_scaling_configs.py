@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from perfci_server.models import MetricValue, Run
-from server_support import ADMIN, create_config, create_repository, enroll, push_github, result_document
+from server_support import ADMIN, complete_pushes, create_config, create_repository, enroll, push_github, result_document
 
 pytestmark = pytest.mark.services
 
@@ -23,6 +23,7 @@ def scaling_job(client, session, sent_tasks):
     config = create_config(client, "self-64B-scaling", **SCALING)
     agent = enroll(client)
     push_github(client)
+    complete_pushes(session, sent_tasks)
     session.commit()
     claimed = client.post("/api/v1/agent/jobs/claim", headers=agent["headers"])
     assert claimed.status_code == 200, claimed.text
