@@ -63,6 +63,10 @@ class Settings(BaseSettings):
     # At most this many commits from one push (a new branch of a repository whose other branches
     # are not tracked yet would otherwise bring its whole history).
     push_max_commits: int = Field(100, ge=1, le=100_000)
+    # Clone URLs are http(s), ssh or scp-like; file:// and local paths would let any API token
+    # mirror (and read the commit messages of) a repository on the server's own disk: only the demo
+    # and tests, which serve their repositories from a directory, turn this on.
+    allow_local_clone_urls: bool = False
     # SSH clone URLs: the deploy key to fetch with (https URLs on the forge's host use
     # github_token / gitlab_token below).
     mirror_ssh_key_file: Path | None = None

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from perfci_server.models import Branch, BranchCommit, Commit, Job, Push
 from perfci_server.repos import tasks as repo_tasks
+from perfci_server.settings import get_settings
 from server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
 
 pytestmark = pytest.mark.services
@@ -82,6 +83,13 @@ def gitlab_push(forge: Forge, before: str, after: str, pushed: list[str]) -> dic
     listed = [forge.forge_commit(sha) for sha in pushed[-FORGE_LISTS:]]
     payload.update(before=before, after=after, checkout_sha=after, commits=listed, total_commits_count=len(pushed))
     return payload
+
+
+@pytest.fixture(autouse=True)
+def _local_clone_urls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forge here is a directory: file:// clone URLs, which the server takes only when told to."""
+    monkeypatch.setenv("PERFCI_ALLOW_LOCAL_CLONE_URLS", "true")
+    get_settings.cache_clear()
 
 
 def register(client: TestClient, name: str, forge: str, clone_url: str) -> dict[str, Any]:
