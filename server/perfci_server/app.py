@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from . import errors
+from . import errors, readiness
 from .alerts.router import router as alerts_router
 from .agents.router import admin_router as agents_admin_router
 from .agents.router import agent_router as agents_agent_router
@@ -58,9 +58,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         api.include_router(router)
 
-    @api.get("/health", tags=["health"])
-    def health() -> dict[str, str]:
+    @api.get("/health", tags=["health"], summary="Liveness: the process answers (no dependency checked)")
+    async def health() -> dict[str, str]:
         return {"status": "ok", "env": settings.env}
+
+    @api.get(
+        "/ready",
+        tags=["health"],
+        summary="Readiness: the database and, where configured, the broker answer",
+        responses={503: {"model": errors.ErrorResponse, "description": "A dependency is down; details say which"}},
+    )
+    def ready() -> Any:
+        checks = readiness.check(get_settings())
+        if all(state == "ok" for state in checks.values()):
+            return {"status": "ready", "checks": checks}
+        down = ", ".join(name for name, state in checks.items() if state != "ok")
+        return errors.render(503, "not_ready", f"not ready: {down} unavailable", checks)
 
     app.include_router(api)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
