@@ -17,6 +17,7 @@ value, so an upload that carried it is flagged, not silently cleaned).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -39,6 +40,15 @@ Count32 = Annotated[int, Field(ge=0, le=INTEGER_MAX)]
 Int64 = Annotated[int, Field(ge=-BIGINT_MAX - 1, le=BIGINT_MAX)]
 # A machine description's values (cpu model, cores, memory bytes, ...).
 MachineValue = str | Int64 | float | bool | None
+# Host state, not identity: what tuning changes on the same machine (the agent role reserves
+# hugepages on a fresh host; the governor is set per boot). Every run records it (its machine and
+# tuning), so two results that differ only here are still comparable.
+HOST_STATE_KEYS = frozenset({"governor", "hugepages_total", "hugepage_size_kb"})
+
+
+def same_identity(machine: Mapping[str, object], other: Mapping[str, object]) -> bool:
+    """Whether two machine descriptions name the same machine (they may differ in host state)."""
+    return all(machine.get(key) == other.get(key) for key in (machine.keys() | other.keys()) - HOST_STATE_KEYS)
 
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=128)]
