@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qsl
 
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .bounded import REFUSED_IN_TEXT, REFUSED_TEXT_MESSAGE, refused_text_at
@@ -79,8 +80,8 @@ def _refused_in_json(body: bytes) -> tuple[str, ...] | None:
 
 
 async def _read_head(receive: Receive, limit: int) -> tuple[bytes, Message | None]:
-    """The body's first ``limit``-odd bytes, and the message that stopped the reading early (one
-    past the limit, or a disconnect) or None when the body ended."""
+    """The body, or its first chunks once they pass ``limit`` bytes, and what stopped the reading
+    early (a marker that more body follows, or a disconnect), None when the body ended."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -108,6 +109,6 @@ def _replay(body: bytes, rest: Message | None, receive: Receive) -> Receive:
     return replayed
 
 
-def _refuse(where: tuple[str, ...]):  # noqa: ANN202 - a Starlette response
+def _refuse(where: tuple[str, ...]) -> JSONResponse:
     details = [{"loc": list(where), "msg": REFUSED_TEXT_MESSAGE}]
     return render(422, "validation_error", f"{'.'.join(where)}: {REFUSED_TEXT_MESSAGE}", details)

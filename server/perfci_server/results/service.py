@@ -137,9 +137,10 @@ def _check_belongs_to_job(session: Session, job: Row[Any], document: ResultDocum
 
 def _retuned(session: Session, fingerprint: str, document: ResultDocument) -> bool:
     """The enrolled machine, with only its host state changed since (hugepages reserved while the
-    agent ran): a measurement already made there is kept, never refused."""
+    agent ran): a measurement already made there is kept, never refused. (An unchanged description
+    under another machine_id is no retune: that document contradicts itself.)"""
     enrolled = machines_repository.by_fingerprint(session, fingerprint)
-    return enrolled is not None and same_identity(enrolled.details, document.machine)
+    return enrolled is not None and enrolled.details != document.machine and same_identity(enrolled.details, document.machine)
 
 
 def _accepted(job: Row[Any], attempt: int, run_status: str, job_state: str, document: ResultDocument, duplicate: bool) -> UploadAccepted:
