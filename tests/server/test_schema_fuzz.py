@@ -21,7 +21,7 @@ from server_support import ADMIN, create_config, create_repository, enroll, push
 
 pytestmark = pytest.mark.services
 
-EXAMPLES_PER_OPERATION = 12
+EXAMPLES_PER_OPERATION = 10
 
 
 @pytest.fixture
