@@ -19,6 +19,7 @@ from pathlib import Path
 from .cpuinfo import SYS_CPU, CpuId, parse_cpulist, read_cpuid, read_sys
 
 Value = str | int | float | bool | None
+PROC_MEMINFO = Path("/proc/meminfo")
 
 
 def _cmd_first_line(cmd: list[str]) -> str | None:
@@ -61,7 +62,7 @@ def governor(core: int, sys_cpu: Path = SYS_CPU) -> str | None:
 def hugepages() -> dict[str, Value]:
     out: dict[str, Value] = {"hugepages_total": None, "hugepage_size_kb": None}
     try:
-        text = Path("/proc/meminfo").read_text()
+        text = PROC_MEMINFO.read_text()
     except OSError:
         return out
     m = re.search(r"^HugePages_Total:\s+(\d+)", text, re.M)

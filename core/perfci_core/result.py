@@ -17,6 +17,7 @@ value, so an upload that carried it is flagged, not silently cleaned).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -31,6 +32,23 @@ MAX_TEXT = 64 * 1024
 MAX_NOTES = 200
 SIM_PACKETS = 100_000  # packet counts a `sim` run is capped at (BenchConfig.as_run_by)
 SIM_WARMUP = 2_000
+# Every integer is bounded to the column it is stored in (the server's bounded.py reuses these):
+# past it the database driver fails instead of the model refusing the document.
+INTEGER_MAX = 2**31 - 1  # INTEGER columns: repetitions, and small counts kept in JSON
+BIGINT_MAX = 2**63 - 1  # BIGINT columns: packet counts; any other integer kept in JSON
+Count32 = Annotated[int, Field(ge=0, le=INTEGER_MAX)]
+Int64 = Annotated[int, Field(ge=-BIGINT_MAX - 1, le=BIGINT_MAX)]
+# A machine description's values (cpu model, cores, memory bytes, ...).
+MachineValue = str | Int64 | float | bool | None
+# Host state, not identity: what tuning changes on the same machine (the agent role reserves
+# hugepages on a fresh host; the governor is set per boot). Every run records it (its machine and
+# tuning), so two results that differ only here are still comparable.
+HOST_STATE_KEYS = frozenset({"governor", "hugepages_total", "hugepage_size_kb"})
+
+
+def same_identity(machine: Mapping[str, object], other: Mapping[str, object]) -> bool:
+    """Whether two machine descriptions name the same machine (they may differ in host state)."""
+    return all(machine.get(key) == other.get(key) for key in (machine.keys() | other.keys()) - HOST_STATE_KEYS)
 
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -47,8 +65,8 @@ class BenchConfig(BaseModel):
     pkt_size: int = Field(64, ge=64, le=1518)
     flows: int = Field(1024, ge=1, le=1 << 20)
     routes: str = "default"  # "default" (built-in table) or a path relative to dataplane/
-    packets: int = Field(2_000_000, ge=1)
-    warmup: int = Field(200_000, ge=0)
+    packets: int = Field(2_000_000, ge=1, le=BIGINT_MAX)
+    warmup: int = Field(200_000, ge=0, le=BIGINT_MAX)
     # Forwarding lcores. A `scaling` config runs every repetition at 1, 2, ..., lcores lcores and
     # fits Amdahl's serial fraction (None: as many as the agent is allotted); otherwise every run
     # forwards on `lcores` lcores (None: one).
@@ -94,7 +112,7 @@ class Sample(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rep: int = Field(ge=0)
+    rep: int = Field(ge=0, le=INTEGER_MAX)
     raw: dict[Name, float | None] = Field(default_factory=dict, max_length=MAX_RAW_KEYS)
     # perf's running percentage per multiplexed event (< 100 means the count was scaled)
     running_pct: dict[Name, float] = Field(default_factory=dict, max_length=MAX_RAW_KEYS)
@@ -129,9 +147,9 @@ class NoisyRun(BaseModel):
     basis: Annotated[str, StringConstraints(max_length=500)]
     loadavg: tuple[float, float, float] | None = None
     steal_pct: float | None = None  # CPU steal over the measurement, % of all CPU time
-    runnable: int | None = None  # tasks running or ready to run at the end
-    cpus: int | None = None
-    remeasured: int = Field(0, ge=0)  # measurements the agent discarded as noisy before this one
+    runnable: Count32 | None = None  # tasks running or ready to run at the end
+    cpus: Count32 | None = None
+    remeasured: Count32 = 0  # measurements the agent discarded as noisy before this one
 
 
 class ResultDocument(BaseModel):
@@ -146,7 +164,7 @@ class ResultDocument(BaseModel):
     config: BenchConfig
     backend: metrics.Backend
     backend_reason: Annotated[str, StringConstraints(max_length=2000)] = ""
-    machine: dict[Name, str | int | float | bool | None] = Field(max_length=100)
+    machine: dict[Name, MachineValue] = Field(max_length=100)
     machine_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
     tuning: Tuning = Field(default_factory=Tuning)
     samples: list[Sample] = Field(default_factory=list, max_length=MAX_SAMPLES)

@@ -7,12 +7,14 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from . import errors
+from . import errors, readiness
 from .alerts.router import router as alerts_router
 from .agents.router import admin_router as agents_admin_router
 from .agents.router import agent_router as agents_agent_router
 from .bisect.router import router as bisect_router
+from .bounded import BIGINT_MAX
 from .configs.router import router as configs_router
+from .edge import StorableText
 from .jobs.router import agent_router as jobs_agent_router
 from .jobs.router import router as jobs_router
 from .machines.router import router as machines_router
@@ -38,6 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     errors.install(app)
+    app.add_middleware(StorableText)
 
     api = APIRouter(prefix=API_PREFIX)
     for router in (
@@ -56,9 +59,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         api.include_router(router)
 
-    @api.get("/health", tags=["health"])
-    def health() -> dict[str, str]:
+    @api.get("/health", tags=["health"], summary="Liveness: the process answers (no dependency checked)")
+    async def health() -> dict[str, str]:
         return {"status": "ok", "env": settings.env}
+
+    @api.get(
+        "/ready",
+        tags=["health"],
+        summary="Readiness: the database and, where configured, the broker answer",
+        responses={503: {"model": errors.ErrorResponse, "description": "A dependency is down; details say which"}},
+    )
+    def ready() -> Any:
+        checks = readiness.check(get_settings())
+        if all(state == "ok" for state in checks.values()):
+            return {"status": "ready", "checks": checks}
+        down = ", ".join(name for name, state in checks.items() if state != "ok")
+        return errors.render(503, "not_ready", f"not ready: {down} unavailable", checks)
 
     app.include_router(api)
     app.include_router(pages_router)  # the verdict pages forges link to, outside the API
@@ -75,8 +91,25 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         components.update(document.pop("$defs", {}))
         components["ResultDocument"] = document
         _document_validation_errors(schema)
+        _integer_bounds(schema)
         app.openapi_schema = schema
     return app.openapi_schema
+
+
+def _integer_bounds(node: Any) -> None:
+    """FastAPI's OpenAPI model types ``minimum``/``maximum`` as float, so BIGINT's bound comes out
+    as 2^63 (9.223372036854776e+18), one past the column: give integer schemas back exact integer
+    bounds (every bound this API declares lies within BIGINT, bounded.py)."""
+    if isinstance(node, list):
+        for item in node:
+            _integer_bounds(item)
+    elif isinstance(node, dict):
+        if node.get("type") == "integer":
+            for key in ("minimum", "maximum"):
+                if isinstance(node.get(key), float):
+                    node[key] = max(-BIGINT_MAX - 1, min(BIGINT_MAX, int(node[key])))
+        for value in node.values():
+            _integer_bounds(value)
 
 
 def _document_validation_errors(schema: dict[str, Any]) -> None:

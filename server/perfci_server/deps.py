@@ -4,13 +4,14 @@ and the three kinds of caller (agent, admin, reader)."""
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, TypeVar
 
 import anyio
 import anyio.to_thread
 from anyio.lowlevel import RunVar
-from fastapi import Depends, Query
+from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -23,7 +24,7 @@ from .database_slots import DatabaseSlots
 from .errors import Forbidden, Unauthorized
 from .pagination import PageParams
 from .security import AGENT_TOKEN_PREFIX, hash_token
-from .settings import Settings, get_settings
+from .settings import DEVELOPMENT_ADMIN_TOKEN, Settings, get_settings
 
 T = TypeVar("T")
 
@@ -128,7 +129,18 @@ def _is_admin(session: Session, settings: Settings, token: str) -> bool:
     return agents_repository.api_token_by_hash(session, hash_token(token)) is not None
 
 
+def _loopback(request: Request) -> bool:
+    """Both ends of the connection on a loopback address (a request from another host, or to an
+    address other hosts reach, is not)."""
+    ends = [request.scope.get("client"), request.scope.get("server")]
+    try:
+        return all(end is not None and ipaddress.ip_address(end[0]).is_loopback for end in ends)
+    except ValueError:  # a host name, not an address
+        return False
+
+
 def require_admin(
+    request: Request,
     session: SessionDep,
     settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_admin_bearer)],
@@ -136,17 +148,21 @@ def require_admin(
     token = _bearer(credentials)
     if token.startswith(AGENT_TOKEN_PREFIX):
         raise Forbidden("agent tokens are only accepted on agent endpoints")
+    if token == DEVELOPMENT_ADMIN_TOKEN and settings.development_token_loopback_only and not _loopback(request):
+        raise Unauthorized("the public development token is only taken on loopback connections while PERFCI_ENV is unset; "
+                           "set PERFCI_ADMIN_TOKEN (or PERFCI_ENV=development)")
     if not _is_admin(session, settings, token):
         raise Unauthorized("invalid admin/API token")
 
 
 def require_reader(
+    request: Request,
     session: SessionDep,
     settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_admin_bearer)],
 ) -> None:
     if settings.reads_require_token:
-        require_admin(session, settings, credentials)
+        require_admin(request, session, settings, credentials)
 
 
 AgentDep = Annotated[AgentIdentity, Depends(current_agent)]

@@ -84,7 +84,7 @@ def responses(*errors: type[PerfciError]) -> dict[int | str, dict[str, Any]]:
     return {e.status_code: {"model": ErrorResponse, "description": e.description} for e in errors}
 
 
-def _render(status: int, code: str, message: str, details: Any | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+def render(status: int, code: str, message: str, details: Any | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
     body = ErrorResponse(error=ErrorBody(code=code, message=message, details=details))
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
 
@@ -93,24 +93,48 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(PerfciError)
     async def _perfci(_: Request, exc: PerfciError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
-        return _render(exc.status_code, exc.code, exc.message, exc.details, headers)
+        return render(exc.status_code, exc.code, exc.message, exc.details, headers)
 
     async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
         log.warning("database unavailable during %s %s: %s", request.method, request.url.path, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         headers = {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)}
-        return _render(503, ServiceUnavailable.code, "the database is unavailable; retry later", headers=headers)
+        return render(503, ServiceUnavailable.code, "the database is unavailable; retry later", headers=headers)
 
     for error in DATABASE_UNAVAILABLE:
         app.add_exception_handler(error, _database_unavailable)
 
+    @app.exception_handler(sa_exc.DataError)
+    async def _data(request: Request, exc: sa_exc.DataError) -> JSONResponse:
+        # A value the database refused (out of range, unstorable text) that no model bound: the
+        # request's fault, and its transaction is already rolled back.
+        reason = _first_line(exc.orig)
+        log.warning("database refused a value in %s %s: %s", request.method, request.url.path, reason)
+        return render(422, Unprocessable.code, f"the database refused a value: {reason}")
+
+    @app.exception_handler(sa_exc.IntegrityError)
+    async def _integrity(request: Request, exc: sa_exc.IntegrityError) -> JSONResponse:
+        # A constraint the services did not check first (a race between two creates, mostly).
+        log.warning("constraint violated in %s %s: %s", request.method, request.url.path, _first_line(exc.orig))
+        return render(409, Conflict.code, "conflicts with the current state (a database constraint refused it)")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette logs the traceback and re-raises after sending this; the client gets the envelope.
+        return render(500, PerfciError.code, f"internal error ({type(exc).__name__}); the server log has the details")
+
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         details = validation_details(exc.errors())
-        return _render(422, "validation_error", summarize(details), details)
+        return render(422, "validation_error", summarize(details), details)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _render(exc.status_code, "http_error", str(exc.detail), headers=getattr(exc, "headers", None))
+        return render(exc.status_code, "http_error", str(exc.detail), headers=getattr(exc, "headers", None))
+
+
+def _first_line(error: object) -> str:
+    text = str(error)
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def validation_details(errors: Any) -> list[dict[str, Any]]:

@@ -6,17 +6,22 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Only acceptable while PERFCI_ENV=development: anyone reading this file knows it.
 DEVELOPMENT_ADMIN_TOKEN = "perfci-development-admin-token"
 
+Env = Literal["development", "test", "production"]
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PERFCI_", extra="ignore")
 
-    env: Literal["development", "test", "production"] = "development"
+    # Unset: development with the embedded database (the development admin token then works only
+    # on loopback connections, deps.py), production with any other (PERFCI_ADMIN_TOKEN required):
+    # a server pointed at a real database never runs on the public token by default.
+    env: Env | None = None  # never None once validated
 
     # Unset → embedded SQLite file under data_dir (single machine, the demo).
     database_url: str | None = None
@@ -64,6 +69,10 @@ class Settings(BaseSettings):
     # At most this many commits from one push (a new branch of a repository whose other branches
     # are not tracked yet would otherwise bring its whole history).
     push_max_commits: int = Field(100, ge=1, le=100_000)
+    # Clone URLs are http(s), ssh or scp-like; file:// and local paths would let any API token
+    # mirror (and read the commit messages of) a repository on the server's own disk: only the demo
+    # and tests, which serve their repositories from a directory, turn this on.
+    allow_local_clone_urls: bool = False
     # SSH clone URLs: the deploy key to fetch with (https URLs on the forge's host use
     # github_token / gitlab_token below).
     mirror_ssh_key_file: Path | None = None
@@ -116,16 +125,28 @@ class Settings(BaseSettings):
     forge_max_retries: int = Field(6, ge=0, le=50)
     forge_resend_interval_seconds: float = Field(300.0, gt=0)
 
+    _env_implied: bool = PrivateAttr(False)
+
     @model_validator(mode="after")
     def _refuse_unsafe_defaults(self) -> Settings:
+        if self.env is None:
+            self._env_implied = True
+            self.env = "production" if self.database_url else "development"
         if self.env != "development":
             token = self.admin_token.get_secret_value()
             if token == DEVELOPMENT_ADMIN_TOKEN or len(token) < 24:
+                implied = " (PERFCI_ENV is unset and PERFCI_DATABASE_URL is set; set PERFCI_ENV=development to use the public token)"
                 raise ValueError(
                     f"PERFCI_ADMIN_TOKEN must be set to a secret of at least 24 characters "
-                    f"when PERFCI_ENV={self.env} (the development default is public)"
+                    f"when PERFCI_ENV={self.env} (the development default is public)" + (implied if self._env_implied else "")
                 )
         return self
+
+    @property
+    def development_token_loopback_only(self) -> bool:
+        """Development by default (PERFCI_ENV unset, embedded database): the public token is taken
+        only on loopback connections. An explicit PERFCI_ENV=development takes it from anywhere."""
+        return self._env_implied and self.env == "development"
 
     @property
     def reads_require_token(self) -> bool:

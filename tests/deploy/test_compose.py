@@ -104,3 +104,13 @@ def test_grafana_reads_with_the_read_only_role_the_migration_creates() -> None:
     assert Settings(grafana_db_user=migrate["PERFCI_GRAFANA_DB_USER"]).grafana_db_user == "perfci_grafana"
     for name in ("api", "worker", "beat"):  # only the migration sets the role's password
         assert "PERFCI_GRAFANA_DB_PASSWORD" not in SERVICES[name]["environment"], name
+
+
+def test_the_api_health_check_is_readiness_on_a_real_route() -> None:
+    """Compose waits for /ready (database and broker answer), not /health (the process answers)."""
+    from perfci_server.app import create_app
+
+    check = " ".join(SERVICES["api"]["healthcheck"]["test"])
+    url = re.search(r"http://127\.0\.0\.1:8000(/\S+?)'", check)
+    assert url is not None and url.group(1) == "/api/v1/ready", check
+    assert url.group(1) in create_app().openapi()["paths"]

@@ -103,7 +103,8 @@ class Stack:
 def server_env(database: str, broker: str | None, data_dir: Path, port: int, **extra: Any) -> dict[str, str]:
     """The server's environment (no broker: Celery tasks run inside the API process)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFCI_")}
-    env.update({"PERFCI_ENV": "development", "PERFCI_DATABASE_URL": database, "PERFCI_DATA_DIR": str(data_dir), "PERFCI_PORT": str(port)})
+    env.update({"PERFCI_ENV": "development", "PERFCI_DATABASE_URL": database, "PERFCI_DATA_DIR": str(data_dir), "PERFCI_PORT": str(port),
+                "PERFCI_ALLOW_LOCAL_CLONE_URLS": "true"})  # the tests' repositories are directories
     if broker:
         env["PERFCI_BROKER_URL"] = broker
     env.update({f"PERFCI_{k.upper()}": str(v) for k, v in extra.items()})

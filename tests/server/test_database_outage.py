@@ -46,7 +46,7 @@ def test_database_outage_is_503_with_retry_after_and_the_envelope(closed_port_da
         "agent": {"Authorization": "Bearer pca_" + "x" * 43},
         "forge": github_headers(body),
     }[kind]
-    content = body if kind == "forge" else (b'{"name": "a/b", "forge": "github", "clone_url": "x"}' if kind == "admin" else None)
+    content = body if kind == "forge" else (b'{"name": "a/b", "forge": "github", "clone_url": "https://example.com/a/b.git"}' if kind == "admin" else None)
     with caplog.at_level(logging.WARNING, logger="perfci_server.errors"), TestClient(create_app()) as client:
         response = client.request(method, path, content=content, headers={**headers, "Content-Type": "application/json"})
     assert response.status_code == 503, response.text

@@ -3,12 +3,15 @@ envelope, never a 500 from the parser or the database driver."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from perfci_server.app import create_app
+from perfci_server.edge import StorableText
 from server_support import ADMIN, SECRET, create_repository, enroll, github_headers
 
 pytestmark = pytest.mark.services
@@ -90,3 +93,127 @@ def test_deeply_nested_json_in_a_result_upload_is_a_422(client, sent_tasks):
     response = client.put("/api/v1/agent/jobs/1/attempts/1/result", content=NESTED, headers={**agent["headers"], "Content-Type": "application/json"})
     assert response.status_code == 422, response.text
     assert response.json()["error"]["code"] == "unprocessable"
+
+
+def _body_integers() -> list[tuple[str, str, tuple[str, ...], int, bool]]:
+    """(method, path, field path, first value past its bound, refused) of every integer in every
+    request body the schema declares; "*" is any key of a map, "0" the first item of a list. Fails on
+    an unbounded one. Not refused: a field that also takes any number (a machine description's value)
+    keeps one past the integer bound as a float."""
+    schema = create_app().openapi()
+    components = schema["components"]["schemas"]
+
+    def walk(node: dict[str, Any], where: tuple[str, ...], seen: frozenset[str], number_too: bool = False):
+        if "$ref" in node:
+            name = node["$ref"].rsplit("/", 1)[-1]
+            if name not in seen:
+                yield from walk(components[name], where, seen | {name}, number_too)
+            return
+        options = node.get("anyOf", []) + node.get("oneOf", []) + node.get("allOf", [])
+        number_too = number_too or any(option.get("type") == "number" for option in options)
+        for option in options:
+            yield from walk(option, where, seen, number_too)
+        if node.get("type") == "integer":
+            assert isinstance(node.get("maximum"), int) and isinstance(node.get("minimum"), int), f"unbounded integer {'.'.join(where)}"
+            yield where, node["maximum"] + 1, not number_too
+        for name, child in node.get("properties", {}).items():
+            yield from walk(child, (*where, name), seen)
+        if isinstance(node.get("additionalProperties"), dict):
+            yield from walk(node["additionalProperties"], (*where, "*"), seen)
+        if isinstance(node.get("items"), dict):
+            yield from walk(node["items"], (*where, "0"), seen)
+
+    found = []
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+            if body is not None:
+                found.extend((method, path, *integer) for integer in walk(body, (), frozenset()))
+    return found
+
+
+BODY_INTEGERS = _body_integers()
+
+
+def _nested(where: tuple[str, ...], value: Any) -> Any:
+    if not where:
+        return value
+    head, rest = where[0], where[1:]
+    if head == "0":
+        return [_nested(rest, value)]
+    return {"key" if head == "*" else head: _nested(rest, value)}
+
+
+def test_the_body_integers_in_the_report_are_among_those_checked():
+    checked = {(method, path, ".".join(where)) for method, path, where, _, _ in BODY_INTEGERS}
+    assert ("post", "/api/v1/configs", "packets") in checked
+    assert ("post", "/api/v1/configs", "warmup") in checked
+    assert ("put", "/api/v1/agent/jobs/{job_id}/attempts/{attempt}/result", "config.packets") in checked
+    assert ("put", "/api/v1/agent/jobs/{job_id}/attempts/{attempt}/result", "samples.0.rep") in checked
+    assert ("post", "/api/v1/agent/enroll", "machine.*") in checked
+    assert all(past <= 2**63 for _, _, _, past, _ in BODY_INTEGERS)  # within the widest column + 1
+
+
+@pytest.mark.parametrize(("method", "path", "where", "past", "refused"), BODY_INTEGERS, ids=lambda v: str(v))
+def test_body_integers_past_their_column_are_refused_with_the_envelope(client, sent_tasks, method, path, where, past, refused):
+    agent = enroll(client)
+    headers = agent["headers"] if path.startswith("/api/v1/agent/") else ADMIN
+    url = re.sub(r"\{\w+\}", "1", path)
+    response = client.request(method.upper(), url, json=_nested(where, past), headers=headers)
+
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] in ("validation_error", "unprocessable")  # the upload is parsed by the core model
+    field = "key" if where[-1] == "*" else where[-1]
+    assert any(field in detail["loc"] for detail in error["details"]) == refused, error
+
+
+NUL_NAME = {"repository": {"full_name": "a\u0000"}, "project": {"path_with_namespace": "a\u0000"}}
+
+
+@pytest.mark.parametrize("forge", ["github", "gitlab"])
+def test_a_nul_in_a_webhook_repository_name_is_refused_before_any_lookup(client, sent_tasks, forge):
+    body = json.dumps(NUL_NAME).encode()
+    headers = github_headers(body) if forge == "github" else {"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": SECRET}
+    response = client.post(f"/api/v1/webhooks/{forge}", content=body, headers=headers)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "validation_error"
+    assert error["details"][0]["loc"] in (["body", "repository", "full_name"], ["body", "project", "path_with_namespace"])
+
+
+@pytest.mark.parametrize("text", ["a\u0000b", "\ud800"], ids=["nul", "lone-surrogate"])
+def test_unstorable_text_in_a_body_is_a_422_naming_the_field(client, sent_tasks, text):
+    body = json.dumps({"name": text}).encode()  # ASCII escapes, as any JSON encoder may send them
+    response = client.post("/api/v1/configs", content=body, headers={**ADMIN, "Content-Type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["details"][0]["loc"] == ["body", "name"]
+
+
+def test_a_nul_in_a_query_or_a_path_is_a_422(client, sent_tasks):
+    # (Starlette decodes a query's or a path's invalid UTF-8 to U+FFFD: no lone surrogate gets there.)
+    listed = client.get("/api/v1/alerts", params={"branch": "a\u0000"}, headers=ADMIN)
+    machine = client.get("/api/v1/machines/1%00", headers=ADMIN)
+    for response, loc in ((listed, ["query", "branch"]), (machine, ["path"])):
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["details"][0]["loc"] == loc
+
+
+def test_an_escaped_backslash_before_u0000_is_ordinary_text(client, sent_tasks):
+    response = client.post("/api/v1/configs", json={"name": "C:\\u0000"}, headers=ADMIN)
+    assert response.status_code == 201, response.text
+    assert response.json()["name"] == "C:\\u0000"
+
+
+def test_a_database_error_no_model_caught_leaves_as_the_envelope(committed, sent_tasks):
+    """The backstop for what the edge misses (text in a body over its inspection limit, a value a
+    query computes), here with the edge taken out: the driver's DataError is a 422 with the
+    envelope, not a plain-text 500, and nothing is written."""
+    app = create_app()
+    app.user_middleware = [m for m in app.user_middleware if m.cls is not StorableText]
+    with TestClient(app) as client:
+        response = client.post("/api/v1/configs", json={"name": "x\u0000"}, headers=ADMIN)
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["code"] == "unprocessable"
+        assert "NUL" in response.json()["error"]["message"]
+        assert client.get("/api/v1/configs", headers=ADMIN).json()["items"] == []

@@ -54,6 +54,13 @@ def gitlab_push(forge: Forge, before: str, after: str, pushed: list[str]) -> dic
     return payload
 
 
+@pytest.fixture(autouse=True)
+def _local_clone_urls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forge here is a directory: file:// clone URLs, which the server takes only when told to."""
+    monkeypatch.setenv("PERFCI_ALLOW_LOCAL_CLONE_URLS", "true")
+    get_settings.cache_clear()
+
+
 def register(client: TestClient, name: str, forge: str, clone_url: str) -> dict[str, Any]:
     response = client.post("/api/v1/repositories", json={"name": name, "forge": forge, "clone_url": clone_url, "webhook_secret": SECRET},
                            headers=ADMIN)
@@ -268,7 +275,7 @@ def test_forge_tokens_go_only_to_the_forges_own_host_and_never_on_the_command_li
     settings = Settings(github_token="ghp_secret", gitlab_token="glpat_secret", gitlab_api_url="https://gitlab.example.com/api/v4",
                         mirror_ssh_key_file="/etc/perfci/deploy_key")
     github = _credentials(settings, Repository(forge="github", clone_url="https://github.com/perfci-org/dataplane.git"))
-    assert github["GIT_CONFIG_KEY_0"] == "http.extraHeader"
+    assert github["GIT_CONFIG_KEY_0"] == "http.https://github.com:443/.extraHeader"
     assert github["GIT_CONFIG_VALUE_0"] == "Authorization: Basic " + base64.b64encode(b"x-access-token:ghp_secret").decode()
     gitlab = _credentials(settings, Repository(forge="gitlab", clone_url="https://gitlab.example.com/net/dataplane.git"))
     assert base64.b64decode(gitlab["GIT_CONFIG_VALUE_0"].split()[-1]) == b"oauth2:glpat_secret"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -12,7 +13,7 @@ from sqlalchemy import func, select
 
 from perfci_server.models import Job, MetricValue, Run, Sample
 from perfci_server.settings import get_settings
-from server_support import GITHUB_COMMITS, enroll, result_document
+from server_support import GITHUB_COMMITS, MACHINE, enroll, result_document
 
 pytestmark = pytest.mark.services
 
@@ -215,3 +216,28 @@ def test_a_sim_result_matches_its_job_with_the_packet_counts_sim_caps(client, se
     assert _upload(client, agent, job, tsc_capped).status_code == 422  # only sim is capped
     response = _upload(client, agent, job, result_document(job["commit"], config=capped, backend="sim", reps=2, values=sim))
     assert response.status_code == 201, response.text
+
+
+def _on(machine: dict) -> dict:
+    """A result measured on ``machine`` (the document's machine and its hash, as the agent makes them)."""
+    return {"machine": machine, "machine_id": hashlib.sha256(json.dumps(machine, sort_keys=True).encode()).hexdigest()}
+
+
+def test_a_result_from_the_same_machine_retuned_is_kept(client, setup):
+    """Hugepages reserved (or the governor set) while the agent ran: host state, recorded with the
+    run; the measurement is the enrolled machine's and is kept, not refused for good."""
+    agent = setup["agent"]
+    job = _claim(client, agent)
+    retuned = {**MACHINE, "governor": "powersave", "hugepages_total": 256}
+    document = {**result_document(job["commit"]), **_on(retuned)}
+    response = _upload(client, agent, job, document)
+    assert response.status_code == 201, response.text
+
+
+def test_a_result_from_another_machine_is_refused(client, setup):
+    agent = setup["agent"]
+    job = _claim(client, agent)
+    document = {**result_document(job["commit"]), **_on({**MACHINE, "cpu_model": "AMD EPYC 9654", "hugepages_total": 256})}
+    response = _upload(client, agent, job, document)
+    assert response.status_code == 422, response.text
+    assert "differs in more than its host state" in response.json()["error"]["message"]

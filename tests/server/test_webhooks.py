@@ -234,7 +234,8 @@ def test_branch_deletion_and_tags_are_ignored(client, session, sent_tasks):
 def test_tags_are_benchmarked_when_the_repository_tracks_them(client, session, sent_tasks):
     response = client.post(
         "/api/v1/repositories",
-        json={"name": "perfci-org/dataplane", "forge": "github", "clone_url": "x", "webhook_secret": SECRET, "track_tags": True},
+        json={"name": "perfci-org/dataplane", "forge": "github", "clone_url": "https://example.com/perfci-org/dataplane.git",
+              "webhook_secret": SECRET, "track_tags": True},
         headers={"Authorization": "Bearer perfci-development-admin-token"},
     )
     assert response.status_code == 201

@@ -115,6 +115,7 @@ class Agent:
         self.token: str | None = None
         self.machine: identity.Machine | None = None
         self.backends: list[str] = []
+        self.identity_problem: str | None = None  # why this host stopped claiming (identity_holds)
         self._next_heartbeat = -math.inf
 
     def client(self) -> AgentClient:
@@ -176,11 +177,30 @@ class Agent:
         if time.monotonic() >= self._next_heartbeat:
             self._call("heartbeat", lambda c: c.heartbeat(backends=self.backends, version=version()))
             self._next_heartbeat = time.monotonic() + self.config.heartbeat_seconds
+        if not self.identity_holds():
+            self.stop.wait(self.config.poll_seconds)
+            return
         claimed = self._call("claim", lambda c: c.claim())
         if claimed is None:
             self.stop.wait(self.config.poll_seconds)
             return
         self.work(Claim.model_validate(claimed))
+
+    def identity_holds(self) -> bool:
+        """Whether this host is still the machine it enrolled as; checked before every claim, so a
+        host whose CPU or kernel changed under the agent stops claiming (and says why, once)
+        instead of measuring jobs for a machine it no longer is."""
+        try:
+            problem = identity.identity_change(self.config, identity.this_machine(self.config.core))
+        except identity.IdentityError as exc:
+            problem = str(exc)
+        if problem != self.identity_problem:
+            if problem is not None:
+                log.error("not claiming jobs: %s", problem)
+            else:
+                log.info("this host is the machine it enrolled as again: claiming jobs")
+            self.identity_problem = problem
+        return problem is None
 
     # --- one job -----------------------------------------------------------------------------
 

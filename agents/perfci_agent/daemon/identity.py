@@ -2,8 +2,9 @@
 
 The token file holds the agent token and nothing else, mode 0600 (it is a password). Beside the
 state directory, ``enrollment.json`` remembers what the agent enrolled as (agent id, machine
-fingerprint): the server refuses results whose ``machine_id`` is not the enrolled fingerprint, so
-a machine that changed (kernel, microcode, governor...) is detected at start, not at every upload.
+fingerprint): the server compares results only within one machine, so a machine whose identity
+changed (CPU, microcode, kernel...) is detected at start and before every claim, not at every
+upload. Its host state (hugepages, governor) may change: that is recorded with each run.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from perfci_core.result import HOST_STATE_KEYS, same_identity
 
 from .. import fingerprint
 from ..server_api import AgentClient
@@ -73,21 +76,33 @@ def changed_keys(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
     return sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
 
 
-def check_enrollment_record(config: AgentConfig, machine: Machine) -> None:
-    """Raise when this host no longer has the fingerprint it enrolled with."""
+def identity_change(config: AgentConfig, machine: Machine) -> str | None:
+    """Why this host is no longer the machine it enrolled as, or None. Host state (hugepages, the
+    governor: perfci_core.result.HOST_STATE_KEYS) may change; every run records it."""
     try:
         record = json.loads(config.enrollment_path.read_text())
     except FileNotFoundError:
-        return  # a token provisioned by other means: nothing to compare against
+        return None  # a token provisioned by other means: nothing to compare against
     except (OSError, ValueError) as exc:
         raise IdentityError(f"{config.enrollment_path} is unreadable ({exc}); remove it to skip this check") from None
-    if record.get("machine_fingerprint") != machine.machine_id:
-        keys = changed_keys(record.get("machine") or {}, machine.details)
-        raise IdentityError(
-            f"this machine's fingerprint changed since enrollment ({', '.join(keys) or 'unknown keys'}); the server "
-            f"compares results only within one fingerprint, so this is a new machine to it: remove {config.token_path} "
-            f"and {config.enrollment_path} and set enrollment_token to enroll again"
-        )
+    if record.get("machine_fingerprint") == machine.machine_id:
+        return None
+    enrolled = record.get("machine")
+    if enrolled is not None and same_identity(enrolled, machine.details):
+        return None
+    keys = [key for key in changed_keys(enrolled or {}, machine.details) if key not in HOST_STATE_KEYS]
+    return (
+        f"this machine's identity changed since enrollment ({', '.join(keys) or 'unknown keys'}); the server "
+        f"compares results only within one machine, so this is a new machine to it: remove {config.token_path} "
+        f"and {config.enrollment_path} and set enrollment_token to enroll again"
+    )
+
+
+def check_enrollment_record(config: AgentConfig, machine: Machine) -> None:
+    """Raise when this host is no longer the machine it enrolled as."""
+    problem = identity_change(config, machine)
+    if problem is not None:
+        raise IdentityError(problem)
 
 
 def enroll(config: AgentConfig, client: AgentClient, machine: Machine, backends: list[str], version: str) -> str:

@@ -152,7 +152,9 @@ def run(workdir: Path, source: Path, backend: str = "auto", console: Console | N
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFCI_")}
-    server_env = {**env, "PERFCI_ENV": "development", "PERFCI_DATA_DIR": str(workdir / "server"), "PERFCI_PORT": str(port)}
+    # The demo's repository is a directory on this machine: a local clone URL, allowed here only.
+    server_env = {**env, "PERFCI_ENV": "development", "PERFCI_DATA_DIR": str(workdir / "server"), "PERFCI_PORT": str(port),
+                  "PERFCI_ALLOW_LOCAL_CLONE_URLS": "true"}
     client_env = {**env, "PERFCI_SERVER_URL": url, "PERFCI_TOKEN": ADMIN_TOKEN}
     broker_url = local_broker(broker)
     if broker_url:

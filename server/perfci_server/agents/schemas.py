@@ -6,6 +6,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from perfci_core.metrics import Backend
+from perfci_core.result import MachineValue
 
 from ..machines.schemas import MachineRead
 
@@ -31,7 +32,7 @@ class EnrollRequest(BaseModel):
     enrollment_token: str = Field(min_length=1, max_length=200)
     name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     machine_id: Fingerprint = Field(description="The result document's machine_id (fingerprint hash)")
-    machine: dict[ShortText, str | int | float | bool | None] = Field(max_length=100)
+    machine: dict[ShortText, MachineValue] = Field(max_length=100)
     machine_name: ShortText | None = None
     backends: list[Backend] = Field(default_factory=list, max_length=3)
     version: ShortText = ""

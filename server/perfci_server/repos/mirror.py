@@ -4,9 +4,10 @@ Forges list at most 20 commits in a push payload and no parents; git knows both.
 repository per registered repository under ``<data_dir>/mirrors/<id>.git``, fetched (branches and
 tags) when a push arrives; a file lock keeps two fetches of one mirror apart.
 
-Credentials: https clone URLs on the forge's own host are fetched with the forge token from the
-settings (GitHub ``x-access-token``, GitLab ``oauth2``), passed to git in its environment, never
-on a command line; ssh URLs with ``mirror_ssh_key_file``. git never prompts.
+Credentials: http(s) clone URLs on the forge's own host (scheme, host and port of its API URL)
+are fetched with the forge token from the settings (GitHub ``x-access-token``, GitLab ``oauth2``),
+passed to git in its environment, never on a command line, scoped to that host, without
+following redirects; ssh URLs with ``mirror_ssh_key_file``. git never prompts.
 """
 
 from __future__ import annotations
@@ -135,22 +136,44 @@ def _locked(lock_file: Path, timeout: float) -> Iterator[None]:
 
 
 def _credentials(settings: Settings, repository: Repository) -> dict[str, str]:
-    """git environment that authenticates the fetch, when the settings hold a credential for it."""
+    """git environment that authenticates the fetch, when the settings hold a credential for it.
+
+    The forge token is scoped to the forge's base URL (``http.<base>/.extraHeader``: scheme, host
+    and port) and the fetch does not follow redirects. The second is what keeps a forge that
+    answers 302 to another host from handing that host the token: git matches the scope against
+    the URL it was given, then moves its base URL to the redirect's target and sends the header
+    with every later request there (tests/server/test_mirror_credentials.py shows both)."""
     env: dict[str, str] = {}
     url = repository.clone_url
     if settings.mirror_ssh_key_file and (url.startswith("ssh://") or ("@" in url and "://" not in url)):
         env["GIT_SSH_COMMAND"] = f"ssh -i {settings.mirror_ssh_key_file} -o IdentitiesOnly=yes -o BatchMode=yes"
-    elif url.startswith("https://"):
+    elif url.startswith(("https://", "http://")):
         user, token, api = (
             ("x-access-token", settings.github_token, settings.github_api_url)
             if repository.forge == Forge.GITHUB.value
             else ("oauth2", settings.gitlab_token, settings.gitlab_api_url)
         )
-        forge_host = (urlsplit(api).hostname or "").removeprefix("api.")
-        if token is not None and urlsplit(url).hostname == forge_host:  # never send a token to another host
+        base = _forge_base(api)
+        if token is not None and _base_of(url) == base:  # never send a token to another host
             basic = base64.b64encode(f"{user}:{token.get_secret_value()}".encode()).decode()
-            env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
-                        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"})
+            env.update({"GIT_CONFIG_COUNT": "2",
+                        "GIT_CONFIG_KEY_0": f"http.{base}/.extraHeader", "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+                        "GIT_CONFIG_KEY_1": "http.followRedirects", "GIT_CONFIG_VALUE_1": "false"})
     else:
         env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
     return env
+
+
+def _base_of(url: str) -> str:
+    """scheme://host:port of a URL, the port made explicit (git matches config URLs that way)."""
+    parts = urlsplit(url)
+    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    return f"{parts.scheme}://{parts.hostname}:{port}"
+
+
+def _forge_base(api_url: str) -> str:
+    """The forge's git host from its API URL (api.github.com -> github.com; GitLab and GitHub
+    Enterprise serve both from one host)."""
+    parts = urlsplit(api_url)
+    host = (parts.hostname or "").removeprefix("api.")
+    return _base_of(parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host).geturl())

@@ -2,9 +2,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+import re
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..models import Forge
+from ..settings import get_settings
+
+# git's scp-like syntax: [user@]host:path, no slash before the colon (git reads that as a path).
+_SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:")
 
 
 class RepositoryCreate(BaseModel):
@@ -12,11 +19,38 @@ class RepositoryCreate(BaseModel):
 
     name: str = Field(min_length=1, max_length=255, description="GitHub/Gitea full_name / GitLab path_with_namespace")
     forge: Forge
-    clone_url: str = Field(min_length=1, max_length=1024)
+    clone_url: str = Field(min_length=1, max_length=1024, description="http(s), ssh or scp-like (git@host:path); "
+                           "file:// and local paths only with PERFCI_ALLOW_LOCAL_CLONE_URLS")
     webhook_secret: str | None = Field(None, min_length=16, max_length=255, description="Generated when omitted")
     track_tags: bool = False
     default_branch: str = Field("main", min_length=1, max_length=255,
                                 description="The base other branches are judged against (deliveries keep it up to date)")
+
+    @field_validator("clone_url")
+    @classmethod
+    def _remote_unless_allowed(cls, url: str) -> str:
+        kind = clone_url_kind(url)
+        if kind == "local" and not get_settings().allow_local_clone_urls:
+            raise ValueError("a file:// or local clone URL would mirror a repository on the server's own disk; "
+                             "set PERFCI_ALLOW_LOCAL_CLONE_URLS=true to allow it (the demo and tests do)")
+        if kind is None:
+            raise ValueError("not a clone URL git fetches over the network: use https://, http://, ssh:// or user@host:path")
+        return url
+
+
+def clone_url_kind(url: str) -> str | None:
+    """"remote" (http(s), ssh, scp-like), "local" (file://, a path) or None (another transport:
+    git://, ext::, a remote helper, or something that is no URL)."""
+    if any(c.isspace() or ord(c) < 32 for c in url) or url.startswith("-") or "::" in url:
+        return None
+    if "://" in url:
+        parts = urlsplit(url)
+        if parts.scheme == "file":
+            return "local"
+        return "remote" if parts.scheme in ("https", "http", "ssh") and parts.hostname else None
+    if _SCP_LIKE.match(url):
+        return "remote"
+    return "local"
 
 
 class RepositoryRead(BaseModel):

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from perfci_core import metrics as catalogue
 from perfci_core.analysis.compare import compare as two_sample_verdict
 from perfci_core.analysis.detect import Settings as DetectionSettings
-from perfci_core.result import ResultDocument
+from perfci_core.result import HOST_STATE_KEYS, ResultDocument, same_identity
 
 from ..agents.repository import AgentIdentity
 from ..bisect import service as bisect_service
@@ -25,6 +25,7 @@ from ..errors import Conflict, NotFound, Unprocessable, summarize, validation_de
 from ..jobs import repository as job_sql
 from ..jobs import service as job_service
 from ..pulls import service as pull_service
+from ..machines import repository as machines_repository
 from ..models import JobState, RunStatus, utcnow
 from ..repos import repository as repo_sql
 from . import repository as result_sql
@@ -75,7 +76,7 @@ def ingest(session: Session, agent: AgentIdentity, job_id: int, attempt: int, do
         return _accepted(job, attempt, job.run_status, job.state, document, duplicate=True)
     job_service.current_attempt(session, agent, job_id, attempt, locked=job)
     assert job.run_id is not None, "every claim creates its run"
-    _check_belongs_to_job(job, document)
+    _check_belongs_to_job(session, job, document)
 
     status = RunStatus(document.status)
     state = job_service.next_job_state(status, job.attempts, job.max_attempts)
@@ -119,7 +120,7 @@ def rep_values(document: ResultDocument) -> list[dict[str, Any]]:
     return [{"metric": metric, "backend": backend, "rep_values": values} for (metric, backend), values in rows.items()]
 
 
-def _check_belongs_to_job(job: Row[Any], document: ResultDocument) -> None:
+def _check_belongs_to_job(session: Session, job: Row[Any], document: ResultDocument) -> None:
     """``job``: the row of :func:`jobs.repository.lock_job_for_result` (commit, machine, config)."""
     config = ConfigRead.model_validate(job._mapping)
     problems = []
@@ -127,12 +128,21 @@ def _check_belongs_to_job(job: Row[Any], document: ResultDocument) -> None:
         problems.append(f"commit {document.commit} is not the job's commit {job.commit_sha}")
     if document.config != config.bench_config().as_run_by(document.backend):
         problems.append(f"config {document.config.name!r} does not match the job's config {config.name!r}")
-    if document.machine_id != job.fingerprint:
-        problems.append("machine_id is not the fingerprint this agent enrolled with")
+    if document.machine_id != job.fingerprint and not _retuned(session, job.fingerprint, document):
+        problems.append("machine_id is not the fingerprint this agent enrolled with, and the machine differs in more "
+                        "than its host state (" + ", ".join(sorted(HOST_STATE_KEYS)) + ")")
     if config.backend != "auto" and document.backend.value != config.backend:
         problems.append(f"config {config.name!r} requires backend {config.backend}, result used {document.backend.value}")
     if problems:
         raise Unprocessable("result does not belong to this job: " + "; ".join(problems), problems)
+
+
+def _retuned(session: Session, fingerprint: str, document: ResultDocument) -> bool:
+    """The enrolled machine, with only its host state changed since (hugepages reserved while the
+    agent ran): a measurement already made there is kept, never refused. (An unchanged description
+    under another machine_id is no retune: that document contradicts itself.)"""
+    enrolled = machines_repository.by_fingerprint(session, fingerprint)
+    return enrolled is not None and enrolled.details != document.machine and same_identity(enrolled.details, document.machine)
 
 
 def _accepted(job: Row[Any], attempt: int, run_status: str, job_state: str, document: ResultDocument, duplicate: bool) -> UploadAccepted:

@@ -53,7 +53,7 @@ def test_a_changed_fingerprint_is_detected_and_named(cfg):
     cfg.enrollment_path.write_text(json.dumps({"machine_fingerprint": enrolled.machine_id, "machine": enrolled.details}))
     identity.check_enrollment_record(cfg, enrolled)  # unchanged: fine
     upgraded = identity.Machine({"kernel": "6.1.0-21", "cpu_microcode": "0x2b", "core": 2}, "b" * 64)
-    with pytest.raises(identity.IdentityError, match=r"fingerprint changed since enrollment \(kernel\)"):
+    with pytest.raises(identity.IdentityError, match=r"identity changed since enrollment \(kernel\)"):
         identity.check_enrollment_record(cfg, upgraded)
 
 
