@@ -112,3 +112,11 @@ def test_the_token_is_scoped_to_the_forges_scheme_host_and_port():
     for other in ("http://github.com/perfci-org/dataplane.git", "https://github.com:8443/perfci-org/dataplane.git",
                   "https://github.com.evil.example/perfci-org/dataplane.git"):
         assert mirror._credentials(settings, Repository(forge="github", clone_url=other)) == {}
+
+
+def test_a_gitea_token_goes_to_the_gitea_host_only():
+    settings = Settings(gitea_token="gitea-secret", gitea_api_url="http://127.0.0.1:3000/api/v1", github_token=TOKEN)
+    env = mirror._credentials(settings, Repository(forge="gitea", clone_url="http://127.0.0.1:3000/perfci/dataplane.git"))
+    assert env["GIT_CONFIG_KEY_0"] == "http.http://127.0.0.1:3000/.extraHeader"
+    assert base64.b64decode(env["GIT_CONFIG_VALUE_0"].split()[-1]) == b"perfci:gitea-secret"
+    assert mirror._credentials(settings, Repository(forge="gitea", clone_url="https://github.com/perfci-org/dataplane.git")) == {}

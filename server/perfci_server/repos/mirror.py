@@ -148,11 +148,11 @@ def _credentials(settings: Settings, repository: Repository) -> dict[str, str]:
     if settings.mirror_ssh_key_file and (url.startswith("ssh://") or ("@" in url and "://" not in url)):
         env["GIT_SSH_COMMAND"] = f"ssh -i {settings.mirror_ssh_key_file} -o IdentitiesOnly=yes -o BatchMode=yes"
     elif url.startswith(("https://", "http://")):
-        user, token, api = (
-            ("x-access-token", settings.github_token, settings.github_api_url)
-            if repository.forge == Forge.GITHUB.value
-            else ("oauth2", settings.gitlab_token, settings.gitlab_api_url)
-        )
+        user, token, api = {
+            Forge.GITHUB.value: ("x-access-token", settings.github_token, settings.github_api_url),
+            Forge.GITLAB.value: ("oauth2", settings.gitlab_token, settings.gitlab_api_url),
+            Forge.GITEA.value: ("perfci", settings.gitea_token, settings.gitea_api_url),  # Gitea takes a token as the password
+        }[repository.forge]
         base = _forge_base(api)
         if token is not None and _base_of(url) == base:  # never send a token to another host
             basic = base64.b64encode(f"{user}:{token.get_secret_value()}".encode()).decode()
