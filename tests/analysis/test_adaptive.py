@@ -287,3 +287,7 @@ def test_interleaved_pairs_of_a_level_that_never_moved_confirm_nothing():
         paired = Policy(paired=True)
         assert Loop(np.full(200, 100.0), seed=30 + seed, host_drift=0.02, policy=paired).run(max_loops=12).changes == ()
         assert Loop(np.full(200, 100.0), seed=40 + seed, slow_runs=0.25, policy=paired).run(max_loops=12).changes == ()
+
+
+def test_a_confirmation_spends_its_alpha_over_as_many_looks_as_the_policy_gives_rounds():
+    assert Settings().confirm_looks == Policy().max_rounds
