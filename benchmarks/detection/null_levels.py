@@ -19,8 +19,9 @@ counted in minutes; each procedure's level is a property of the procedure at any
 - ``rounds``: detection with confirmation rounds (:mod:`perfci_core.analysis.adaptive`, the
   server's loop): a flat 120-commit series at 3 repetitions per commit (2 % normal noise, and
   again with every job on a host 2 % slower or faster); its suspects get rounds until the policy
-  asks nothing more; a suspect that ends as a change (within one commit) was confirmed falsely. The search's alpha is raised to 0.01 (the default is 1e-4) so that the
-  rate can be counted; ``looks 1`` is the rule before alpha spending (every round at the full alpha).
+  asks nothing more; a suspect that ends as a change (within one commit) was confirmed falsely.
+  The search's alpha is raised to 0.01 (the default is 1e-4) so that the rate can be counted;
+  ``looks 1`` is the rule before alpha spending (every round at the full alpha).
   The main search then validates at 0.01 too, so a suspect it turns into a change counts as well:
   this row measures the whole loop, not the rounds' tests alone.
 """
@@ -36,7 +37,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -99,7 +99,7 @@ def compare_levels(rng: np.random.Generator, sims: int) -> list[str]:
                     h[1] += min(c.p_ks, c.p_mwu) <= alpha
             for alpha, (combined, old) in hits.items():
                 out.append(row(f"compare {kind}, {n} vs {n}", combined, sims, alpha))
-                out.append(row(f"  min(p_KS, p_MWU), the rule before", old, sims, alpha))
+                out.append(row("  min(p_KS, p_MWU), the rule before", old, sims, alpha))
     return out
 
 
@@ -116,7 +116,7 @@ def bisect_levels(rng: np.random.Generator, sims: int) -> list[str]:
             endpoints += any(s["phase"] == "endpoints" and s["why"] == Verdict.DIFFERENT.value for s in b.state.steps)
         alpha = b.policy.alpha
         out.append(row(f"bisect {kind}: culprit reported", culprits, sims, alpha))
-        out.append(row(f"  endpoints DIFFERENT (up to 8 looks)", endpoints, sims, alpha))
+        out.append(row("  endpoints DIFFERENT (up to 8 looks)", endpoints, sims, alpha))
     return out
 
 
