@@ -1,7 +1,7 @@
 """Null simulation: how often each of perfci's decisions says "changed" when nothing changed,
 against the level it states.
 
-    .venv/bin/python benchmarks/detection/null_levels.py [--seed 1] [--quick] [--only compare,bisect,rounds]
+    .venv/bin/python benchmarks/detection/null_levels.py [--seed 1] [--quick] [--only compare,bisect,rounds] [--sims N]
 
 Every sample is drawn from one distribution (no step anywhere), so every DIFFERENT / culprit /
 confirmation is a false positive; the table prints its rate, the stated level, their ratio and a
@@ -121,9 +121,9 @@ def bisect_levels(rng: np.random.Generator, sims: int) -> list[str]:
 
 
 def rounds_run(rng: np.random.Generator, settings: Settings, policy: Policy, drift: float, n: int = 120,
-               reps: int = 3) -> tuple[int, int]:
+               reps: int = 3) -> tuple[int, int, int]:
     """One flat series through the confirmation loop: (suspects given rounds, of them ending as a
-    change). Every job (a commit's own and each round) runs on a host ``drift`` slower or faster."""
+    change, of them confirmed by the rounds' own tests). Every job (a commit's own and each round) runs on a host ``drift`` slower or faster."""
     def job() -> list[float]:
         host = 1 + drift * rng.standard_normal()
         return list(100.0 * host * (1 + 0.02 * rng.standard_normal(reps)))
@@ -148,24 +148,28 @@ def rounds_run(rng: np.random.Generator, settings: Settings, policy: Policy, dri
             spent += reps
             suspected.add(int(q.suspect.suspect[1:]))
     found = {c.index for c in r.changes}
-    return len(suspected), sum(any(abs(k - j) <= 1 for j in found) for k in suspected)
+    by_rounds = {c.index for c in r.changes if c.by_rounds}
+    return (len(suspected), sum(any(abs(k - j) <= 1 for j in found) for k in suspected),
+            sum(any(abs(k - j) <= 1 for j in by_rounds) for k in suspected))
 
 
-def rounds_levels(rng: np.random.Generator, sims: int) -> list[str]:
+def rounds_levels(rng: np.random.Generator, sims: int, drifts: tuple[float, ...] = (0.0, 0.02)) -> list[str]:
     out = []
     alpha = 0.01
     # A low suspect penalty and a loose suspect alpha give a flat series suspects to confirm.
     base = Settings(search=SearchSettings(alpha=alpha), suspect_alpha=0.2, suspect_penalty=0.1)
     policy = Policy(budget_fraction=1.0)  # no budget cap: every suspect gets all its rounds
-    for drift in (0.0, 0.02):
+    for drift in drifts:
         for looks in (base.confirm_looks, 1):
             settings = replace(base, confirm_looks=looks)
-            suspects = confirmed = 0
+            suspects = confirmed = by_rounds = 0
             for _ in range(sims):
-                a, b = rounds_run(rng, settings, policy, drift)
+                a, b, c = rounds_run(rng, settings, policy, drift)
                 suspects += a
                 confirmed += b
-            out.append(row(f"rounds, job drift {drift:.0%}, looks {looks}: confirmed", confirmed, suspects, alpha))
+                by_rounds += c
+            out.append(row(f"rounds, job drift {drift:.0%}, looks {looks}: a change", confirmed, suspects, alpha))
+            out.append(row("  of them by the rounds' own tests", by_rounds, suspects, alpha))
     return out
 
 
@@ -174,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="a tenth of the simulations")
     ap.add_argument("--only", default="compare,bisect,rounds", help="comma-separated procedures")
+    ap.add_argument("--sims", type=int, help="simulations per row instead of each procedure's own count")
     args = ap.parse_args(argv)
     scale = 0.1 if args.quick else 1.0
     parts = {"compare": (compare_levels, 4000), "bisect": (bisect_levels, 1000), "rounds": (rounds_levels, 150)}
@@ -185,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, name in enumerate(wanted):
         fn, sims = parts[name]
         started = time.monotonic()
-        for line in fn(np.random.default_rng([args.seed, i]), max(10, int(sims * scale))):
+        for line in fn(np.random.default_rng([args.seed, i]), args.sims or max(10, int(sims * scale))):
             print(line, flush=True)
         print(f"  ({name}: {time.monotonic() - started:.0f} s)", flush=True)
     return 0

@@ -257,6 +257,7 @@ def test_on_a_host_drifting_between_jobs_interleaved_pairs_confirm_and_pin_a_ste
     for seed in range(6):
         [change] = detect(_drifting_rounds(seed, 8), "cpp", "tsc").changes
         assert change.suspect == "c197" and change.pinned and change.kind is Kind.REGRESSION
+        assert change.by_rounds  # the search over commits has not seen it: the rounds' pairs confirmed it
         assert 0.025 < change.rel_change < 0.035 and change.p_value < 1e-6  # the 24 pairs' signed-rank p
         assert detect(_drifting_rounds(seed, 8, paired=False), "cpp", "tsc").changes == ()  # not known as pairs
 

@@ -199,6 +199,7 @@ class Change:
     min_effect: float
     exact: bool  # decided by the exact-change rule (sim)
     commit_check: Comparison | None = None  # suspect's repetitions vs the ones just before
+    by_rounds: bool = False  # confirmed by the rounds' tests (jobs or pairs), not by the search over commits
 
     @property
     def percent(self) -> float:
@@ -322,6 +323,7 @@ def detect(
     proposal = Proposal(medians, scaled, point_sigma, settings.search, frame=frame, memo=memo)  # one search, two alphas
     cps = proposal.validated(m, min_effect, settings.search.alpha)
     unconfirmed, by_rounds = _loose(s, cps, proposal, m, min_effect, settings)
+    by_rounds_at = {cp.index for cp, _ in by_rounds}
     cps = sorted(cps + [cp for cp, _ in by_rounds], key=lambda cp: cp.index)
     bounds = [cp.index for cp in cps]
     changes = []
@@ -332,7 +334,7 @@ def detect(
         if not pinned:
             pairs = _pairs_test(s, cp, m, min_effect, per_look(settings.commit_alpha, settings) * settings.paired_share)
             check, pinned = (pairs, True) if pairs is not None else (check, False)
-        changes.append(_change(s, cp, name, be, m, check, pinned))
+        changes.append(replace(_change(s, cp, name, be, m, check, pinned), by_rounds=cp.index in by_rounds_at))
     suspects = _suspects(s, changes, cps, unconfirmed, name, be, settings)
     return DetectionResult(name, be.value, tuple(changes), len(s), noise, min_effect, tuple(notes), suspects)
 
