@@ -85,7 +85,7 @@ test over separate jobs can do. When a boundary at ``k`` has such pairs
 (:meth:`series.CleanSeries.paired`), they get their own test: the signed-rank test of
 :func:`.paired.paired_compare` on every pair so far, at ``Settings.paired_share`` of the alpha
 (the jobs' tests share the rest: Bonferroni over the looks actually taken), with the learned
-minimum effect. Until there are enough pairs to reach that share at all (20 at half of 1e-4 / 12,
+minimum effect. Until there are enough pairs to reach that share at all (19 at half of 1e-4 / 12,
 bursts left out: :func:`.paired.can_reject`), the pairs' test cannot pass and the jobs' tests
 keep the whole alpha. It compares ``k`` with ``k - 1`` directly, so when it passes, in the boundary's
 direction, the change is confirmed *and* pinned at ``k``; it also pins a confirmed change the
