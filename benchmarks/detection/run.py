@@ -12,8 +12,9 @@ Noisy families (`tsc`/`pmu` series, 200-1000 commits, 1-7 repetitions per commit
 of 0.5-10 % in both directions): ``normal``, ``heavy`` (Student t3 tails, rare +19 % runs),
 ``bimodal``, ``outliers`` (+20 %/-10 % runs), ``drift`` (slow drift and a random walk), and
 ``real``: repetitions resampled from runs of one build of perfci-fwd recorded on a real host
-(data/tsc-noise-quiet.json, nothing else running; data/tsc-noise.json was recorded under load:
-``--real-noise``; see data/README.md). A commit of the ``real`` family draws its repetitions
+(data/tsc-noise-quiet.json, nothing else running: the recording the settings were tuned on;
+data/tsc-noise.json and data/tsc-noise-heldout.json were recorded under load on other days, the
+held-out one only for reporting: ``--real-noise``; see data/README.md). A commit of the ``real`` family draws its repetitions
 from one recorded job, so repetitions share that job's host state as they do in practice.
 Deterministic family: ``sim`` (exact counts). ``--extra`` adds labelled series measured from the
 real dataplane (data/dataplane-sim-ipp.json; the format is in dataplane_corpus.py); they join

@@ -136,20 +136,23 @@ def test_detection_decides_again_on_the_rounds_and_the_rounds_per_commit_stop_it
 
 
 def test_the_rounds_jobs_confirm_a_step_at_the_tip_before_more_commits_come(client, session, sent_tasks, monkeypatch):
-    monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.6")  # a 33-commit series: room for a few rounds
+    # A 33-commit series: room for 5 rounds of the 5 commits around the step (25 repetitions each). The
+    # jobs' test spends 1e-4 over 12 looks, half on the medians: 2 commits against 3 need 4 rounds
+    # (10 jobs against 15; after 3 rounds, 8 against 12, its smallest p is 2 / C(20, 8) = 1.6e-5).
+    monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.8")
     get_settings.cache_clear()
     series = TipStep(client, session, sent_tasks)
     shas = series.lab.push(STEP_AT + 3)
     series.measure()
     assert series.lab.alerts() == []  # 3 commits after it: the test over commits cannot confirm it
-    for _ in range(6):  # the rounds arrive, detection decides again on one value per job
+    for _ in range(8):  # the rounds arrive, detection decides again on one value per job
         if not [j for j in series.jobs(JobPurpose.CONFIRM) if j.state == "queued"]:
             break
         series.measure()
     [group] = series.lab.alerts()
     assert group["first_bad"]["sha"] == shas[STEP_AT] and group["direction"] == "regression"
     assert {s.state for s in series.suspects() if s.metric == "cpp"} == {"confirmed"}
-    assert max(j.round for j in series.jobs(JobPurpose.CONFIRM)) >= 2  # one round was not enough
+    assert max(j.round for j in series.jobs(JobPurpose.CONFIRM)) >= 4  # three rounds were not enough
     assert len(series.lab.shas["main"]) == STEP_AT + 3  # no new commit was needed
     assert series.status(shas[STEP_AT]).state == "failure"
 

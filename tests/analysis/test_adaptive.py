@@ -9,6 +9,7 @@ import pytest
 
 from perfci_core.analysis import Kind, Point, Settings, Suspect, detect
 from perfci_core.analysis.adaptive import Policy, plan, run_order
+from perfci_core.analysis.detect import per_look
 
 REPS = 3
 
@@ -223,39 +224,54 @@ def test_a_round_measures_the_suspect_and_the_commit_before_it_as_one_interleave
     assert [(q.commit, q.partner) for q in both.requests if q.suspect is s] == [("c10", None), ("c11", None), ("c12", None)]
 
 
-def test_on_a_host_drifting_between_jobs_interleaved_pairs_confirm_and_pin_a_step_separate_jobs_cannot():
-    # Every job runs on a host 4 % slower or faster (seeded), its repetitions 0.3 % apart: a +3 % step
-    # three commits from the tip, then 8 rounds. Separate jobs of its commits differ by the host more
-    # than by the step; the two sides of an interleaved session share the host, their ratio does not.
+def _drifting_rounds(seed: int, rounds: int, paired: bool = True) -> list[Point]:
+    """Every job runs on a host 4 % slower or faster (seeded), its repetitions 0.3 % apart: a +3 %
+    step three commits from the tip, then ``rounds`` rounds, the suspect and the commit before it
+    as one interleaved session (``paired``: known as pairs)."""
     levels = np.where(np.arange(200) >= 197, 103.0, 100.0)
+    rng = np.random.default_rng(seed)
+
+    def job(i: int, host: float) -> list[float]:
+        return list(levels[i] * host * (1 + 0.003 * rng.standard_normal(REPS)))
+
+    def host() -> float:
+        return 1.0 + 0.04 * rng.standard_normal()
+
+    values = {i: [job(i, host())] for i in range(200)}
+    sessions = {i: [0] for i in range(200)}
+    for r in range(1, rounds + 1):
+        shared = host()
+        for i in (196, 197):
+            values[i].append(job(i, shared))
+            sessions[i].append(r)
+        for i in (195, 198, 199):
+            values[i].append(job(i, host()))
+            sessions[i].append(0)
+    return [Point.of(f"c{i:03d}", sum(values[i], []), [REPS] * len(values[i]),
+                     sessions[i] if paired else [0] * len(sessions[i])) for i in range(200)]
+
+
+def test_on_a_host_drifting_between_jobs_interleaved_pairs_confirm_and_pin_a_step_separate_jobs_cannot():
+    # Separate jobs of the step's commits differ by the host more than by the step; the two sides of
+    # an interleaved session share the host, their ratio does not.
     for seed in range(6):
-        rng = np.random.default_rng(seed)
-
-        def job(i: int, host: float) -> list[float]:
-            return list(levels[i] * host * (1 + 0.003 * rng.standard_normal(REPS)))
-
-        def host() -> float:
-            return 1.0 + 0.04 * rng.standard_normal()
-
-        values = {i: [job(i, host())] for i in range(200)}
-        sessions = {i: [0] for i in range(200)}
-        for r in range(1, 9):
-            shared = host()
-            for i in (196, 197):  # the suspect and the commit before it: one session
-                values[i].append(job(i, shared))
-                sessions[i].append(r)
-            for i in (195, 198, 199):
-                values[i].append(job(i, host()))
-                sessions[i].append(0)
-
-        def series(paired: bool) -> list[Point]:
-            return [Point.of(f"c{i:03d}", sum(values[i], []), [REPS] * len(values[i]),
-                             sessions[i] if paired else [0] * len(sessions[i])) for i in range(200)]
-
-        [change] = detect(series(True), "cpp", "tsc").changes
+        [change] = detect(_drifting_rounds(seed, 8), "cpp", "tsc").changes
         assert change.suspect == "c197" and change.pinned and change.kind is Kind.REGRESSION
+        assert change.by_rounds  # the search over commits has not seen it: the rounds' pairs confirmed it
         assert 0.025 < change.rel_change < 0.035 and change.p_value < 1e-6  # the 24 pairs' signed-rank p
-        assert detect(series(False), "cpp", "tsc").changes == ()  # the same values, not known as pairs
+        assert detect(_drifting_rounds(seed, 8, paired=False), "cpp", "tsc").changes == ()  # not known as pairs
+
+
+def test_the_rounds_pairs_spend_their_alpha_over_the_looks():
+    """18 pairs all one way give p = 2 / 2^18 = 7.6e-6: enough for half of 1e-4 (one look at the
+    full alpha, the rule before), not for half of 1e-4 / 12 (each of the 12 looks a confirmation
+    may take). 24 pairs (8 rounds) reach it."""
+    assert per_look(1e-4, Settings()) == pytest.approx(1e-4 / 12)
+    for seed in range(3):
+        points = _drifting_rounds(seed, 6)
+        assert detect(points, "cpp", "tsc").changes == ()
+        [change] = detect(points, "cpp", "tsc", Settings(confirm_looks=1)).changes
+        assert change.suspect == "c197" and change.p_value == pytest.approx(2 / 2**18)
 
 
 def test_the_loop_confirms_and_pins_a_step_on_a_drifting_host_from_its_interleaved_rounds():
@@ -272,3 +288,7 @@ def test_interleaved_pairs_of_a_level_that_never_moved_confirm_nothing():
         paired = Policy(paired=True)
         assert Loop(np.full(200, 100.0), seed=30 + seed, host_drift=0.02, policy=paired).run(max_loops=12).changes == ()
         assert Loop(np.full(200, 100.0), seed=40 + seed, slow_runs=0.25, policy=paired).run(max_loops=12).changes == ()
+
+
+def test_a_confirmation_spends_its_alpha_over_as_many_looks_as_the_policy_gives_rounds():
+    assert Settings().confirm_looks == Policy().max_rounds

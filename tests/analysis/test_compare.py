@@ -7,13 +7,14 @@ from scipy import stats
 from perfci_core.analysis.compare import (
     Kind,
     Verdict,
+    combined_p,
     compare,
     high_threshold,
     min_attainable_p,
 )
 
 
-def test_p_value_is_min_of_ks_and_mann_whitney():
+def test_p_value_is_the_cauchy_combination_of_ks_and_mann_whitney():
     rng = np.random.default_rng(0)
     a, b = rng.normal(100, 1, 12), rng.normal(101, 1, 9)
     c = compare(a, b, "cpp", backend="tsc")
@@ -21,7 +22,31 @@ def test_p_value_is_min_of_ks_and_mann_whitney():
     mwu = stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
     assert c.p_ks == pytest.approx(ks)
     assert c.p_mwu == pytest.approx(mwu)
-    assert c.p_value == pytest.approx(min(ks, mwu))
+    t = (math.tan((0.5 - ks) * math.pi) + math.tan((0.5 - mwu) * math.pi)) / 2  # Liu and Xie's form
+    assert c.p_value == pytest.approx(0.5 - math.atan(t) / math.pi)
+    assert min(ks, mwu) <= c.p_value <= max(ks, mwu)
+
+
+def test_combined_p_keeps_equal_p_values_and_small_ones_exact():
+    assert combined_p([1e-5, 1e-5]) == pytest.approx(1e-5)
+    assert combined_p([1e-200, 0.5]) == pytest.approx(2e-200)  # cot keeps the tail: tan(pi (0.5 - p)) would not
+    assert combined_p([1.0, 1.0]) == 1.0
+
+
+def test_combined_p_holds_its_level_where_the_minimum_does_not():
+    """Null samples of 12 and 50 vs as many (t3 noise): the minimum of KS and MWU rejects at
+    alpha = 0.05 well above 5 %, the combination does not (the full table: null_levels.py)."""
+    rng = np.random.default_rng(7)
+    for n in (12, 50):
+        rej_min = rej_comb = 0
+        for _ in range(1500):
+            a, b = rng.standard_t(3, n), rng.standard_t(3, n)
+            ks = stats.ks_2samp(a, b).pvalue
+            mwu = stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
+            rej_min += min(ks, mwu) <= 0.05
+            rej_comb += combined_p([ks, mwu]) <= 0.05
+        assert rej_comb / 1500 <= 0.05 * 1.1
+        assert rej_min > rej_comb
 
 
 def test_fully_separated_five_by_five_is_different_with_exact_p():

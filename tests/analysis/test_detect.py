@@ -22,6 +22,7 @@ def test_steps_found_at_the_exact_commit_with_five_repetitions(kind):
             assert c.index == true or (not c.pinned and abs(c.index - true) <= 1), (seed, c.index)
         assert r.changes[0].rel_change == pytest.approx(0.03, abs=0.006)
         assert r.changes[0].confidence > 0.999
+        assert not any(c.by_rounds for c in r.changes)  # found by the search over commits, no round measured
 
 
 def test_higher_is_better_metric_flips_the_kind():

@@ -48,7 +48,10 @@ class Policy:
     # Measure each suspect's k - 1 and k interleaved (module doc). Off by default: on the detection
     # benchmark's tuning seeds 11-30 (real noise) it delayed reports (mean of per-seed median delays
     # 4.3 commits against 3.6) at the same recall and budget; on a host drifting 3 % between jobs it
-    # found 25 of 47 synthetic 2-3 % steps against 23 (seeds 11-20). For hosts with batch drift.
+    # found 25 of 47 synthetic 2-3 % steps against 23 (seeds 11-20). With 2 % drift between jobs and the rounds'
+    # alpha spent over their looks (`run.py --adaptive --quick --job-drift 0.02`, seeds 11-13) they tie: 7 of 8
+    # synthetic 2-3 % steps and 22 of 22 >= 3 % either way, false alerts 0.16 against 0.08 per 1000 commits, delay
+    # 2.7 against 3.7, extra repetitions 17.1 % against 16.7 %; real noise delay 6.8 against 5.0 (docs/detection.md).
     paired: bool = False
 
 

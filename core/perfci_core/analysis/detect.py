@@ -15,8 +15,8 @@ Deterministic (``sim``) series use the exact-change rule between consecutive com
 (no statistics, one repetition suffices, always pinned).
 
 No alert floods, no missed regressions: an alert needs a whole new level (at least
-``min_segment`` commits) that passes a rank test at ``alpha`` = 0.001 against its neighbour
-level and moves by at least the learned minimum effect; one outlier commit, a bimodal build or
+``min_segment`` commits) that passes a rank test at ``alpha`` = 1e-4 (``SearchSettings.alpha``) against its
+neighbour level and moves by at least the learned minimum effect; one outlier commit, a bimodal build or
 slow drift does not. What it costs is delay: a noisy change is reported once ``min_segment``
 commits confirm it.
 
@@ -50,7 +50,8 @@ jobs: benchmarks/detection/data/README.md): a slow commit median on either side 
 and extra repetitions of a commit only make its one median more precise. The repetitions of one
 job share the host's moment; separate jobs do not. So an unconfirmed boundary is also tested with **one value per job** (the median of each
 job's repetitions, :meth:`series.CleanSeries.run_medians`) of the commits it names, before it
-against from it on — the same two-sample test, at the search's alpha and minimum effect. When
+against from it on — the same two-sample test, at the search's alpha spent over the rounds (levels,
+below) and the minimum effect. When
 the extra rounds give that test enough jobs to pass, in the boundary's direction, and the
 repetitions pin it to its commit, it is a change like any other (its ``p_value`` that test's).
 Without rounds every commit is one job and a suspect's few commits cannot reach 1e-4 (at most 3
@@ -84,7 +85,7 @@ test over separate jobs can do. When a boundary at ``k`` has such pairs
 (:meth:`series.CleanSeries.paired`), they get their own test: the signed-rank test of
 :func:`.paired.paired_compare` on every pair so far, at ``Settings.paired_share`` of the alpha
 (the jobs' tests share the rest: Bonferroni over the looks actually taken), with the learned
-minimum effect. Until there are enough pairs to reach that share at all (16 at half of 1e-4,
+minimum effect. Until there are enough pairs to reach that share at all (19 at half of 1e-4 / 12,
 bursts left out: :func:`.paired.can_reject`), the pairs' test cannot pass and the jobs' tests
 keep the whole alpha. It compares ``k`` with ``k - 1`` directly, so when it passes, in the boundary's
 direction, the change is confirmed *and* pinned at ``k``; it also pins a confirmed change the
@@ -93,6 +94,15 @@ own: when drifting jobs have taken the boundary out of the suspects' search, pai
 confirm the change at ``k`` all the same, and pairs that lean as a suspect must (``suspect_alpha``,
 or all one way while there are too few of them to reach it: 2 / 2^n > 0.05 below six pairs) by at
 least the minimum effect keep it a suspect (more rounds); other pairs let it go.
+
+Levels. Every round adds evidence and detection tests again, so a confirmation takes up to
+``Settings.confirm_looks`` looks (12: ``adaptive.Policy.max_rounds``). Each look of the rounds'
+tests (jobs and pairs, and the pairs' pin) runs at ``alpha / confirm_looks`` (:func:`per_look`,
+Bonferroni over the looks), so a suspect that never moved is confirmed by its rounds at most
+``alpha`` of the time over all of them, not ``alpha`` per round. The figures,
+``benchmarks/detection/null_levels.py``, run the rounds at a large alpha where the rate can be
+counted. What ``Change.confidence`` is: ``1 - p`` of the boundary's own test, on data that chose the
+boundary; it orders changes by strength but is not the probability that the change is real.
 
 Incremental. The server detects a series after every upload over a window of its newest commits,
 and the main search is most of what that costs. Two rules make most of it reusable from one
@@ -161,6 +171,9 @@ class Settings:
     # The share of a confirmation's (and of a pin's) alpha given to the interleaved pairs' test when a
     # boundary has pairs (module doc); the jobs' tests share the rest.
     paired_share: float = 0.5
+    # The looks a confirmation by rounds may take: the extra rounds a suspect's commits may get
+    # (adaptive.Policy.max_rounds). Each look tests at alpha / confirm_looks (module doc: levels).
+    confirm_looks: int = 12
     # Windows start at a multiple of this many positions, and the main search learns its frame on
     # the points before the newest block (module doc: incremental). 25: a 200-commit window keeps
     # 176-200 commits, and its search is redone from scratch once every 25 commits.
@@ -182,10 +195,11 @@ class Change:
     after_median: float
     rel_change: float
     p_value: float
-    confidence: float
+    confidence: float  # 1 - p_value: a strength to sort by, not a probability the change is real (module doc: levels)
     min_effect: float
     exact: bool  # decided by the exact-change rule (sim)
     commit_check: Comparison | None = None  # suspect's repetitions vs the ones just before
+    by_rounds: bool = False  # confirmed by the rounds' tests (jobs or pairs), not by the search over commits
 
     @property
     def percent(self) -> float:
@@ -309,6 +323,7 @@ def detect(
     proposal = Proposal(medians, scaled, point_sigma, settings.search, frame=frame, memo=memo)  # one search, two alphas
     cps = proposal.validated(m, min_effect, settings.search.alpha)
     unconfirmed, by_rounds = _loose(s, cps, proposal, m, min_effect, settings)
+    by_rounds_at = {cp.index for cp, _ in by_rounds}
     cps = sorted(cps + [cp for cp, _ in by_rounds], key=lambda cp: cp.index)
     bounds = [cp.index for cp in cps]
     changes = []
@@ -317,9 +332,9 @@ def detect(
         b = bounds[i + 1] if i + 1 < len(bounds) else len(s)
         check, pinned = _pin(s, a, cp.index, b, m, min_effect, settings)
         if not pinned:
-            pairs = _pairs_test(s, cp, m, min_effect, settings.commit_alpha * settings.paired_share)
+            pairs = _pairs_test(s, cp, m, min_effect, per_look(settings.commit_alpha, settings) * settings.paired_share)
             check, pinned = (pairs, True) if pairs is not None else (check, False)
-        changes.append(_change(s, cp, name, be, m, check, pinned))
+        changes.append(replace(_change(s, cp, name, be, m, check, pinned), by_rounds=cp.index in by_rounds_at))
     suspects = _suspects(s, changes, cps, unconfirmed, name, be, settings)
     return DetectionResult(name, be.value, tuple(changes), len(s), noise, min_effect, tuple(notes), suspects)
 
@@ -345,7 +360,7 @@ def _loose(s: CleanSeries, cps: list[ChangePoint], proposal: Proposal, m: catalo
         if any(lo <= cp.index <= hi for lo, hi in covered):
             continue
         around = _around(len(s), cp.index, cp.range_start, cp.range_end, settings.suspect_commits)
-        alpha = settings.search.alpha
+        alpha = per_look(settings.search.alpha, settings)
         if can_reject(*s.paired(cp.index - 1, cp.index), alpha * settings.paired_share):
             pairs = _pairs_test(s, cp, m, min_effect, alpha * settings.paired_share)
             if pairs is not None:  # k against k - 1 directly: confirmed and pinned
@@ -365,7 +380,8 @@ def _loose(s: CleanSeries, cps: list[ChangePoint], proposal: Proposal, m: catalo
         if k in tested or any(lo <= k <= hi for lo, hi in covered) or any(abs(k - c.index) <= 1 for c, _ in confirmed):
             continue
         before, after = s.paired(k - 1, k)
-        test = paired_compare(before, after, m, alpha=settings.search.alpha * settings.paired_share, min_effect=min_effect)
+        alpha = per_look(settings.search.alpha, settings) * settings.paired_share
+        test = paired_compare(before, after, m, alpha=alpha, min_effect=min_effect)
         around = _around(len(s), k, k, k, settings.suspect_commits)
         near = [u for u in unconfirmed if abs(u[0].index - k) <= 1]
         lean = max(settings.suspect_alpha, min_attainable_p(test.n_before))  # a round's few pairs: all one way
@@ -375,6 +391,12 @@ def _loose(s: CleanSeries, cps: list[ChangePoint], proposal: Proposal, m: catalo
         elif test.p_value <= lean and abs(test.rel_change) >= min_effect and not near:
             unconfirmed.append((ChangePoint(k, k, k, test), around))  # leaning, not yet enough pairs: more rounds
     return unconfirmed, confirmed
+
+
+def per_look(alpha: float, settings: Settings) -> float:
+    """The level of one look of a confirmation by rounds: ``alpha`` spent evenly over the
+    ``confirm_looks`` rounds that may each add evidence and test again (Bonferroni; module doc)."""
+    return alpha / max(1, settings.confirm_looks)
 
 
 def _best_proposal(s: CleanSeries, m: catalogue.Metric | None, settings: Settings) -> Proposal | None:
