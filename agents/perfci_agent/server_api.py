@@ -90,8 +90,11 @@ class AgentClient(ServerClient):
         return self.post("/agent/enroll", {"enrollment_token": enrollment_token, "name": name, "machine_id": machine_id,
                                            "machine": machine, "machine_name": name, "backends": backends, "version": version})
 
-    def heartbeat(self, backends: list[str] | None = None, version: str | None = None) -> dict[str, Any]:
-        body = {k: v for k, v in (("backends", backends), ("version", version)) if v is not None}
+    def heartbeat(self, backends: list[str] | None = None, version: str | None = None,
+                  stopped_claiming: str | None = None) -> dict[str, Any]:
+        """``stopped_claiming``: why this agent does not claim jobs; None says it claims."""
+        body: dict[str, Any] = {k: v for k, v in (("backends", backends), ("version", version)) if v is not None}
+        body["stopped_claiming"] = stopped_claiming
         return self.post("/agent/heartbeat", body)
 
     def claim(self) -> dict[str, Any] | None:

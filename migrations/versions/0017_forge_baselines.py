@@ -1,5 +1,7 @@
 """branches judged against their base, pull requests, neutral verdicts and their public pages
 
+- agents.stopped_claiming: why an agent stopped claiming jobs (its host's identity changed), from
+  its heartbeat.
 - pushes.listed_shas: the payload's commits, placed on the branch only while the mirror cannot be
   fetched (a webhook is answered before any fetch; a task records the push's range from git).
 - repositories.default_branch: the base of every other branch unless a pull request names one.
@@ -34,6 +36,8 @@ WHEN = sa.DateTime(timezone=True)
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("agents") as batch:
+        batch.add_column(sa.Column("stopped_claiming", sa.Text(), nullable=True))
     with op.batch_alter_table("pushes") as batch:
         batch.add_column(sa.Column("listed_shas", sa.JSON(), nullable=False, server_default="[]"))
     with op.batch_alter_table("repositories") as batch:
@@ -128,3 +132,5 @@ def downgrade() -> None:
         batch.drop_column("default_branch")
     with op.batch_alter_table("pushes") as batch:
         batch.drop_column("listed_shas")
+    with op.batch_alter_table("agents") as batch:
+        batch.drop_column("stopped_claiming")

@@ -175,7 +175,8 @@ class Agent:
     def step(self) -> None:
         """One turn of the loop: heartbeat when due, claim, work or wait."""
         if time.monotonic() >= self._next_heartbeat:
-            self._call("heartbeat", lambda c: c.heartbeat(backends=self.backends, version=version()))
+            self._call("heartbeat", lambda c: c.heartbeat(backends=self.backends, version=version(),
+                                                          stopped_claiming=self.identity_problem))
             self._next_heartbeat = time.monotonic() + self.config.heartbeat_seconds
         if not self.identity_holds():
             self.stop.wait(self.config.poll_seconds)
@@ -200,6 +201,7 @@ class Agent:
             else:
                 log.info("this host is the machine it enrolled as again: claiming jobs")
             self.identity_problem = problem
+            self._next_heartbeat = -math.inf  # the server (agents API) hears it at once
         return problem is None
 
     # --- one job -----------------------------------------------------------------------------

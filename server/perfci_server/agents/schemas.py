@@ -49,6 +49,8 @@ class HeartbeatRequest(BaseModel):
 
     backends: list[Backend] | None = Field(None, max_length=3)
     version: ShortText | None = None
+    # Why the agent does not claim jobs (null: it claims); an agent that does not send it leaves it as it was.
+    stopped_claiming: Annotated[str, StringConstraints(max_length=2000)] | None = None
 
 
 class HeartbeatResponse(BaseModel):
@@ -66,6 +68,8 @@ class AgentRead(BaseModel):
     version: str
     last_seen_at: datetime | None
     revoked_at: datetime | None
+    stopped_claiming: str | None = Field(None, description="Why the agent stopped claiming jobs (its host is no longer "
+                                                          "the machine it enrolled as); null while it claims")
     created_at: datetime
 
 

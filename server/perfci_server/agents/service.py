@@ -58,6 +58,8 @@ def heartbeat(session: Session, agent: AgentIdentity, request: HeartbeatRequest)
         changes["backends"] = [b.value for b in request.backends]
     if request.version is not None:
         changes["version"] = request.version
+    if "stopped_claiming" in request.model_fields_set:
+        changes["stopped_claiming"] = request.stopped_claiming
     agent_sql.touch_agent(session, agent.id, utcnow(), **changes)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, ForeignKey, String
+from sqlalchemy import Boolean, ForeignKey, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .base import Base, BigId, CreatedAtMixin, IdMixin
@@ -35,6 +35,9 @@ class Agent(IdMixin, CreatedAtMixin, Base):
     version: Mapped[str] = mapped_column(String(64), default="")
     last_seen_at: Mapped[datetime | None]
     revoked_at: Mapped[datetime | None]
+    # Why the agent stopped claiming jobs (its host is no longer the machine it enrolled as), as
+    # its last heartbeat said; None while it claims.
+    stopped_claiming: Mapped[str | None] = mapped_column(Text)
 
     machine: Mapped[Machine] = relationship(lazy="raise")
 
