@@ -6,7 +6,7 @@ Noisy backends (``pmu``, ``tsc``) — Chromium Pinpoint's rule over the repetiti
 
 - ``p = min(p_KS, p_MWU)``: two-sided Kolmogorov-Smirnov and Mann-Whitney U (scipy; exact
   distributions for small samples). Rank tests: the heavy upper tail of a fresh-process run
-  (DESIGN §4: one run +19 %) cannot drag them the way it drags a t-test.
+  (docs/design.md, "These machines": one run +19 %) cannot drag them the way it drags a t-test.
 - DIFFERENT when ``p <= alpha`` and the relative change of the medians is at least
   ``min_effect`` (the series' learned noise floor, :func:`noise.learned_min_effect`).
 - SAME when ``p <= alpha`` but the change is below ``min_effect`` (real but not worth acting on),
@@ -23,7 +23,7 @@ Deterministic backend (``sim``, valgrind instruction counts and simulated caches
 tolerance``, else SAME; one sample per side suffices. The default tolerance, 1e-4, sits below
 the smallest code change that matters: one extra instruction per 32-packet burst on a ~100
 instructions/packet forwarding path is 1/32/100 = +0.03 % IPP, three times the tolerance, while
-callgrind counts of the forwarding function are bit-identical run to run (DESIGN §4). Counts
+callgrind counts of the forwarding function are bit-identical run to run (docs/design.md, "These machines"). Counts
 that can be near zero (memory hazards per packet) also need an absolute move above their
 catalogue ``exact_floor``: 0 -> 0.0001 blocks per packet is one event in 10 000 packets (a drop
 landing differently), not a stall the forwarding path acquired.
