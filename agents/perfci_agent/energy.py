@@ -1,6 +1,6 @@
 """Package energy (RAPL) over the dataplane's measurement window, where this machine exposes it.
 
-Two sources, tried in this order (DESIGN §7):
+Two sources, tried in this order (docs/design.md, "Memory hazards, scaling and energy"):
 
 1. perf's ``power/energy-pkg/`` and ``power/energy-ram/`` events (package-wide: ``perf stat -a``;
    root or ``perf_event_paranoid`` <= 0). The run is wrapped like the pmu backend's:

@@ -6,7 +6,7 @@ The agent asks for generic names (the ``pmu.*`` raw keys of :mod:`perfci_core.me
     llc_load_misses, branch_misses, sf_blocks, split_loads, split_stores, alias_4k
 
 The first eight map to perf's generic hardware events. The memory hazards the ``sim`` backend
-simulates are vendor specific (DESIGN §3; the event lists of perf's pmu-events, from Intel's
+simulates are vendor specific (docs/design.md, "Measurement"; the event lists of perf's pmu-events, from Intel's
 perfmon tables and AMD's PPRs):
 
 - loads blocked by store forwarding: Intel, Skylake and later ``ld_blocks.store_forward``;

@@ -1,4 +1,4 @@
-"""The machine fingerprint: what must be equal for two measurements to be comparable (DESIGN §3).
+"""The machine fingerprint: what must be equal for two measurements to be comparable (docs/design.md, "Measurement").
 
 ``machine_id`` is the sha256 of the canonical JSON (sorted keys, no whitespace) of the fingerprint.
 Everything is read from /proc, /sys and two version commands; a value that cannot be read is None

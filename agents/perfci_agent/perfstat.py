@@ -8,7 +8,7 @@ perf prints one record per counter on stderr. Both formats carry the same fields
     JSON: {"counter-value": "...", "unit": "", "event": "...", "event-runtime": N,
            "pcnt-running": P, ...}
 
-Rules (DESIGN §3):
+Rules (docs/design.md, "Measurement"):
 - ``<not supported>`` and ``<not counted>`` are *absent*: value None with the status kept, never 0.
 - A count whose event ran less than 100 % of the time was scaled by perf (multiplexing): the
   running percentage is kept and :attr:`Count.multiplexed` flags it.

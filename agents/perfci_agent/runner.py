@@ -164,7 +164,7 @@ def run(spec: RunSpec) -> RunResult:
 
 
 def tsc_raw(report: dict) -> dict[str, float]:
-    """The ``tsc.*`` raw counts of one report (DESIGN §3 / metrics.derive_tsc)."""
+    """The ``tsc.*`` raw counts of one report (docs/design.md, "Measurement" / metrics.derive_tsc)."""
     w = report["window"]
     return {
         "tsc.packets": float(w["packets"]["rx"]),

@@ -10,7 +10,7 @@ confirmation with fresh repetitions) against a measurement function:
 
 - deterministic: the exact value of the commit's level (callgrind instruction counts);
 - noisy: level x (1 + noise x N(0, 1)), and with probability 3 % a heavy upper-tail run
-  (+5 to +20 %), the shape of fresh-process runs on these VMs (DESIGN §4: one run +19 %);
+  (+5 to +20 %), the shape of fresh-process runs on these VMs (docs/design.md, "These machines": one run +19 %);
 - "10 % unbuildable": one commit in ten (never good or bad) fails to build and is skipped.
 
 A trial is correct when the search ends with a confirmed culprit and it is the stepped commit

@@ -1,6 +1,6 @@
 """The metric catalogue and the one implementation of every derived-metric formula.
 
-The lean measurement model (DESIGN §1):
+The lean measurement model (docs/design.md, "The lean model"):
 
     IPC  = instructions / cycles
     eIPC = useful instructions / useful cycles        (idle polling of empty RX queues removed)

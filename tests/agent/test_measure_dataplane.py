@@ -181,7 +181,7 @@ def test_perf_window_gating_with_a_software_event(scratch_repo):
 
 
 def test_perf_control_protocol_with_a_stand_in_child(tmp_path):
-    """The FIFO dance of DESIGN §4 with a tiny child (0.3 s spin, 0.2 s window, 0.3 s spin)."""
+    """The FIFO dance of docs/design.md ("These machines") with a tiny child (0.3 s spin, 0.2 s window, 0.3 s spin)."""
     import os
     ctl_p, ack_p, out = tmp_path / "ctl", tmp_path / "ack", tmp_path / "perf.csv"
     os.mkfifo(ctl_p)

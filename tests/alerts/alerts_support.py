@@ -92,7 +92,7 @@ def sim_values(ipp: float, sf_blocks_pp: float | None = None, alias_4k_pp: float
 
 
 def tsc_values(rng: np.random.Generator, cpp_level: float, rel_noise: float, reps: int = 5) -> dict[str, list[float]]:
-    """Fresh-process tsc runs: CPP with noise and the occasional slow run (DESIGN §4's heavy upper
+    """Fresh-process tsc runs: CPP with noise and the occasional slow run (docs/design.md, "These machines": heavy upper
     tail), PPS and CUR consistent with it (PPS = Freq x CUR / CPP)."""
     cpp = cpp_level * (1 + rel_noise * rng.standard_normal(reps))
     slow = rng.random(reps) < 0.05

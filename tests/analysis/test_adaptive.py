@@ -22,7 +22,7 @@ class Loop:
                  settings: Settings = Settings(), host_drift: float = 0.0):
         self.rng, self.levels, self.cv, self.policy = np.random.default_rng(seed), levels, cv, policy
         self.settings = settings
-        self.slow_jobs = slow_jobs  # share of jobs whose every repetition is 10 % slow (a busy host, DESIGN §4)
+        self.slow_jobs = slow_jobs  # share of jobs whose every repetition is 10 % slow (a busy host, docs/design.md "These machines")
         self.slow_runs = slow_runs  # share of runs slowed on their own by 10-60 % (the recorded tsc noise)
         self.host_drift = host_drift  # each session's host is slower or faster by this relative sd (batch drift)
         bias = first_bias or {}

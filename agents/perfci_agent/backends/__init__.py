@@ -1,4 +1,4 @@
-"""Measurement backends (DESIGN §3): ``pmu`` (perf stat), ``sim`` (valgrind), ``tsc`` (rdtsc report).
+"""Measurement backends (docs/design.md, "Measurement"): ``pmu`` (perf stat), ``sim`` (valgrind), ``tsc`` (rdtsc report).
 
 Each backend turns one repetition into a :class:`~perfci_core.result.Sample` (raw counts plus the
 metrics derived from them by :mod:`perfci_core.metrics`). :func:`select` implements ``auto``.

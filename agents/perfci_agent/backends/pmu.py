@@ -8,7 +8,7 @@ One repetition is
 CTL and ACK are two FIFOs the agent creates and opens read-write (so neither open blocks) before
 starting perf; perf and the dataplane inherit them. ``-D -1`` starts perf with its counters
 disabled; the dataplane writes ``enable`` when its window opens and ``disable`` when it closes,
-each time waiting for perf's ``ack`` (DESIGN §4). ``-C CORE`` confines counting to the
+each time waiting for perf's ``ack`` (docs/design.md, "These machines"). ``-C CORE`` confines counting to the
 forwarding core. The same path works for software events (task-clock), which is how it is
 tested on machines without a PMU.
 

@@ -21,7 +21,7 @@ plus a per-group model cost ``penalty = ln N + ln(R / sigma) + 0.5 ln N`` (where
 the group mean to a precision of sigma / sqrt n over the range R of the series), the usual
 two-part MDL code with Gaussian data given the model (constants common to all groupings dropped).
 
-Robustness before the search (the heavy upper tail of DESIGN §4): a Hampel-style clip replaces
+Robustness before the search (the heavy upper tail in docs/design.md, "These machines"): a Hampel-style clip replaces
 a point that is more than ``clip`` noise-sigmas away from *both* the median of the 3 points
 before it and the median of the 3 after it by the nearer median +/- clip sigma, and gives it a
 hundredth of the weight. A lone outlier cannot buy a group of its own nor drag a boundary next

@@ -6,7 +6,7 @@ Noisy backends (``pmu``, ``tsc``) — Chromium Pinpoint's rule over the repetiti
 
 - ``p``: the Cauchy combination (:func:`combined_p`) of the two-sided Kolmogorov-Smirnov and
   Mann-Whitney U p-values (scipy; exact distributions for small samples). Rank tests: the heavy
-  upper tail of a fresh-process run (DESIGN §4: one run +19 %) cannot drag them the way it drags
+  upper tail of a fresh-process run (docs/design.md, "These machines": one run +19 %) cannot drag them the way it drags
   a t-test; KS also sees a change of shape, MWU is the stronger for a shift. Pinpoint takes
   ``min(p_KS, p_MWU)``, which rejects more often than its alpha (1.2-1.3 x at 12-50 repetitions,
   ``benchmarks/detection/null_levels.py``); the combination stays within it and costs at most a
@@ -27,7 +27,7 @@ Deterministic backend (``sim``, valgrind instruction counts and simulated caches
 tolerance``, else SAME; one sample per side suffices. The default tolerance, 1e-4, sits below
 the smallest code change that matters: one extra instruction per 32-packet burst on a ~100
 instructions/packet forwarding path is 1/32/100 = +0.03 % IPP, three times the tolerance, while
-callgrind counts of the forwarding function are bit-identical run to run (DESIGN §4). Counts
+callgrind counts of the forwarding function are bit-identical run to run (docs/design.md, "These machines"). Counts
 that can be near zero (memory hazards per packet) also need an absolute move above their
 catalogue ``exact_floor``: 0 -> 0.0001 blocks per packet is one event in 10 000 packets (a drop
 landing differently), not a stall the forwarding path acquired.

@@ -1,6 +1,6 @@
 """Detection: regressions and improvements of one series, each located at a commit range.
 
-:func:`detect` combines the two checks DESIGN §5 asks for:
+:func:`detect` combines the two checks docs/design.md ("Deciding a regression") asks for:
 
 1. change points over the commit order (:mod:`.changepoints`: MDL grouping of the per-commit
    medians, every boundary validated by a two-sample test on up to ``window`` commits each side

@@ -1,5 +1,5 @@
 """Lean-model explanation of a change: which of IPP, eIPC and CUR moved CPP/PPS, and which
-per-packet counters moved with it (DESIGN §1).
+per-packet counters moved with it (docs/design.md, "The lean model").
 
 The identities are multiplicative, so their log-ratios add up exactly:
 

@@ -3,7 +3,7 @@
 The per-metric noise model is learned from the series itself, never configured per metric:
 
 - :func:`mad_sigma` — the median absolute deviation scaled to a normal standard deviation
-  (x 1.4826), which a few outliers (the +19 % run of DESIGN §4) cannot inflate;
+  (x 1.4826), which a few outliers (the +19 % run in docs/design.md, "These machines") cannot inflate;
 - :func:`diff_sigma` — the noise of a commit-ordered sequence from its *first differences*:
   sigma = MAD-sigma(diff(y)) / sqrt(2). A step or slow drift moves only one difference (or all of
   them by a tiny constant), so the estimate is not inflated by the changes we are looking for,
@@ -60,11 +60,11 @@ def learned_min_effect(relative_noise: float, floor: float, factor: float) -> fl
 # decides it:
 #
 # - spread = MAD-sigma of the repetitions / their median (robust: one +19 % run of a quiet host,
-#   DESIGN §4, does not make a run noisy; half the runs at 40-266 % of the median does);
+#   docs/design.md "These machines", does not make a run noisy; half the runs at 40-266 % of the median does);
 # - "usual" = the machine's usual spread: the median spread of its earlier runs of the same backend
 #   and config when at least NOISY_HISTORY of them are known, else unknown;
 # - noisy when spread > max(NOISY_FACTOR x usual, NOISY_MIN_SPREAD) with a usual spread, and
-#   spread > NOISY_SPREAD without one. NOISY_SPREAD = 10 %: the quiet 2-core VM of DESIGN §4 has
+#   spread > NOISY_SPREAD without one. NOISY_SPREAD = 10 %: the quiet 2-core VM of docs/design.md ("These machines") has
 #   a single-run CV of 3.7 % (MAD-sigma lower still), so 10 % is well clear of a quiet host, while
 #   the jobs recorded under load 4-6 (benchmarks/detection/data/tsc-noise.json) spread 19-41 %.
 NOISY_SPREAD = 0.10

@@ -1,5 +1,5 @@
 """Parallel scaling and return on investment: Amdahl's serial fraction from throughput at 1..N
-lcores, scaling efficiency, and the ROI metrics T²/ΣCPU and T²/P (DESIGN §7).
+lcores, scaling efficiency, and the ROI metrics T²/ΣCPU and T²/P (docs/design.md, "Memory hazards, scaling and energy").
 
 Amdahl (the ZTE study) with the one-lcore time normalised to 1: N lcores take B + (1 − B)/N, so
 in throughput form

@@ -107,7 +107,7 @@ class CleanSeries:
     def run_best(self, start: int, stop: int, lower_is_better: bool) -> np.ndarray:
         """The best repetition of every job of points ``start`` .. ``stop - 1`` (the lowest when
         lower is better): one value per job that the host's interference barely touches, since
-        interference only ever makes a run worse (the heavy upper tail of DESIGN §4; in the
+        interference only ever makes a run worse (the heavy upper tail in docs/design.md, "These machines"; in the
         recording of benchmarks/detection/data a quarter of the ``tsc`` runs are 10-75 % slow, none
         is fast)."""
         pick = np.min if lower_is_better else np.max
