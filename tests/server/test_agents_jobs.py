@@ -50,6 +50,19 @@ def test_api_tokens_work_for_mutations(client):
     assert client.post("/api/v1/configs", json={"name": "via-api-token"}, headers=headers).status_code == 201
 
 
+def test_an_agent_that_stopped_claiming_says_why_and_the_agents_api_shows_it(client, session):
+    agent = enroll(client)
+    why = "this machine's identity changed since enrollment (cpu_model_name): re-enroll it as a new machine"
+    headers = agent["headers"]
+    assert client.post("/api/v1/agent/heartbeat", json={"stopped_claiming": why}, headers=headers).status_code == 200
+    listed = lambda: {a["id"]: a["stopped_claiming"] for a in client.get("/api/v1/agents", headers=ADMIN).json()["items"]}  # noqa: E731
+    assert listed()[agent["agent_id"]] == why
+    assert client.post("/api/v1/agent/heartbeat", json={"version": "0.2"}, headers=headers).status_code == 200
+    assert listed()[agent["agent_id"]] == why  # an older agent's heartbeat without the field leaves it
+    assert client.post("/api/v1/agent/heartbeat", json={"stopped_claiming": None}, headers=headers).status_code == 200
+    assert listed()[agent["agent_id"]] is None
+
+
 def test_heartbeat_updates_backends_and_last_seen(client, session):
     agent = enroll(client, backends=["tsc"])
     response = client.post("/api/v1/agent/heartbeat", json={"backends": ["tsc", "pmu"], "version": "0.2"}, headers=agent["headers"])

@@ -47,6 +47,7 @@ class Host:
 class Server:
     def __init__(self) -> None:
         self.claims = 0
+        self.heartbeats: list[dict] = []
 
     def __enter__(self) -> Server:
         return self
@@ -55,6 +56,7 @@ class Server:
         pass
 
     def heartbeat(self, **kw: object) -> dict:
+        self.heartbeats.append(kw)
         return {}
 
     def claim(self) -> None:
@@ -98,9 +100,12 @@ def test_another_cpu_model_stops_claims_with_a_message_until_it_is_back(running,
         assert "cpu_model_name" in agent.identity_problem
         stopped = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
         assert len(stopped) == 1 and stopped[0].startswith("not claiming jobs: this machine's identity changed since enrollment (cpu_model_name)")
+        assert server.heartbeats[-1]["stopped_claiming"] == agent.identity_problem  # the server hears why at once
         host.set(model="Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz")
         agent.step()
-    assert server.claims == 2 and agent.identity_problem is None
+        agent.step()
+    assert server.claims == 3 and agent.identity_problem is None
+    assert server.heartbeats[-1]["stopped_claiming"] is None
     assert any("claiming jobs" in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
 
 
