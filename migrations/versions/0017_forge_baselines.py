@@ -2,6 +2,7 @@
 
 - agents.stopped_claiming: why an agent stopped claiming jobs (its host's identity changed), from
   its heartbeat.
+- abandoned_commits: the commits a force push took off a branch (kept, out of its series).
 - pushes.listed_shas: the payload's commits, placed on the branch only while the mirror cannot be
   fetched (a webhook is answered before any fetch; a task records the push's range from git).
 - repositories.default_branch: the base of every other branch unless a pull request names one.
@@ -48,6 +49,18 @@ def upgrade() -> None:
         batch.create_foreign_key(op.f("fk_branches_base_branch_id_branches"), "branches", ["base_branch_id"], ["id"],
                                  ondelete="SET NULL")
 
+    op.create_table(
+        "abandoned_commits",
+        sa.Column("branch_id", ID, sa.ForeignKey("branches.id", ondelete="CASCADE", name=op.f("fk_abandoned_commits_branch_id_branches")),
+                  nullable=False),
+        sa.Column("commit_id", ID, sa.ForeignKey("commits.id", ondelete="CASCADE", name=op.f("fk_abandoned_commits_commit_id_commits")),
+                  nullable=False),
+        sa.Column("position", sa.Integer(), nullable=False),
+        sa.Column("push_id", ID, sa.ForeignKey("pushes.id", ondelete="SET NULL", name=op.f("fk_abandoned_commits_push_id_pushes")),
+                  nullable=True),
+        sa.Column("abandoned_at", WHEN, nullable=False),
+        sa.PrimaryKeyConstraint("branch_id", "commit_id", name=op.f("pk_abandoned_commits")),
+    )
     op.create_table(
         "pull_requests",
         sa.Column("id", ID, primary_key=True),
@@ -124,6 +137,7 @@ def downgrade() -> None:
         batch.drop_constraint(op.f("fk_jobs_pull_request_id_pull_requests"), type_="foreignkey")
         batch.drop_column("pull_request_id")
     op.drop_table("pull_requests")
+    op.drop_table("abandoned_commits")
     with op.batch_alter_table("branches") as batch:
         batch.drop_constraint(op.f("fk_branches_base_branch_id_branches"), type_="foreignkey")
         batch.drop_column("fork_position")

@@ -116,7 +116,7 @@ class World:
 def world(committed_client, sent_tasks, tmp_path, monkeypatch) -> Iterator[World]:
     with ForgeServer() as forge:
         _settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=TOKEN,
-                      PERFCI_PUBLIC_URL="https://perfci.example.com")
+                      PERFCI_PUBLIC_URL="https://perfci.example.com", PERFCI_ALLOW_LOCAL_CLONE_URLS="true")  # file:// forge
         git = GitForge(tmp_path / "forge")
         yield World(committed_client, sent_tasks, git, forge)
 
@@ -240,3 +240,22 @@ def test_a_machine_that_enrolls_late_gets_the_newest_commits_as_history(world, s
         jobs = session.scalars(select(Job).where(Job.machine_id == late["machine_id"]).order_by(Job.id)).all()
         assert [(j.purpose, j.priority) for j in jobs] == [("backfill", -10)] * 4
         assert [j.commit_id for j in jobs] == sorted(j.commit_id for j in jobs)  # oldest first
+
+
+def test_a_force_push_takes_its_abandoned_regression_off_the_branch_and_detection_sees_the_branch_as_git_does(world):
+    root = world.git.commit(2)
+    world.push("main", ZERO, root)
+    world.regressed.add(bad := world.git.commit(1, "fwd: stage the MAC header through a vector")[0])
+    world.push("main", root[-1], [bad])
+    world.measure()
+    assert [a["first_bad"]["sha"] for a in world.client.get("/api/v1/alerts").json()["items"]] == [bad]
+
+    world.git.git("reset", "--quiet", "--hard", root[-1])  # the author rewrites the branch without it
+    fixed = world.git.commit(1, "fwd: blend instead of the scalar store")[0]
+    payload = copy.deepcopy(fixture("github_push.json"))
+    listed = [world.git.forge_commit(fixed)]
+    payload.update(ref="refs/heads/main", before=bad, after=fixed, forced=True, commits=listed, head_commit=listed[-1])
+    world.deliver("push", payload)
+    world.measure()
+    assert world.client.get("/api/v1/alerts").json()["items"] == []  # the untriaged alert went with its commit
+    assert world.statuses(fixed)["perfci/dut-01"]["state"] == "success"  # judged against root[-1], as git orders it

@@ -206,9 +206,11 @@ def test_a_new_branch_with_no_base_yet_records_its_first_parent_history(client, 
     assert jobs_per_commit(session) == {sha: 1 for sha in [*root, *feature]}
 
 
-def test_a_force_push_records_the_rewritten_commits_after_the_old_head(client, session, sent_tasks, forge, completed):
+def test_a_force_push_takes_the_abandoned_commits_off_the_branch_and_keeps_them(client, session, sent_tasks, forge, completed):
     kept = forge.commit(3)
     register(client, "perfci-org/dataplane", "github", f"file://{forge.path}")
+    create_config(client)
+    enroll(client)
     old = forge.commit(2)
     assert deliver_github(client, github_push(forge, kept[-1], old[-1], old), "old").status_code == 202
     completed()
@@ -218,8 +220,13 @@ def test_a_force_push_records_the_rewritten_commits_after_the_old_head(client, s
     response = deliver_github(client, github_push(forge, old[-1], rewritten[-1], rewritten, forced=True), "forced")
     assert response.json()["commits"] == 3
     completed()
-    assert branch_shas(session) == [kept[-1], *old, *rewritten]
+    assert branch_shas(session) == [kept[-1], *rewritten]  # the branch as git has it now
     assert parents(session)[rewritten[0]] == [kept[-1]]
+    repo_id = session.scalar(select(Repository.id))
+    gone = client.get(f"/api/v1/repositories/{repo_id}/commits", params={"branch": "main", "abandoned": True}).json()["items"]
+    assert [(c["sha"], c["position"]) for c in gone] == [(old[1], 2), (old[0], 1)]  # kept, where they stood
+    assert jobs_per_commit(session) == {sha: 1 for sha in [kept[-1], *old, *rewritten]}  # their measurements stay too
+    assert client.get(f"/api/v1/repositories/{repo_id}/commits", params={"abandoned": True}).status_code == 400
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ from ..models import (
     ACTIVE_STATES,
     Alert,
     AlertGroup,
+    AlertStatus,
     BenchConfig,
     Branch,
     BranchCommit,
     Commit,
     CommitStatus,
-    StatusScope,
     DetectionWindow,
     Job,
     JobPurpose,
@@ -32,6 +32,7 @@ from ..models import (
     Run,
     RunStatus,
     Sample,
+    StatusScope,
     Suspect,
     SuspectState,
 )
@@ -495,3 +496,13 @@ def verdicts(session: Session, commit_ids: Sequence[int], machine_ids: Sequence[
     if machine_ids is not None:
         statement = statement.where(CommitStatus.machine_id.in_(list(machine_ids)))
     return [(status, name) for status, name in session.execute(statement)]
+
+
+def drop_untriaged_groups_of(session: Session, branch_id: int, commit_ids: Sequence[int]) -> int:
+    """Delete the branch's untriaged alert groups whose range ends or starts at one of these commits
+    (commits a force push took off the branch); triaged ones stay, as history."""
+    statement = delete(AlertGroup).where(
+        AlertGroup.branch_id == branch_id, AlertGroup.status == AlertStatus.UNTRIAGED.value,
+        AlertGroup.first_bad_commit_id.in_(list(commit_ids)) | AlertGroup.last_good_commit_id.in_(list(commit_ids)),
+    ).returning(AlertGroup.id)
+    return len(session.execute(statement).all())

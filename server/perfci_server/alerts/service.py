@@ -379,11 +379,14 @@ class _Book:
 
     def __init__(self, session: Session, branch_id: int, machine_id: int):
         self.session, self.branch_id, self.machine_id = session, branch_id, machine_id
-        self.groups = {g.id: g for g in alert_sql.groups_of(session, branch_id, machine_id)}
-        self.alerts = alert_sql.alerts_of_groups(session, list(self.groups))
-        commit_ids = [c for g in self.groups.values() for c in (g.last_good_commit_id, g.first_bad_commit_id)]
-        commit_ids += [c for a in self.alerts for c in (a.last_good_commit_id, a.first_bad_commit_id)]
+        groups = alert_sql.groups_of(session, branch_id, machine_id)
+        alerts = alert_sql.alerts_of_groups(session, [g.id for g in groups])
+        commit_ids = [c for g in groups for c in (g.last_good_commit_id, g.first_bad_commit_id)]
+        commit_ids += [c for a in alerts for c in (a.last_good_commit_id, a.first_bad_commit_id)]
         self.pos = alert_sql.positions_of(session, branch_id, commit_ids)
+        # A triaged group about commits a force push took off the branch stays as history, out of reach.
+        self.groups = {g.id: g for g in groups if g.first_bad_commit_id in self.pos}
+        self.alerts = [a for a in alerts if a.group_id in self.groups and a.first_bad_commit_id in self.pos]
         self.old_ranges = {g.id: self.range_of(g) for g in self.groups.values()}
         self.touched: set[int] = set()
         branch = session.get(Branch, branch_id)

@@ -8,10 +8,11 @@ from .commit_status import CommitState, CommitStatus, Delivery, StatusScope
 from .job import ACTIVE_STATES, JOB_PRIORITY, Job, JobPurpose, JobState, Run, RunStatus
 from .machine import Agent, ApiToken, EnrollmentToken, Machine
 from .pull_request import PullRequest, PullState
-from .repository import Branch, BranchCommit, Commit, Forge, Push, Repository, WebhookDelivery
+from .repository import AbandonedCommit, Branch, BranchCommit, Commit, Forge, Push, Repository, WebhookDelivery
 from .result import MetricValue, Sample
 
 __all__ = [
+    "AbandonedCommit",
     "ACTIVE_STATES",
     "JOB_PRIORITY",
     "JobPurpose",

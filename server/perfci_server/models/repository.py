@@ -8,7 +8,7 @@ from enum import Enum
 from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from .base import Base, BigId, CreatedAtMixin, IdMixin
+from .base import Base, BigId, CreatedAtMixin, IdMixin, utcnow
 
 
 class Forge(str, Enum):
@@ -81,6 +81,21 @@ class BranchCommit(Base):
     branch_id: Mapped[int] = mapped_column(BigId, ForeignKey("branches.id", ondelete="CASCADE"), primary_key=True)
     commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"), primary_key=True)
     position: Mapped[int] = mapped_column(Integer)
+
+
+class AbandonedCommit(Base):
+    """A commit a force push took off a branch: kept (with its measurements), out of the series.
+
+    Detection, the dashboards and the verdicts read ``branch_commits`` only, so they see the branch
+    as git does; this row says where the commit stood and which push abandoned it."""
+
+    __tablename__ = "abandoned_commits"
+
+    branch_id: Mapped[int] = mapped_column(BigId, ForeignKey("branches.id", ondelete="CASCADE"), primary_key=True)
+    commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)  # where it stood on the branch
+    push_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("pushes.id", ondelete="SET NULL"))
+    abandoned_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class WebhookDelivery(IdMixin, CreatedAtMixin, Base):

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, select, update
+from sqlalchemy import Select, bindparam, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from .. import db
-from ..models import Branch, BranchCommit, Commit, Push, Repository, utcnow
+from ..models import AbandonedCommit, Branch, BranchCommit, Commit, Push, Repository, utcnow
 
 
 def by_name(session: Session, name: str) -> Repository | None:
@@ -176,10 +176,12 @@ def history_until(session: Session, branch_id: int, position: int, limit: int) -
 
 
 def commit_before(session: Session, branch_id: int, commit_id: int) -> int | None:
-    """The commit just before ``commit_id`` on the branch (None: it is the branch's first, or not on it)."""
+    """The commit just before ``commit_id`` on the branch (None: it is the branch's first, or not on
+    it). Positions may have gaps: a force push takes commits off a branch."""
     here = select(BranchCommit.position).where(BranchCommit.branch_id == branch_id, BranchCommit.commit_id == commit_id)
-    statement = select(BranchCommit.commit_id).where(BranchCommit.branch_id == branch_id,
-                                                     BranchCommit.position == here.scalar_subquery() - 1)
+    statement = (select(BranchCommit.commit_id).where(BranchCommit.branch_id == branch_id,
+                                                      BranchCommit.position < here.scalar_subquery())
+                 .order_by(BranchCommit.position.desc()).limit(1))
     return session.scalar(statement)
 
 
@@ -203,3 +205,25 @@ def newest_shas(session: Session, branch_id: int, limit: int) -> list[str]:
     statement = (select(Commit.sha).join(BranchCommit, BranchCommit.commit_id == Commit.id)
                  .where(BranchCommit.branch_id == branch_id).order_by(BranchCommit.position.desc()).limit(limit))
     return list(session.scalars(statement))
+
+
+def newest_entries(session: Session, branch_id: int, limit: int) -> list[tuple[int, str, int]]:
+    """(commit id, sha, position) of the branch's newest commits, newest first."""
+    statement = (select(Commit.id, Commit.sha, BranchCommit.position).join(BranchCommit, BranchCommit.commit_id == Commit.id)
+                 .where(BranchCommit.branch_id == branch_id).order_by(BranchCommit.position.desc()).limit(limit))
+    return [(commit_id, sha, position) for commit_id, sha, position in session.execute(statement)]
+
+
+def abandon(session: Session, branch_id: int, entries: Sequence[tuple[int, int]], push_id: int) -> None:
+    """Take (commit id, position) entries off the branch, keeping where they stood."""
+    now = utcnow()
+    db.insert_ignoring_conflicts(session, AbandonedCommit.__table__, [
+        {"branch_id": branch_id, "commit_id": c, "position": p, "push_id": push_id, "abandoned_at": now} for c, p in entries],
+        ["branch_id", "commit_id"])
+    session.execute(delete(BranchCommit).where(BranchCommit.branch_id == branch_id,
+                                               BranchCommit.commit_id.in_([c for c, _ in entries])))
+
+
+def abandoned_statement(branch_id: int) -> Select[Any]:
+    return (select(Commit, AbandonedCommit.position).join(AbandonedCommit, AbandonedCommit.commit_id == Commit.id)
+            .where(AbandonedCommit.branch_id == branch_id).order_by(AbandonedCommit.position.desc()))

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from ..deps import AdminDep, PageDep, ReaderDep, SessionDep
-from ..errors import Conflict, NotFound, Unauthorized, responses
+from ..errors import BadRequest, Conflict, NotFound, Unauthorized, responses
 from ..pagination import Page, paginate
 from . import repository as repo_sql
 from ..bounded import DbId
@@ -33,15 +33,17 @@ def list_branches(repository_id: DbId, session: SessionDep, _: ReaderDep, page: 
     return paginate(session, repo_sql.branches_statement(repository_id), page, BranchRead.model_validate)
 
 
-@router.get("/{repository_id}/commits", responses=responses(Unauthorized, NotFound))
+@router.get("/{repository_id}/commits", responses=responses(BadRequest, Unauthorized, NotFound))
 def list_commits(
     repository_id: DbId,
     session: SessionDep,
     _: ReaderDep,
     page: PageDep,
     branch: Annotated[str | None, Query(description="Only this branch, newest position first")] = None,
+    abandoned: Annotated[bool, Query(description="With branch: the commits force pushes took off it, where they stood")] = False,
 ) -> Page[CommitRead]:
-    """Commits of a repository: on one branch in branch order (newest first), else newest recorded first."""
+    """Commits of a repository: on one branch in branch order (newest first), else newest recorded
+    first; with ``abandoned``, those force pushes took off the branch (kept, out of its series)."""
     get_repository(session, repository_id)
     branch_id = None
     if branch is not None:
@@ -49,6 +51,10 @@ def list_commits(
         if found is None:
             raise NotFound(f"no branch {branch!r} in repository {repository_id}")
         branch_id = found.id
+    if abandoned:
+        if branch_id is None:
+            raise BadRequest("abandoned=true needs a branch")
+        return paginate(session, repo_sql.abandoned_statement(branch_id), page, _commit_read)
     return paginate(session, repo_sql.commits_statement(repository_id, branch_id), page, _commit_read)
 
 

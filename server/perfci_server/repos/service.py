@@ -16,6 +16,7 @@ from ..jobs.service import schedule_commits
 from ..models import Branch, Push, Repository, utcnow
 from ..security import new_webhook_secret
 from ..settings import Settings
+from ..alerts import repository as alert_sql
 from . import mirror
 from . import repository as repo_sql
 from .schemas import RepositoryCreate
@@ -150,6 +151,12 @@ def complete_push(session: Session, push: Push, settings: Settings) -> list[int]
     except mirror.MirrorUnavailable as exc:
         push.last_error = str(exc)
         return []
+    abandoned = _abandoned(session, path, branch.id, push.after)
+    if abandoned:  # a force push: the branch is what git says it is now
+        repo_sql.abandon(session, branch.id, abandoned, push.id)
+        dropped = alert_sql.drop_untriaged_groups_of(session, branch.id, [c for c, _ in abandoned])
+        log.info("push %d (%s %s) was forced: %d commit(s) taken off the branch (kept as abandoned), %d untriaged alert "
+                 "group(s) about them dropped", push.id, repository.name, branch.name, len(abandoned), dropped)
     ids, placed = _place_with_baseline(session, settings, repository, branch, base, path, push.after, commits)
     schedule_commits(session, ids, settings)
     push.recorded_commits += len(placed)
@@ -197,6 +204,21 @@ def _pushed_commits(session: Session, settings: Settings, repository: Repository
 
 
 RECORDED_LOOKBACK = 200  # the branch's newest commits searched for the one a push continues
+
+
+def _abandoned(session: Session, path: Path, branch_id: int, after: str) -> list[tuple[int, int]]:
+    """(commit id, position) of the branch's newest commits a force push left behind: newer than
+    the newest one ``after`` descends from, and neither its ancestors nor its descendants (a later
+    push completed first) in git."""
+    out = []
+    for commit_id, sha, position in repo_sql.newest_entries(session, branch_id, RECORDED_LOOKBACK):
+        known = mirror.has_commit(path, sha)
+        if known and mirror.is_ancestor(path, sha, after):
+            break  # from here back, the branch is the pushed head's history
+        if known and mirror.is_ancestor(path, after, sha):
+            continue
+        out.append((commit_id, position))
+    return out
 
 
 def _place_with_baseline(session: Session, settings: Settings, repository: Repository, branch: Branch, base: Branch | None,
