@@ -70,4 +70,4 @@ def test_the_worker_registers_every_task_by_name() -> None:
     names = set(registered_tasks())
     for entry in celery_app.conf.beat_schedule.values():
         assert entry["task"] in names
-    assert {"perfci.alerts.detect_pending", "perfci.forge.post_status", "perfci.jobs.schedule_push", "perfci.bisect.advance"} <= names
+    assert {"perfci.alerts.detect_pending", "perfci.forge.post_status", "perfci.repos.complete_push", "perfci.pulls.evaluate", "perfci.bisect.advance"} <= names

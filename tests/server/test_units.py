@@ -11,7 +11,7 @@ from perfci_server.errors import Unprocessable
 from perfci_server.results.service import parse_result_document
 from perfci_server.security import github_signature, github_signature_valid, gitlab_token_valid, hash_token, new_token
 from perfci_server.settings import DEVELOPMENT_ADMIN_TOKEN, Settings
-from perfci_server.webhooks.schemas import ForgeCommit, Push
+from perfci_server.webhooks.schemas import ForgeCommit, ForgePush
 from server_support import result_document
 
 
@@ -50,10 +50,10 @@ def test_tokens_are_random_and_hashed():
 
 def test_push_commits_are_ordered_oldest_first_whichever_way_the_forge_lists_them():
     c1, c2 = ForgeCommit(id="1" * 40), ForgeCommit(id="2" * 40)
-    assert [c.sha for c in Push.from_forge("refs/heads/main", "0" * 40, "2" * 40, [c1, c2]).commits] == ["1" * 40, "2" * 40]
-    assert [c.sha for c in Push.from_forge("refs/heads/main", "0" * 40, "2" * 40, [c2, c1]).commits] == ["1" * 40, "2" * 40]
-    push = Push.from_forge("refs/tags/v1", "0" * 40, "0" * 40, [], total=3)
-    assert push.is_tag and push.is_deletion and push.ref_name == "v1" and push.truncated
+    assert [c.sha for c in ForgePush.from_forge("refs/heads/main", "0" * 40, "2" * 40, [c1, c2]).commits] == ["1" * 40, "2" * 40]
+    assert [c.sha for c in ForgePush.from_forge("refs/heads/main", "0" * 40, "2" * 40, [c2, c1]).commits] == ["1" * 40, "2" * 40]
+    push = ForgePush.from_forge("refs/tags/v1", "0" * 40, "0" * 40, [])
+    assert push.is_tag and push.is_deletion and push.ref_name == "v1"
 
 
 def test_result_document_parsing_reports_what_is_wrong():

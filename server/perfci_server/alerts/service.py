@@ -87,7 +87,6 @@ from .window import Window, WindowSeries, version_of
 log = logging.getLogger(__name__)
 
 DETECT_TASK = "perfci.alerts.detect_pending"
-REDETECT_TASK = "perfci.alerts.redetect"
 DETECTION = DetectionSettings(unknown_metric="report")
 STALE_MARGIN = 20  # measured commits after a truncated window's start before an absence counts
 PENDING_BATCH = 1000

@@ -1,4 +1,4 @@
-"""Celery tasks of the alerts domain: detection after uploads, its sweep, re-detection on request.
+"""Celery tasks of the alerts domain: detection after uploads and its sweep.
 They take ids, own their transaction, and are idempotent (re-running updates alerts in place)."""
 
 from __future__ import annotations
@@ -25,11 +25,3 @@ def detect_stragglers() -> list[int]:
     """Beat: resend detection for runs that waited too long (their task was lost)."""
     with session_scope() as session:
         return service.resend_stragglers(session, get_settings())
-
-
-@celery_app.task(name=service.REDETECT_TASK, time_limit=600, soft_time_limit=590)
-def redetect(branch_id: int, machine_id: int) -> dict[str, Any]:
-    """Detect again over every config of a branch x machine. The API now marks runs for detection
-    instead (alerts.service.request_redetection); this stays for messages an earlier version queued."""
-    with session_scope() as session:
-        return service.redetect(session, branch_id, machine_id, get_settings()).as_dict()

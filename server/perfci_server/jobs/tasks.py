@@ -6,16 +6,7 @@ from typing import Any
 
 from ..celery_app import REQUEUE_TASK, celery_app
 from ..db import session_scope
-from ..settings import get_settings
 from . import service
-
-
-@celery_app.task(name="perfci.jobs.schedule_push", time_limit=60, soft_time_limit=50)
-def schedule_push(commit_ids: list[int]) -> int:
-    """Queue jobs for commits (every commit x enabled machine x enabled config). Pushes now queue
-    their jobs in their own transaction; this stays for messages an earlier version queued."""
-    with session_scope() as session:
-        return service.schedule_commits(session, commit_ids, get_settings())
 
 
 @celery_app.task(name=REQUEUE_TASK, time_limit=60, soft_time_limit=50)

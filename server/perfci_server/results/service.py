@@ -159,9 +159,6 @@ def _accepted(job: Row[Any], attempt: int, run_status: str, job_state: str, docu
     )
 
 
-# --- the comparison statistic (one function, so it can be pointed at the analysis core) -------
-
-
 # --- reads -------------------------------------------------------------------------------------
 
 

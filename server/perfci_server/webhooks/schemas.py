@@ -62,7 +62,6 @@ class GitLabPush(_Lenient):
     after: Sha
     project: GitLabProject
     commits: list[ForgeCommit] = Field(default_factory=list)
-    total_commits_count: int | None = None
     checkout_sha: Sha | None = None
 
 
@@ -129,14 +128,14 @@ class PullEvent(BaseModel):
     head_sha: str
 
 
-class Push(BaseModel):
-    """A push, whatever the forge: the ref and its commits oldest first."""
+class ForgePush(BaseModel):
+    """A push as a forge delivers it, whatever the forge: the ref and its listed commits, oldest
+    first (the model of a recorded push is ``models.Push``)."""
 
     ref: str
     before: str
     after: str
     commits: list[PushedCommit]
-    truncated: bool = False
 
     @property
     def is_tag(self) -> bool:
@@ -154,7 +153,7 @@ class Push(BaseModel):
         return self.ref
 
     @classmethod
-    def from_forge(cls, ref: str, before: str, after: str, commits: list[ForgeCommit], total: int | None = None) -> Push:
+    def from_forge(cls, ref: str, before: str, after: str, commits: list[ForgeCommit]) -> ForgePush:
         ordered = _oldest_first(commits, after)
         return cls(
             ref=ref,
@@ -170,7 +169,6 @@ class Push(BaseModel):
                 )
                 for c in ordered
             ],
-            truncated=total is not None and total > len(commits),
         )
 
 

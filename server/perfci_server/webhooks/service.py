@@ -26,7 +26,7 @@ from ..pulls import service as pull_service
 from ..security import gitea_signature_valid, github_signature_valid, gitlab_token_valid
 from ..settings import get_settings
 from .schemas import (
-    PULL_ACTIONS, ZERO_SHA, ForgeCommit, GitHubPullRequestEvent, GitHubPush, GitLabMergeRequestEvent, GitLabPush, Push,
+    PULL_ACTIONS, ZERO_SHA, ForgeCommit, ForgePush, GitHubPullRequestEvent, GitHubPush, GitLabMergeRequestEvent, GitLabPush,
     WebhookAccepted,
 )
 
@@ -62,7 +62,7 @@ def _github_dialect(session: Session, repository: Repository, delivery_id: str, 
     data = _validate(GitHubPush, payload, "push")
     _note_default_branch(repository, data.repository.default_branch)
     commits = data.commits or ([data.head_commit] if data.head_commit else [])
-    push = Push.from_forge(data.ref, data.before, data.after, commits)
+    push = ForgePush.from_forge(data.ref, data.before, data.after, commits)
     return _accept_push(session, repository, forge, delivery_id, event, push)
 
 
@@ -84,7 +84,7 @@ def handle_gitlab(session: Session, event: str, event_uuid: str | None, token: s
     data = _validate(GitLabPush, payload, "push")
     _note_default_branch(repository, data.project.default_branch)
     commits = data.commits or ([ForgeCommit(id=data.checkout_sha)] if data.checkout_sha else [])
-    push = Push.from_forge(data.ref, data.before, data.after, commits, data.total_commits_count)
+    push = ForgePush.from_forge(data.ref, data.before, data.after, commits)
     return _accept_push(session, repository, Forge.GITLAB, delivery_id, event, push)
 
 
@@ -107,7 +107,7 @@ def _accept_pull(session: Session, repository: Repository, forge: Forge, deliver
     return WebhookAccepted(status="scheduled", detail=detail)
 
 
-def _accept_push(session: Session, repository: Repository, forge: Forge, delivery_id: str, event: str, push: Push) -> WebhookAccepted:
+def _accept_push(session: Session, repository: Repository, forge: Forge, delivery_id: str, event: str, push: ForgePush) -> WebhookAccepted:
     if push.is_deletion:
         return _answer(session, repository, forge, delivery_id, event, push.ref, _ignored("ref deleted"))
     if push.is_tag and not repository.track_tags:
