@@ -1,5 +1,5 @@
 """The exit status of a bisect, from its result document (a local report's ``to_dict`` or the
-server's bisect): what CI gates on. Documented in ``perfci bisect --help`` and the README."""
+server's bisect): what CI gates on. Documented in ``perfci bisect --help`` and docs/usage.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``perfci agent run|check``: the daemon and its self-check (config keys: README, "Running an agent").
+"""``perfci agent run|check``: the daemon and its self-check (config keys: docs/operations.md, "Running an agent").
 
 Exit status: ``run`` returns 0 after a stop request (SIGTERM/SIGINT), 1 when it cannot go on
 (invalid config, credentials refused, machine changed); ``check`` returns 0 when healthy, 1 when

@@ -1,7 +1,7 @@
 """The agent daemon's configuration: a TOML file, every key overridable by ``PERFCI_AGENT_<KEY>``.
 
 The keys are a contract shared with the Ansible role that writes ``/etc/perfci/agent.toml``
-(README, "Running an agent"). The environment wins over the file; list values in the environment
+(docs/operations.md, "Running an agent"). The environment wins over the file; list values in the environment
 are comma-separated. Unknown keys in the file are errors (a typo must not silently fall back to a
 default); every problem is reported, not only the first.
 """
