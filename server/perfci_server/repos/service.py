@@ -120,12 +120,15 @@ def fetch_target(session: Session, push_id: int) -> FetchTarget | None:
 
 
 def note_fetch_failure(session: Session, push_id: int, error: str, settings: Settings) -> None:
-    """A fetch failed: say why on the push, and measure the payload's commits meanwhile."""
+    """A fetch failed: say why on the push, and measure the payload's commits meanwhile (the first
+    time)."""
     push = repo_sql.lock_push(session, push_id)
     if push is not None and not push.complete:
         push.fetch_attempts += 1
         push.last_error = error
-        placed = place_listed(session, push, settings)
+        # Once, at the first failure: the listed commits get the jobs a push gives them; a machine
+        # that enrols later gets history by backfill, not by every retry of this push.
+        placed = place_listed(session, push, settings) if push.fetch_attempts == 1 else []
         log.warning("push %d is incomplete after %d fetch attempt(s), %d listed commit(s) placed meanwhile: %s", push.id,
                     push.fetch_attempts, len(placed), error)
 
