@@ -85,7 +85,9 @@ def test_what_is_not_the_commits_fault_is_reported_as_a_failure(server, tmp_path
     register(server, "perfci-org/dataplane", str(upstream))
     sha = new_commit(upstream, "b")
     signed_push(server, upstream, "perfci-org/dataplane", [sha])
-    agent_for(server, tmp_path, refuse_untuned="true").step()
+    refusing = agent_for(server, tmp_path, refuse_untuned="true")
+    refusing.step()  # the push's baseline (its parent, a new branch's first commit has none measured)
+    refusing.step()
     job = only_job(server, sha)
     assert job["state"] == "failed" and job["runs"][0]["status"] == "error"
     assert job["runs"][0]["reason"] == "host is not in its tuned state (refuse_untuned): " + "; ".join(tuned.deviations)
