@@ -3,7 +3,8 @@ Celery worker and a `perfci agent run` daemon that builds and measures every job
 
 The bisect tests' 16-commit repository reaches the server in signed pushes: the good end, then the
 middle commits while the benchmark config is paused (the server knows them, nothing measures
-them), then the bad end. The agent measures both ends as ordinary push jobs. `perfci bisect
+them), then the bad end. The agent measures both ends as ordinary push jobs, and the bad end's
+baseline (the commit before it, which nothing had measured). `perfci bisect
 --machine` (its own process) then starts the bisect and follows it while the worker schedules a
 job per commit the search asks for and the agent measures them: it must name exactly the
 regression commit, skip the commit that does not build, and stay within ceil(log2 16) + 2 builds
@@ -63,12 +64,16 @@ def test_server_bisect_through_a_real_agent_names_the_regression_commit(tmp_path
     stack.wait_for("the good end's job", lambda: len(jobs()) == 1, 60)
     admin.request("PATCH", f"/configs/{config['id']}", json={"enabled": False})
     assert signed_push(admin, repo, REPOSITORY, shas[1:-1], before=good)["commits"] == len(shas) - 2
-    assert len(jobs()) == 1  # the push queued its jobs as it was answered: none, its config is paused
-    assert len(jobs()) == 1  # the middle commits are known to the server, not measured
+    repository_id = admin.get("/repositories")["items"][0]["id"]
+    stack.wait_for("the middle push to be recorded", lambda: admin.get(f"/repositories/{repository_id}/pushes",
+                                                                       complete=False)["items"] == [], 120)
+    assert len(jobs()) == 1  # the middle commits are known to the server, not measured: their config is paused
     admin.request("PATCH", f"/configs/{config['id']}", json={"enabled": True})
     signed_push(admin, repo, REPOSITORY, [bad], before=shas[-2])
-    stack.wait_for("the agent to measure both ends", lambda: [j["state"] for j in jobs()] == ["done", "done"], 900)
+    stack.wait_for("the agent to measure both ends and the bad end's baseline",
+                   lambda: [j["state"] for j in jobs()] == ["done"] * 3, 900)
     end_jobs = {j["id"] for j in jobs()}
+    assert {j["commit"] for j in jobs()} == {good, shas[-2], bad}
 
     # --- `perfci bisect --machine`, run from this project's checkout, which lacks those commits --
     cli = subprocess.run(
@@ -98,7 +103,7 @@ def test_server_bisect_through_a_real_agent_names_the_regression_commit(tmp_path
     assert len(runs) == result["builds"]
     bound = math.ceil(math.log2(len(shas))) + 2
     hunted = {shas[i] for i in middles}
-    assert result["expected_builds"] == bound and len(hunted) + len(end_jobs) <= bound, runs  # the ends count too
+    assert result["expected_builds"] == bound and len(hunted) + 2 <= bound, runs  # the two ends count too
     claims = re.findall(r"job (\d+) attempt \d+ commit \w+ config \S+: claimed", agent.text())
     assert sorted(map(int, claims)) == sorted([*end_jobs, *(j["id"] for j in bisect_jobs)])  # all of it by the agent
     assert "perfci.bisect.advance" in worker.text()
