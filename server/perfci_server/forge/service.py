@@ -24,6 +24,7 @@ import math
 import secrets
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -203,6 +204,18 @@ def record_failure(session: Session, status_id: int, version: int, error: str, p
     status.last_error = error[:2000]
     if permanent and status.version == version:
         status.delivery = Delivery.FAILED.value
+
+
+def retry_later(task: Any, settings: Settings, what: str, error: Exception, used_up: str) -> str:
+    """Retry ``task`` after the backoff (doubling, capped) while it has retries left; then say so
+    and answer ``used_up``: the sweep that goes with the task takes over."""
+    retries = task.request.retries
+    if retries >= settings.forge_max_retries:
+        log.warning("%s: %s; retries used up, the sweep takes over", what, error)
+        return used_up
+    delay = retry_delay(settings, retries)
+    log.warning("%s: %s; retry %d in %.1f s", what, error, retries + 1, delay)
+    raise task.retry(countdown=delay, exc=error)
 
 
 def retry_delay(settings: Settings, retries: int) -> float:

@@ -32,12 +32,7 @@ def post_status(self: Any, status_id: int) -> str:
     except client.ForgeUnavailable as exc:
         with session_scope() as session:
             service.record_failure(session, status_id, version, str(exc), permanent=False)
-        if self.request.retries >= settings.forge_max_retries:
-            log.warning("commit status %s: %s; retries used up, the resend sweep will try again", status_id, exc)
-            return "pending"
-        delay = service.retry_delay(settings, self.request.retries)
-        log.warning("commit status %s: %s; retry %d in %.1f s", status_id, exc, self.request.retries + 1, delay)
-        raise self.retry(countdown=delay, exc=exc)
+        return service.retry_later(self, settings, f"commit status {status_id}", exc, "pending")
     with session_scope() as session:
         service.record_sent(session, status_id, version)
     log.info("commit status %s posted (%s %s on %s: HTTP %s)", status_id, post.state.value, post.context, post.sha[:12], code)

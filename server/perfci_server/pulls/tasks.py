@@ -33,12 +33,7 @@ def prepare(self: Any, pull_request_id: int) -> str:
     except mirror.MirrorUnavailable as exc:
         with session_scope() as session:
             service.note_waiting(session, pull_request_id, target.head_sha, str(exc))
-        if self.request.retries >= settings.forge_max_retries:
-            log.warning("pull request %s: %s; retries used up", pull_request_id, exc)
-            return "waiting"
-        delay = forge_service.retry_delay(settings, self.request.retries)
-        log.warning("pull request %s: %s; retry %d in %.1f s", pull_request_id, exc, self.request.retries + 1, delay)
-        raise self.retry(countdown=delay, exc=exc)
+        return forge_service.retry_later(self, settings, f"pull request {pull_request_id}", exc, "waiting")
     with session_scope() as session:
         return service.schedule(session, target, sides, settings)
 
@@ -75,8 +70,4 @@ def post_comment(self: Any, pull_request_id: int) -> str:
             pr.comment_sent_version, pr.comment_error = version, ""
             log.info("comment of pull request %s posted (comment %s, version %d)", pull_request_id, pr.comment_id, version)
             return "sent"
-    if self.request.retries >= settings.forge_max_retries:
-        log.warning("comment of pull request %s: %s; retries used up", pull_request_id, error)
-        return "pending"
-    delay = forge_service.retry_delay(settings, self.request.retries)
-    raise self.retry(countdown=delay, exc=error)
+    return forge_service.retry_later(self, settings, f"comment of pull request {pull_request_id}", error, "pending")

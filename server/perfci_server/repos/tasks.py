@@ -8,7 +8,6 @@ that records the range.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -17,13 +16,11 @@ from sqlalchemy.orm import Session
 
 from ..celery_app import COMPLETE_PUSHES_TASK, celery_app
 from ..db import session_scope
-from ..forge.service import retry_delay
+from ..forge.service import retry_later
 from ..settings import Settings, get_settings
 from . import mirror
 from . import repository as repo_sql
 from . import service
-
-log = logging.getLogger(__name__)
 
 BATCH = 20  # pushes one sweep retries at most (each may fetch a mirror)
 
@@ -58,9 +55,8 @@ def complete_push(self: Any, push_id: int) -> str:
     complete, added = complete_one(push_id, settings, settings.mirror_fetch_timeout_seconds)
     if complete:
         return f"complete: {added} commit(s) added"
-    if self.request.retries >= settings.forge_max_retries:
-        return "incomplete: retries used up, beat's sweep goes on"
-    raise self.retry(countdown=retry_delay(settings, self.request.retries))
+    return retry_later(self, settings, f"push {push_id}", RuntimeError("the mirror could not be fetched"),
+                       "incomplete: retries used up, beat's sweep goes on")
 
 
 @celery_app.task(name=COMPLETE_PUSHES_TASK, time_limit=600, soft_time_limit=590)
