@@ -62,6 +62,29 @@ def _upload_both_sides(client: TestClient, agent: dict, claim: dict) -> None:
 
 
 @pytest.mark.services
+def test_a_claim_never_takes_the_second_job_of_a_pair_whose_first_another_claim_holds(committed_client, sent_tasks):
+    client = committed_client
+    create_repository(client)
+    create_config(client)
+    holder_agent, other = enroll(client, "agent-0"), enroll(client, "agent-1")
+    push_github(client)
+    with db.session_scope() as session:
+        complete_pushes(session, sent_tasks)
+    [(first, second)] = _pair_rounds(1)
+    holder = db.new_session()  # a claim in flight elsewhere: it holds the row lock of the pair's first job
+    try:
+        holder.execute(select(Job.id).where(Job.id == first).with_for_update())
+        claim = client.post("/api/v1/agent/jobs/claim", headers=other["headers"]).json()
+        assert claim["job_id"] not in (first, second) and claim["partner"] is None  # the next job, not half a pair
+    finally:
+        holder.rollback()
+        holder.close()
+    claims = _claim_all(client, holder_agent)
+    assert [(c["job_id"], c["partner"]["job_id"]) for c in claims if c["partner"]] == [(first, second)]
+    _check_runs([(first, second)])
+
+
+@pytest.mark.services
 def test_concurrent_claimers_lease_each_pair_whole_to_one_agent(committed_client, sent_tasks):
     client = committed_client
     create_repository(client)

@@ -142,7 +142,10 @@ _PICK_NEXT_JOB = """
     JOIN bench_configs AS c ON c.id = j.config_id
     JOIN machines AS m ON m.id = j.machine_id
     WHERE j.machine_id = :machine_id AND j.state = 'queued' AND m.enabled AND c.backend IN :backends
+      AND NOT (j.partner_job_id < j.id AND EXISTS (SELECT 1 FROM jobs AS q WHERE q.id = j.partner_job_id AND q.state = 'queued'))
     ORDER BY j.priority DESC, j.id LIMIT 1"""
+# A pair's second job is picked only through its first while that one is queued: a claimer that
+# skips the first (another claim holds its lock) must not take the second alone and split the pair.
 _LEASE = "state = 'leased', attempts = jobs.attempts + 1, agent_id = :agent_id, lease_expires_at = :lease_until, updated_at = :now"
 _CLAIMED_COLUMNS = """
     SELECT claimed.id AS job_id, claimed.attempts AS attempt, r.name AS repository, r.clone_url,
@@ -160,7 +163,8 @@ _NOW, _LEASE_UNTIL = bindparam("now", type_=UTCDateTime()), bindparam("lease_unt
 # PostgreSQL: the whole claim in one statement and one round trip. The pick (and its partner) take
 # FOR UPDATE SKIP LOCKED, so concurrent claimers each lock different rows instead of queueing on
 # the same one; the leases, the runs of the attempts and the agent's last-seen time are written by
-# the same statement. A partner another claim holds is skipped: the pick is then measured alone.
+# the same statement. A partner another claim holds is skipped: the pick is then measured alone
+# (only when the partner was leased already, a retry: see _PICK_NEXT_JOB).
 _CLAIM_POSTGRESQL = text(f"""
 WITH picked AS ({_PICK_NEXT_JOB} FOR UPDATE OF j SKIP LOCKED),
 partner AS (
