@@ -66,17 +66,17 @@ def _upload(port: int, agents: list[dict], count: int) -> int:
 def _detect(machine_id: int, settings, commit: bool, profile: cProfile.Profile | None = None) -> tuple[float, int]:
     """(CPU seconds, runs) of one detection task of the machine, in this process."""
     from perfci_server import db
-    from perfci_server.alerts import repository as alert_sql
-    from perfci_server.alerts import service
+    from perfci_server.alerts import series_repository as series_sql
+    from perfci_server.alerts import detection
 
     session = db.new_session()
     try:
-        pending = len(alert_sql.lock_pending_runs(session, machine_id, service.PENDING_BATCH))
+        pending = len(series_sql.lock_pending_runs(session, machine_id, detection.PENDING_BATCH))
         session.rollback()
         if profile:
             profile.enable()
         t0 = time.process_time()
-        service.detect_pending(session, machine_id, settings)
+        detection.detect_pending(session, machine_id, settings)
         session.flush()
         cpu = time.process_time() - t0
         if profile:

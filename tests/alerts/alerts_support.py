@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from perfci_core.result import BenchConfig
-from perfci_server.alerts import service as alert_service
+from perfci_server.alerts import detection as alert_detection
 from perfci_server.settings import get_settings
 from server_support import (
     ADMIN, GITHUB_BEFORE, body_of, complete_pushes, create_config, create_repository, enroll, github_headers, push_payload, result_document,
@@ -159,10 +159,10 @@ class Lab:
                 assert upload.status_code == 201, upload.text
                 runs.append(upload.json()["run_id"])
 
-    def detect(self) -> list[alert_service.Outcome]:
+    def detect(self) -> list[alert_detection.Outcome]:
         """Run the detection tasks the uploads sent (in this process, in the test's transaction)."""
-        sent = self.sent_tasks.named(alert_service.DETECT_TASK)
-        outcomes = [alert_service.detect_pending(self.session, machine_id, get_settings()) for (machine_id,) in sent[self.ran_detections:]]
+        sent = self.sent_tasks.named(alert_detection.DETECT_TASK)
+        outcomes = [alert_detection.detect_pending(self.session, machine_id, get_settings()) for (machine_id,) in sent[self.ran_detections:]]
         self.ran_detections = len(sent)
         self.session.commit()
         return outcomes

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 
 from alerts_support import SIM, TSC, Lab, sim_values, tsc_values
-from perfci_server.alerts import service as alert_service
+from perfci_server.alerts import detection as alert_detection
 from perfci_server.forge import service as forge_service
 from perfci_server.models import Alert, AlertGroup, CommitStatus, Suspect
 from perfci_server.settings import get_settings
@@ -118,14 +118,14 @@ def test_redetection_updates_in_place_and_never_duplicates(sim_lab, session, sen
     ids = sorted(session.scalars(select(Alert.id)))
     # The same tasks again (a redelivered message: every run is analysed already), then a
     # redetect of the whole branch x machine.
-    for (machine_id,) in sent_tasks.named(alert_service.DETECT_TASK):
-        outcome = alert_service.detect_pending(session, machine_id, get_settings())
-        assert outcome.as_dict() == alert_service.Outcome().as_dict()
+    for (machine_id,) in sent_tasks.named(alert_detection.DETECT_TASK):
+        outcome = alert_detection.detect_pending(session, machine_id, get_settings())
+        assert outcome.as_dict() == alert_detection.Outcome().as_dict()
     response = lab.client.post("/api/v1/alerts/detect", json={"repository_id": lab.repo["id"], "branch": "main",
                                                               "machine_id": lab.agent_row["machine_id"]}, headers=ADMIN)
     assert response.status_code == 202 and response.json() == {"configs": 1}
-    (machine_id,) = sent_tasks.named(alert_service.DETECT_TASK)[-1]
-    assert alert_service.detect_pending(session, machine_id, get_settings()).found == 1  # the series, examined again
+    (machine_id,) = sent_tasks.named(alert_detection.DETECT_TASK)[-1]
+    assert alert_detection.detect_pending(session, machine_id, get_settings()).found == 1  # the series, examined again
     session.commit()
     assert _counts(session) == counts == (1, 1)
     assert sorted(session.scalars(select(Alert.id))) == ids
@@ -289,3 +289,10 @@ def test_physically_impossible_values_never_become_an_alert(client, session, sen
     assert all(notes and "impossible cpp (tsc)" in notes[0] for notes in flagged), flagged
     assert session.scalar(select(func.count()).select_from(MetricValue).where(MetricValue.metric == "cpp",
                                                                                    MetricValue.run_id.in_(runs[18:]))) == 0
+
+
+def test_the_rounds_tests_spend_their_alpha_over_the_rounds_the_server_allows():
+    more = get_settings().model_copy(update={"confirm_max_rounds": 20})
+    assert alert_detection.detection_settings(get_settings()).confirm_looks == 12
+    assert alert_detection.detection_settings(more).confirm_looks == 20
+    assert alert_detection.window_version(more) != alert_detection.window_version(get_settings())  # no cache reused across

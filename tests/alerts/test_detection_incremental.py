@@ -10,8 +10,8 @@ from sqlalchemy import delete, select, update
 
 from alerts_support import SIM, TSC, Lab, sim_values, tsc_values
 from perfci_core.analysis import detect
-from perfci_server.alerts import repository as alert_sql
-from perfci_server.alerts import service as alert_service
+from perfci_server.alerts import series_repository as series_sql
+from perfci_server.alerts import detection as alert_detection
 from perfci_server.alerts import window as window_cache
 from perfci_server.alerts.window import Window
 from perfci_server.models import BranchCommit, Commit, DetectionWindow, Job, JobState
@@ -30,12 +30,12 @@ def _ids(lab: Lab, session, config: str) -> tuple[int, int, int]:
 
 
 def _snapshot(session, branch_id: int, machine_id: int, config_id: int, settings, use_cache: bool):
-    measured = alert_sql.measured_commits(session, branch_id, machine_id, config_id, settings.detection_window_commits)
-    pending = alert_sql.pending_commits(session, machine_id, config_id)
-    fresh = set(alert_sql.positions_of(session, branch_id, pending).values())
-    window = alert_service._window(session, branch_id, machine_id, config_id, measured, fresh, settings, use_cache)
+    measured = series_sql.measured_commits(session, branch_id, machine_id, config_id, settings.detection_window_commits)
+    pending = series_sql.pending_commits(session, machine_id, config_id)
+    fresh = set(series_sql.positions_of(session, branch_id, pending).values())
+    window = alert_detection._window(session, branch_id, machine_id, config_id, measured, fresh, settings, use_cache)
     series = {key: (s.commits, [x.tolist() for x in s.samples], s.medians.tolist()) for key, s in window.series().items()}
-    changes = alert_service.window_changes(window, config_id)
+    changes = alert_detection.window_changes(window, config_id)
     # the changes and the suspects (what confirmation rounds are asked for) of every series
     return series, {key: (found, result.suspects if result is not None else ()) for key, (found, result) in changes.items()}
 
@@ -70,17 +70,17 @@ def test_the_cached_window_gives_exactly_what_a_full_read_gives(client, session,
             assert cached == full
             assert cached_changes == full_changes
             seen_changes += sum(len(found) for found, _ in full_changes.values())
-        alert_service.detect_pending(session, agent["machine_id"], settings)
+        alert_detection.detect_pending(session, agent["machine_id"], settings)
         session.commit()
     assert seen_changes > 0  # the steps were inside the window at some detection
 
     # The sim shortcut (only pairs whose medians differ) against the detector on the whole series.
     branch_id, machine_id, config_id = _ids(lab, session, "sim-64B")
-    measured = alert_sql.measured_commits(session, branch_id, machine_id, config_id, 1000)
-    window = alert_service._window(session, branch_id, machine_id, config_id, measured, set(), settings, False)
+    measured = series_sql.measured_commits(session, branch_id, machine_id, config_id, 1000)
+    window = alert_detection._window(session, branch_id, machine_id, config_id, measured, set(), settings, False)
     for (metric, backend), series in window.series().items():
-        whole = detect(series, metric, backend, alert_service.DETECTION).changes
-        assert [(c.last_good, c.first_bad, c.rel_change) for c in alert_service._analyse(series, metric, backend)[0]] == \
+        whole = detect(series, metric, backend, alert_detection.DETECTION).changes
+        assert [(c.last_good, c.first_bad, c.rel_change) for c in alert_detection._analyse(series, metric, backend)[0]] == \
             [(c.last_good, c.first_bad, c.rel_change) for c in whole]
 
 
@@ -103,17 +103,17 @@ def test_a_lost_stale_or_damaged_window_is_rebuilt_and_changes_nothing(client, s
     assert expected == [(lab.shas["main"][11], lab.shas["main"][12], "ipp")]
     ids = _ids(lab, session, "sim-64B")
     window = session.get(DetectionWindow, ids)
-    assert window is not None and window.version == alert_service.window_version(get_settings())
+    assert window is not None and window.version == alert_detection.window_version(get_settings())
 
     def redetect_with(damage) -> None:
         damage()
         session.commit()
-        alert_service.request_redetection(session, ids[0], ids[1])
+        alert_detection.request_redetection(session, ids[0], ids[1])
         session.commit()
         lab.detect()
         assert _alerts(lab) == expected
         row = session.get(DetectionWindow, ids)
-        assert row is not None and row.version == alert_service.window_version(get_settings())
+        assert row is not None and row.version == alert_detection.window_version(get_settings())
 
     redetect_with(lambda: session.execute(delete(DetectionWindow)))  # lost
     redetect_with(lambda: session.execute(update(DetectionWindow).values(version="other settings")))  # stale
@@ -150,7 +150,7 @@ def test_a_late_upload_is_analysed_around_its_position(client, session, sent_tas
     assert group["first_bad"]["position"] == group["last_good"]["position"] + 1 == 50
     # Detection again over the window alone leaves it (it lies before what that window judges).
     ids = _ids(lab, session, "sim-64B")
-    alert_service.request_redetection(session, ids[0], ids[1])
+    alert_detection.request_redetection(session, ids[0], ids[1])
     session.commit()
     lab.detect()
     assert _alerts(lab) == [(shas[49], shas[50], "ipp")]
@@ -162,13 +162,13 @@ def test_with_the_window_cached_a_detection_reads_only_the_commits_with_new_runs
     lab.measure(ipp, agent)
     lab.detect()  # builds the window
     read: list[list[int]] = []
-    real = alert_sql.window_runs
+    real = series_sql.window_runs
 
     def recording(session, branch_id, machine_id, config_id, positions):
         read.append(list(positions))
         return real(session, branch_id, machine_id, config_id, positions)
 
-    monkeypatch.setattr(alert_sql, "window_runs", recording)
+    monkeypatch.setattr(series_sql, "window_runs", recording)
     new = lab.push(2)
     lab.measure(ipp, agent)
     lab.detect()
@@ -255,10 +255,10 @@ def test_a_slid_window_starts_at_a_block_edge_and_its_search_is_searched_on(clie
     for batch in (130, 2):
         lab.push(batch)
         lab.measure(values, agent)
-        alert_service.detect_pending(session, agent["machine_id"], settings)
+        alert_detection.detect_pending(session, agent["machine_id"], settings)
         session.commit()
     ids = _ids(lab, session, "self-64B")
-    row = alert_sql.detection_window(session, *ids)
+    row = series_sql.detection_window(session, *ids)
     window = window_cache.decode(row.data)
     assert window.positions[0] == 15  # 132 commits: the last 120 start at 12 (0-based), the block edge at 15
     assert len(window.positions) == 117

@@ -12,7 +12,7 @@ from sqlalchemy import func, select, update
 
 from alerts_support import SIM, Lab, sim_values
 from perfci_server import db, dispatch
-from perfci_server.alerts import service as alert_service
+from perfci_server.alerts import detection as alert_detection
 from perfci_server.alerts import tasks as alert_tasks
 from perfci_server.models import Job, Run, utcnow
 from perfci_server.settings import get_settings
@@ -50,7 +50,7 @@ def test_uploads_coalesce_into_one_waiting_detection_per_machine(committed_clien
     lab.measure(lambda i, _: sim_values(81.72), two)
     m1, m2 = one["machine_id"], two["machine_id"]
     # Six uploads, two machines: one detection waits per machine, covering all of its runs.
-    assert sent_tasks.named(alert_service.DETECT_TASK) == [(m1,), (m2,)]
+    assert sent_tasks.named(alert_detection.DETECT_TASK) == [(m1,), (m2,)]
     assert (_pending(m1), _pending(m2)) == (3, 3)
 
     # The worker runs machine 1's task: every run it finds is analysed, the mark is gone.
@@ -59,7 +59,7 @@ def test_uploads_coalesce_into_one_waiting_detection_per_machine(committed_clien
     lab.push(1)
     lab.measure(lambda i, _: sim_values(81.72), one)  # after the task started: a new detection
     lab.measure(lambda i, _: sim_values(81.72), two)  # machine 2's detection is still waiting: none
-    assert sent_tasks.named(alert_service.DETECT_TASK) == [(m1,), (m2,), (m1,)]
+    assert sent_tasks.named(alert_detection.DETECT_TASK) == [(m1,), (m2,), (m1,)]
     assert (_pending(m1), _pending(m2)) == (1, 4)
 
     # Machine 2's task was lost (its mark stays until it expires): the beat sweep resends it once
@@ -68,7 +68,7 @@ def test_uploads_coalesce_into_one_waiting_detection_per_machine(committed_clien
         old = utcnow() - timedelta(seconds=get_settings().detection_straggler_seconds + 60)
         s.execute(update(Run).where(Run.job_id.in_(select(Job.id).where(Job.machine_id == m2))).values(received_at=old))
     assert alert_tasks.detect_stragglers() == [m2]
-    assert sent_tasks.named(alert_service.DETECT_TASK)[-1] == (m2,)
+    assert sent_tasks.named(alert_detection.DETECT_TASK)[-1] == (m2,)
     assert alert_tasks.detect_pending(m2)["commits"] == 4 and _pending(m2) == 0
     assert alert_tasks.detect_stragglers() == []
     session.close()
@@ -89,24 +89,24 @@ def test_a_failed_send_leaves_no_mark_behind(committed_client, sent_tasks, redis
 
     monkeypatch.setattr(dispatch, "sender", broker_down_once)
     lab.measure(lambda i, _: sim_values(81.72), agent)  # the first upload's send fails, the second's goes out
-    assert attempts == [alert_service.DETECT_TASK] * 2
-    assert sent_tasks.named(alert_service.DETECT_TASK) == [(agent["machine_id"],)]
+    assert attempts == [alert_detection.DETECT_TASK] * 2
+    assert sent_tasks.named(alert_detection.DETECT_TASK) == [(agent["machine_id"],)]
     session.close()
 
 
 def test_a_backlog_is_taken_in_batches(committed_client, sent_tasks, redis_marks, monkeypatch):
-    monkeypatch.setattr(alert_service, "PENDING_BATCH", 2)
+    monkeypatch.setattr(alert_detection, "PENDING_BATCH", 2)
     session = db.new_session()
     lab = Lab(committed_client, session, sent_tasks, configs=(SIM,))
     agent = lab.agent("dut-01")
     machine = agent["machine_id"]
     lab.push(3)
     lab.measure(lambda i, _: sim_values(81.72), agent)
-    assert sent_tasks.named(alert_service.DETECT_TASK) == [(machine,)]
+    assert sent_tasks.named(alert_detection.DETECT_TASK) == [(machine,)]
     assert alert_tasks.detect_pending(machine)["commits"] == 2 and _pending(machine) == 1
-    assert sent_tasks.named(alert_service.DETECT_TASK) == [(machine,)] * 2  # the rest goes to the next task
+    assert sent_tasks.named(alert_detection.DETECT_TASK) == [(machine,)] * 2  # the rest goes to the next task
     assert alert_tasks.detect_pending(machine)["commits"] == 1 and _pending(machine) == 0
-    assert sent_tasks.named(alert_service.DETECT_TASK) == [(machine,)] * 2
+    assert sent_tasks.named(alert_detection.DETECT_TASK) == [(machine,)] * 2
     session.close()
 
 
@@ -122,7 +122,7 @@ def test_a_redetection_requested_while_the_broker_is_down_is_done_by_the_sweep(c
     lab.push(8)
     lab.measure(lambda i, _: sim_values(100.0 if i < 4 else 103.0), agent)
     lab.detect()
-    assert alert_service.resend_stragglers(session, get_settings().model_copy(update={"detection_straggler_seconds": 1e-6})) == []
+    assert alert_detection.resend_stragglers(session, get_settings().model_copy(update={"detection_straggler_seconds": 1e-6})) == []
 
     dead = Celery("perfci-broker-down", broker=f"redis://127.0.0.1:{closed_port()}/0")
     monkeypatch.setattr(dispatch, "sender", lambda name, args: dead.send_task(name, args=args, retry=False))
@@ -132,8 +132,8 @@ def test_a_redetection_requested_while_the_broker_is_down_is_done_by_the_sweep(c
     dead.close()
 
     monkeypatch.setattr(dispatch, "sender", lambda name, args: sent_tasks.append((name, args)))  # the broker is back
-    sent_before = len(sent_tasks.named(alert_service.DETECT_TASK))
-    swept = alert_service.resend_stragglers(session, get_settings().model_copy(update={"detection_straggler_seconds": 1e-6}))
+    sent_before = len(sent_tasks.named(alert_detection.DETECT_TASK))
+    swept = alert_detection.resend_stragglers(session, get_settings().model_copy(update={"detection_straggler_seconds": 1e-6}))
     assert swept == [agent["machine_id"]]
-    assert sent_tasks.named(alert_service.DETECT_TASK)[sent_before:] == [(agent["machine_id"],)]
-    assert alert_service.detect_pending(session, agent["machine_id"], get_settings()).found == 1
+    assert sent_tasks.named(alert_detection.DETECT_TASK)[sent_before:] == [(agent["machine_id"],)]
+    assert alert_detection.detect_pending(session, agent["machine_id"], get_settings()).found == 1

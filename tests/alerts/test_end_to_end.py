@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from alerts_support import SIM, Lab, push_commits, sha_of, sim_values
 from forge_server import ForgeServer
 from perfci_server import db, dispatch
-from perfci_server.alerts import service as alert_service
+from perfci_server.alerts import detection as alert_detection
 from perfci_server.models import Alert, AlertGroup, Branch, Commit, CommitStatus, Job, Run
 from perfci_server.settings import get_settings
 from server_support import ADMIN
@@ -89,7 +89,7 @@ def test_upload_to_alert_to_forge_status_through_a_real_worker(committed_client,
     _wait("the worker to schedule the jobs", lambda: _count(Job) == N, worker)
 
     lab.measure(lambda i, _: sim_values(81.72 * (1.029 if i >= STEP else 1.0)), agent)
-    assert len(to_worker.named(alert_service.DETECT_TASK)) == N  # one per upload, sent after commit
+    assert len(to_worker.named(alert_detection.DETECT_TASK)) == N  # one per upload, sent after commit
 
     def one_group():
         items = client.get("/api/v1/alerts").json()["items"]
@@ -112,10 +112,10 @@ def test_upload_to_alert_to_forge_status_through_a_real_worker(committed_client,
     _wait("deliveries to be recorded", lambda: _sent_count() == N, worker)
 
     # A retried upload is a duplicate (no new detection); a re-detection changes nothing.
-    detections = len(to_worker.named(alert_service.DETECT_TASK))
+    detections = len(to_worker.named(alert_detection.DETECT_TASK))
     claim_again = _reupload_first(client, agent, session, shas[0])
     assert claim_again.status_code == 200 and claim_again.json()["duplicate"] is True
-    assert len(to_worker.named(alert_service.DETECT_TASK)) == detections
+    assert len(to_worker.named(alert_detection.DETECT_TASK)) == detections
     detected = _log(worker).count("detection for 1 run(s) of machine")
     response = client.post("/api/v1/alerts/detect", json={"repository_id": lab.repo["id"], "branch": "main",
                                                           "machine_id": agent["machine_id"]}, headers=ADMIN)
@@ -187,9 +187,9 @@ def test_concurrent_detection_of_one_series_makes_one_group(committed_client, se
             with db.session_scope() as s:
                 barrier.wait(timeout=30)
                 if kind == "pending":
-                    outcomes.append(alert_service.detect_pending(s, machine_id, get_settings()).as_dict())
+                    outcomes.append(alert_detection.detect_pending(s, machine_id, get_settings()).as_dict())
                 else:
-                    alert_service.redetect(s, branch_id, machine_id, get_settings())
+                    alert_detection.redetect(s, branch_id, machine_id, get_settings())
         except Exception as exc:  # noqa: BLE001 - collected and asserted below
             errors.append(exc)
 

@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from alerts_support import committed_sim_lab
 from forge_server import ForgeServer
+from perfci_server.alerts import verdicts
 from perfci_server.forge import client as forge_client
 from perfci_server.forge import service as forge_service
 from perfci_server.forge import tasks as forge_tasks
@@ -204,7 +205,7 @@ def test_a_batch_of_verdicts_takes_as_many_statements_as_one_commit(lab, sent_ta
         listener = lambda *args: seen.append(args[2])  # noqa: E731 - the statement text
         event.listen(engine, "before_cursor_execute", listener)
         try:
-            forge_service.record_verdicts(lab.session, machine_id, commit_ids, get_settings())
+            verdicts.record_verdicts(lab.session, machine_id, commit_ids, get_settings())
         finally:
             event.remove(engine, "before_cursor_execute", listener)
         return len(seen)

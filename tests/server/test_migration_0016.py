@@ -12,7 +12,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
 from perfci_server import db, migrate
-from perfci_server.alerts import repository as alert_sql
+from perfci_server.alerts import series_repository as series_sql
 from perfci_server.bisect import repository as bisect_sql
 from perfci_server.results import repository as result_sql
 from perfci_server.settings import get_settings
@@ -105,7 +105,7 @@ def _check(url: str, postgresql: bool) -> None:
             assert bisect_sql.values(session, [1], 1, 1, "pps", "tsc") == {  # (value, session key: measured alone)
                 1: [(0.30000000000000004, 0), (1.2345678901234567e-07, 0), (14880952.380952381, 0), (2.0000000000000004, 0),
                     (1e-300, 0)]}
-            assert [(v.metric, v.run_id, v.values) for v in alert_sql.window_runs(session, 1, 1, 1, [0])] == [
+            assert [(v.metric, v.run_id, v.values) for v in series_sql.window_runs(session, 1, 1, 1, [0])] == [
                 ("cpp", 1, [812.5]), ("pps", 1, [0.30000000000000004, 1.2345678901234567e-07, 14880952.380952381]),
                 ("pps", 2, [2.0000000000000004, 1e-300])]
         if postgresql:

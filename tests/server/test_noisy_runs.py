@@ -8,7 +8,7 @@ import json
 import pytest
 from sqlalchemy import select
 
-from perfci_server.alerts import repository as alert_sql
+from perfci_server.alerts import series_repository as series_sql
 from perfci_server.alerts.window import Window
 from perfci_server.models import BranchCommit, Job, Run
 from server_support import result_document
@@ -51,7 +51,7 @@ def test_the_mark_is_stored_and_compare_reports_it(client, session, queued_jobs)
     branch_id = session.scalar(select(BranchCommit.branch_id).limit(1))
     positions = list(session.scalars(select(BranchCommit.position).where(BranchCommit.branch_id == branch_id)))
     config_id = session.scalar(select(Job.config_id).where(Job.id == head_job["job_id"]))
-    rows = alert_sql.window_runs(session, branch_id, agent["machine_id"], config_id, positions)
+    rows = series_sql.window_runs(session, branch_id, agent["machine_id"], config_id, positions)
     flags = {(r.sha, r.noisy) for r in rows}
     assert (head_job["commit"], True) in flags and (base_job["commit"], False) in flags
     window = Window()

@@ -6,13 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
+from ..bounded import DbId
 from ..deps import AdminDep, PageDep, ReaderDep, SessionDep, SettingsDep
 from ..errors import NotFound, Unauthorized, responses
 from ..models import AlertDirection, AlertStatus, SuspectState
 from ..pagination import Page, paginate
 from . import repository as alert_sql
-from . import service
-from ..bounded import DbId
+from . import detection, reads
 from .schemas import AlertGroupRead, CheckResult, Redetect, RedetectAccepted, SuspectRead, Triage
 
 router = APIRouter(prefix="/alerts", tags=["alerts"])
@@ -37,7 +37,7 @@ def list_alerts(
     statement = alert_sql.groups_statement(
         status.value if status else None, direction.value if direction else None, machine_id, repository_id, branch, config, metric
     )
-    return service.read_page(session, paginate(session, statement, page, lambda group: group))
+    return reads.read_page(session, paginate(session, statement, page, lambda group: group))
 
 
 @router.get("/pending", responses=responses(Unauthorized))
@@ -52,7 +52,7 @@ def list_pending(
 ) -> Page[SuspectRead]:
     """Suspected changes, newest first: pending while their confirmation rounds run, not alerts."""
     statement = alert_sql.suspects_statement(state.value, machine_id, branch, metric)
-    return service.read_suspect_page(session, paginate(session, statement, page, lambda row: row))
+    return reads.read_suspect_page(session, paginate(session, statement, page, lambda row: row))
 
 
 @router.get("/check", responses=responses(Unauthorized, NotFound))
@@ -65,24 +65,24 @@ def check_commit(
 ) -> CheckResult:
     """The CI gate: regressed (an untriaged regression implicates the commit), clean, or pending (not analysed
     yet, or a suspected change of the commit is being confirmed); exit codes 1, 0, 2."""
-    return service.check(session, commit, repository, machine)
+    return reads.check(session, commit, repository, machine)
 
 
 @router.post("/detect", status_code=status.HTTP_202_ACCEPTED, responses=responses(Unauthorized, NotFound))
 def redetect(data: Redetect, session: SessionDep, _: AdminDep) -> RedetectAccepted:
     """Run detection again over every series of a branch x machine (e.g. after a detector upgrade)."""
-    branch_id = service.branch_id_of(session, data.repository_id, data.branch)
+    branch_id = reads.branch_id_of(session, data.repository_id, data.branch)
     configs = alert_sql.configs_of_machine_on_branch(session, branch_id, data.machine_id)
-    service.request_redetection(session, branch_id, data.machine_id)
+    detection.request_redetection(session, branch_id, data.machine_id)
     return RedetectAccepted(configs=len(configs))
 
 
 @router.get("/{group_id}", responses=responses(Unauthorized, NotFound))
 def get_alert_group(group_id: DbId, session: SessionDep, _: ReaderDep) -> AlertGroupRead:
-    return service.get_group(session, group_id)
+    return reads.get_group(session, group_id)
 
 
 @router.post("/{group_id}/triage", responses=responses(Unauthorized, NotFound))
 def triage(group_id: DbId, data: Triage, session: SessionDep, _: AdminDep, settings: SettingsDep) -> AlertGroupRead:
     """Set untriaged / acknowledged / invalid / fixed with a note and who; commit statuses follow."""
-    return service.triage(session, group_id, data, settings)
+    return reads.triage(session, group_id, data, settings)

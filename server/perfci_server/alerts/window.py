@@ -93,7 +93,7 @@ class Window:
 
     def put_runs(self, rows: Iterable[Any], positions: Iterable[int]) -> None:
         """Replace every point at ``positions`` by ``rows`` (position, commit_id, sha, metric,
-        backend, run_id, values, noisy, pair: alert_sql.window_runs, one per run x metric x
+        backend, run_id, values, noisy, pair: series_repository.window_runs, one per run x metric x
         backend, a point's runs together) — all the values stored at those positions. A batch of
         uploads brings thousands of rows: one pass collects every value into one array, whose
         finiteness is checked at once, and the medians are taken together (series.medians_of)."""

@@ -1,17 +1,12 @@
-"""Commit verdicts and their delivery to the forge.
+"""Delivery of commit verdicts to the forge.
 
-A commit's verdict on a machine (scope ``series``: the commit on its branch's series) is
-``failure`` while an untriaged regression alert group of that machine implicates it (the commit
-lies in the group's range, last good .. first bad), else ``pending`` while a pending suspect of
-that machine names it (its confirmation rounds decide; the CI gate answers ``pending`` too), else
-it depends on the commit's baseline: ``success`` when an earlier commit of one of its branches is
-measured on the machine (there was something to compare with, and nothing moved), ``pending``
-while one is being measured, ``neutral`` when none is or will be ("no baseline": never green by
-absence). A pull request's verdict (scope ``pull``, :mod:`..pulls.service`) is written with the
-same machinery under its own context.
+A verdict (a commit's state and description on a machine, in a scope: ``series`` for the commit
+on its branch's series, ``pull`` for a pull request's head) is decided elsewhere — the series
+verdict by :mod:`..alerts.verdicts`, a pull request's by :mod:`..pulls.service` — and handed to
+:func:`write_verdicts`, which stores it and queues its post when it changed.
 
-The verdict is written in the detection (or triage) transaction; posting it is a Celery task sent
-after commit, retried with exponential backoff, and a periodic sweep re-sends whatever is still
+The verdict is written in the deciding transaction; posting it is a Celery task sent after
+commit, retried with exponential backoff, and a periodic sweep re-sends whatever is still
 pending — so a forge outage delays a status but never loses it (nor the alert, which was committed
 before any post was attempted). Every status links to its read-only page (``/v/{public_id}``,
 :mod:`..pages`) when ``PERFCI_PUBLIC_URL`` is set.
@@ -22,15 +17,14 @@ from __future__ import annotations
 import logging
 import math
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from .. import dispatch
-from ..alerts import repository as alert_sql
-from ..models import AlertGroup, BenchConfig, CommitState, CommitStatus, Delivery, Forge, StatusScope, Suspect, utcnow
+from ..models import CommitState, CommitStatus, Delivery, Forge, StatusScope, utcnow
 from ..settings import Settings
 from . import repository as status_sql
 from .client import StatusPost
@@ -39,44 +33,6 @@ log = logging.getLogger(__name__)
 
 POST_TASK = "perfci.forge.post_status"
 RESEND_BATCH = 500
-NO_REGRESSION = "no untriaged performance regression"
-
-
-def record_verdicts(session: Session, machine_id: int, commit_ids: Iterable[int], settings: Settings) -> list[int]:
-    """Write the series verdict of each commit on the machine; queue a post for each one that
-    changed. Set-based: one query for the implicating groups of every commit, one for the pending
-    suspects, one for the baselines, then :func:`write_verdicts`. Returns the ids of the statuses
-    that will be posted."""
-    ids = sorted(set(commit_ids))
-    if not ids:
-        return []
-    machine = status_sql.machine_name(session, machine_id)
-    groups_of = alert_sql.implicating_groups_by_commit(session, ids, machine_id)
-    suspects_of: dict[int, list[Suspect]] = {}
-    for suspect in alert_sql.pending_suspects(session, ids, [machine_id]):
-        for commit_id in {suspect.suspect_commit_id, *suspect.commit_ids}:
-            suspects_of.setdefault(commit_id, []).append(suspect)
-    baselines = status_sql.baselines(session, ids, machine_id)
-    named: dict[tuple[int, ...], str] = {}  # a batch's commits mostly share the same few groups
-    wanted: dict[int, tuple[CommitState, str]] = {}
-    for commit_id in ids:
-        groups = groups_of.get(commit_id, [])
-        if groups:
-            key = tuple(g.id for g in groups)
-            if key not in named:
-                named[key] = _name_regression(session, groups)
-            wanted[commit_id] = (CommitState.FAILURE, named[key])
-        elif commit_id in suspects_of:
-            wanted[commit_id] = (CommitState.PENDING, _name_suspect(suspects_of[commit_id]))
-        else:
-            baseline = baselines.get(commit_id)
-            if baseline is not None and baseline.measured:
-                wanted[commit_id] = (CommitState.SUCCESS, NO_REGRESSION)
-            elif baseline is not None and baseline.waiting_for:
-                wanted[commit_id] = (CommitState.PENDING, f"waiting for its baseline {baseline.waiting_for[:12]} to be measured")
-            else:
-                wanted[commit_id] = (CommitState.NEUTRAL, f"no baseline yet: no earlier commit of its branch measured on {machine}")
-    return write_verdicts(session, machine_id, StatusScope.SERIES, wanted, settings)
 
 
 def write_verdicts(session: Session, machine_id: int, scope: StatusScope, wanted: Mapping[int, tuple[CommitState, str]],
@@ -127,32 +83,9 @@ def page_url(settings: Settings, public_id: str) -> str | None:
     return f"{settings.public_url.rstrip('/')}/v/{public_id}" if settings.public_url else None
 
 
-def _name_regression(session: Session, groups: list[AlertGroup]) -> str:
-    """"regression: ipp +2.9% (self-64B, sim), alert 7" — the largest regressing metric first."""
-    alerts = [a for a in alert_sql.alerts_of_groups(session, [g.id for g in groups]) if a.direction == "regression"]
-    if not alerts:
-        return f"regression: alert {groups[0].id}"
-    lead = max(alerts, key=lambda a: abs(a.change_pct) if math.isfinite(a.change_pct) else math.inf)
-    config = alert_sql.names(session, BenchConfig, [lead.config_id]).get(lead.config_id, "")
-    text = f"regression: {lead.metric} {change_text(lead.change_pct)} ({config}, {lead.backend}), alert {lead.group_id}"
-    more = len(alerts) - 1
-    if more:
-        text += f", +{more} more metric{'s' if more > 1 else ''}"
-    return text
-
-
 def change_text(change_pct: float) -> str:
     """"+2.90%", or "from zero" where a count starts at zero."""
     return f"{change_pct:+.2f}%" if math.isfinite(change_pct) else "from zero"
-
-
-def _name_suspect(suspects: list[Suspect]) -> str:
-    """"confirming a suspected regression: cpp +2.10%" — the strongest suspect (lowest p) first."""
-    lead = min(suspects, key=lambda s: s.p_value)
-    text = f"confirming a suspected {lead.direction}: {lead.metric} {lead.change_pct:+.2f}%"
-    if len(suspects) > 1:
-        text += f", +{len(suspects) - 1} more"
-    return text
 
 
 def token_of(settings: Settings, forge: Forge) -> str | None:

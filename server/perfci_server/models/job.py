@@ -135,7 +135,7 @@ class Run(IdMixin, CreatedAtMixin, Base):
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     received_at: Mapped[datetime | None]
-    # When detection analysed this (ok) run's series; NULL while it waits (alerts.service.detect_pending).
+    # When detection analysed this (ok) run's series; NULL while it waits (alerts.detection.detect_pending).
     detected_at: Mapped[datetime | None]
     # The partner job this attempt was measured interleaved with (its repetitions pair with the
     # partner's run that names this job); NULL for an attempt measured alone.

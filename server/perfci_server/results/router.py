@@ -10,7 +10,7 @@ from fastapi.responses import Response
 from perfci_core.metrics import Backend
 from perfci_core.result import ResultDocument
 
-from ..alerts.service import schedule_detection
+from ..alerts.detection import schedule_detection
 from ..bodies import limited_body
 from ..deps import AgentTokenDep, ReaderDep, SessionDep, authenticate_agent, committed
 from ..errors import Conflict, Forbidden, NotFound, PayloadTooLarge, Unauthorized, Unprocessable, responses
