@@ -130,14 +130,8 @@ def create_config(
     data = ConfigCreate.model_validate(
         dict(name=name, harness=harness, pkt_size=pkt_size, flows=flows, routes=routes, packets=packets, warmup=warmup, lcores=lcores, scaling=scaling, backend=backend, repetitions=repetitions)
     )
-    from .jobs.service import backfill
-    from .settings import get_settings
-
-    with session_scope() as session:
-        row = create(session, data)
-        if row.enabled:
-            backfill(session, get_settings(), config_ids=[row.id])
-        config = ConfigRead.model_validate(row)
+    with session_scope() as session:  # its backfill is a task, sent once this commits
+        config = ConfigRead.model_validate(create(session, data))
     _echo_json(config.model_dump(mode="json"))
 
 

@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from . import db
-from .agents import repository as agents_repository
-from .agents.repository import AgentIdentity
+from . import identity
+from .identity import AgentIdentity
 from .bounded import DbOffset
 from .database_slots import DatabaseSlots
 from .errors import Forbidden, Unauthorized
@@ -110,7 +110,7 @@ async def agent_token(credentials: Annotated[HTTPAuthorizationCredentials | None
 def authenticate_agent(session: Session, token: str) -> AgentIdentity:
     """The agent holding ``token``. Looked up on every request (never cached): a revoked token is
     refused from the next request on."""
-    agent = agents_repository.agent_identity_by_token_hash(session, hash_token(token))
+    agent = identity.agent_identity_by_token_hash(session, hash_token(token))
     if agent is None:
         raise Unauthorized("unknown or revoked agent token")
     return agent
@@ -126,7 +126,7 @@ def current_agent(session: SessionDep, token: AgentTokenDep) -> AgentIdentity:
 def _is_admin(session: Session, settings: Settings, token: str) -> bool:
     if hmac.compare_digest(token.encode(), settings.admin_token.get_secret_value().encode()):
         return True
-    return agents_repository.api_token_by_hash(session, hash_token(token)) is not None
+    return identity.api_token_by_hash(session, hash_token(token)) is not None
 
 
 def _loopback(request: Request) -> bool:

@@ -23,6 +23,11 @@ from .settings import get_settings
 
 log = logging.getLogger(__name__)
 
+# Tasks one room sends to another, by name: the sender need not import the room that does the work.
+PULL_EVALUATE_TASK = "perfci.pulls.evaluate"  # a pull request's job ended: decide its verdict again
+BACKFILL_TASK = "perfci.jobs.backfill"  # a config was added: history for it (machine ids, config ids)
+FORGET_ABANDONED_TASK = "perfci.alerts.forget_abandoned"  # a force push took commits off a branch
+
 # A mark outlives a lost task by at most this long; the sweeps that go with coalesced tasks
 # (alerts' detection sweep) resend sooner than that.
 MARK_SECONDS = 600

@@ -1,10 +1,12 @@
 """Which package may import which, read from the source (:mod:`import_graph`): the agent and the
 server share :mod:`perfci_core` and never import each other; the core is pure; Celery's app
-imports no domain module, so no import circles through it."""
+imports no domain module, so no import circles through it; the server's rooms (its subpackages and
+top-level modules) import one way, and no server module outgrows a reader."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -61,7 +63,28 @@ def test_no_import_circles_at_all() -> None:
     assert strongly_connected(EDGES) == []
 
 
+def server_room(module: str) -> str:
+    """perfci_server.alerts.detection -> perfci_server.alerts; perfci_server.deps stays itself."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_the_server_rooms_import_one_way() -> None:
+    rooms: dict[str, set[str]] = {}
+    for module, targets in imports_of("perfci_server").items():
+        room = server_room(module)
+        rooms.setdefault(room, set()).update(server_room(t) for t in targets if t.startswith("perfci_server.") and server_room(t) != room)
+    assert strongly_connected(rooms) == []  # a room that needs a room above it sends a task by name (dispatch)
+
+
+def test_no_server_module_over_500_lines() -> None:
+    long = {m: n for m, path in module_files().items() if m.startswith("perfci_server")
+            and (n := len(Path(path).read_text().splitlines())) > 500}
+    assert long == {}
+
+
 def test_the_worker_registers_every_task_by_name() -> None:
+    from perfci_server import dispatch
     from perfci_server.celery_app import TASK_MODULES, celery_app, registered_tasks
 
     task_modules = sorted(m for m in EDGES if m.startswith("perfci_server.") and m.endswith(".tasks"))
@@ -71,3 +94,4 @@ def test_the_worker_registers_every_task_by_name() -> None:
     for entry in celery_app.conf.beat_schedule.values():
         assert entry["task"] in names
     assert {"perfci.alerts.detect_pending", "perfci.forge.post_status", "perfci.repos.complete_push", "perfci.pulls.evaluate", "perfci.bisect.advance"} <= names
+    assert {dispatch.PULL_EVALUATE_TASK, dispatch.BACKFILL_TASK, dispatch.FORGET_ABANDONED_TASK} <= names

@@ -153,3 +153,20 @@ def test_job_lists_and_detail(client, queued):
     commits = client.get(f"/api/v1/repositories/{repo_id}/commits", params={"branch": "main"}).json()
     assert [c["sha"] for c in commits["items"]] == list(reversed(GITHUB_COMMITS))
     assert [c["position"] for c in commits["items"]] == [2, 1, 0]
+
+
+def test_a_new_config_gets_history_from_the_backfill_task_it_sends(client, session, sent_tasks):
+    from perfci_server import dispatch
+    from perfci_server.jobs import service as job_service
+
+    create_repository(client)
+    agent = enroll(client)
+    push_github(client)
+    complete_pushes(session, sent_tasks)
+    config = create_config(client, "added-later")
+    assert sent_tasks.named(dispatch.BACKFILL_TASK) == [(None, [config["id"]])]
+    assert session.scalars(select(Job).where(Job.config_id == config["id"])).all() == []  # not before the task runs
+    for machine_ids, config_ids in sent_tasks.named(dispatch.BACKFILL_TASK):
+        assert job_service.backfill(session, get_settings(), machine_ids, config_ids) == len(GITHUB_COMMITS)
+    jobs = session.scalars(select(Job).where(Job.config_id == config["id"])).all()
+    assert {(j.machine_id, j.purpose) for j in jobs} == {(agent["machine_id"], "backfill")}

@@ -11,7 +11,7 @@ from ..models import Agent, ApiToken, EnrollmentToken, utcnow
 from ..security import AGENT_TOKEN_PREFIX, API_TOKEN_PREFIX, ENROLLMENT_TOKEN_PREFIX, hash_token, new_token
 from ..settings import Settings
 from . import repository as agent_sql
-from .repository import AgentIdentity
+from ..identity import AgentIdentity, touch_agent
 from .schemas import EnrollRequest, HeartbeatRequest
 
 
@@ -60,7 +60,7 @@ def heartbeat(session: Session, agent: AgentIdentity, request: HeartbeatRequest)
         changes["version"] = request.version
     if "stopped_claiming" in request.model_fields_set:
         changes["stopped_claiming"] = request.stopped_claiming
-    agent_sql.touch_agent(session, agent.id, utcnow(), **changes)
+    touch_agent(session, agent.id, utcnow(), **changes)
 
 
 def revoke_agent(session: Session, agent_id: int) -> Agent:

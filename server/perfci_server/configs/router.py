@@ -4,9 +4,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from ..deps import AdminDep, PageDep, ReaderDep, SessionDep, SettingsDep
+from ..deps import AdminDep, PageDep, ReaderDep, SessionDep
 from ..errors import Conflict, NotFound, Unauthorized, responses
-from ..jobs import service as job_service
 from ..pagination import Page, paginate
 from . import repository as config_sql
 from . import service
@@ -24,12 +23,9 @@ def list_configs(
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=responses(Unauthorized, Conflict))
-def create_config(data: ConfigCreate, session: SessionDep, settings: SettingsDep, _: AdminDep) -> ConfigRead:
+def create_config(data: ConfigCreate, session: SessionDep, _: AdminDep) -> ConfigRead:
     """A new benchmark config; the newest commits of each branch get its jobs (PERFCI_BACKFILL_COMMITS)."""
-    config = service.create_config(session, data)
-    if config.enabled:
-        job_service.backfill(session, settings, config_ids=[config.id])
-    return ConfigRead.model_validate(config)
+    return ConfigRead.model_validate(service.create_config(session, data))
 
 
 @router.patch("/{config_id}", responses=responses(Unauthorized, NotFound))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from .. import dispatch
 from ..errors import Conflict, NotFound
 from ..models import BenchConfig
 from . import repository as config_sql
@@ -11,11 +12,15 @@ from .schemas import ConfigCreate, ConfigUpdate
 
 
 def create_config(session: Session, data: ConfigCreate) -> BenchConfig:
+    """A new config; once committed, the newest commits of each branch get its jobs (the jobs
+    room's backfill task) so its first push is judged against history."""
     if config_sql.by_name(session, data.name) is not None:
         raise Conflict(f"benchmark config {data.name!r} already exists")
     config = BenchConfig(**data.model_dump())
     session.add(config)
     session.flush()
+    if config.enabled:
+        dispatch.send_after_commit(session, dispatch.BACKFILL_TASK, None, [config.id])
     return config
 
 

@@ -10,7 +10,6 @@ from ..deps import AgentDep, AgentTokenDep, PageDep, ReaderDep, SessionDep, Sett
 from ..errors import Conflict, Forbidden, NotFound, Unauthorized, Unprocessable, responses
 from ..models import Job, JobState, utcnow
 from ..pagination import Page, paginate
-from ..pulls import service as pull_service
 from . import repository as job_sql
 from . import service
 from ..bounded import DbId, DbInt
@@ -47,7 +46,7 @@ def report_failure(job_id: DbId, attempt: DbInt, report: FailureReport, session:
     """The attempt produced no result document; the job is retried while attempts remain."""
     outcome = service.report_failure(session, agent, job_id, attempt, report.reason, report.log_tail)
     job = session.get(Job, job_id)
-    pull_service.job_ended(session, job.pull_request_id if job is not None else None)  # a pull request decides again
+    service.job_ended(session, job.pull_request_id if job is not None else None)
     return outcome
 
 

@@ -12,12 +12,12 @@ from typing import Any
 from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
+from .. import dispatch
 from ..configs import repository as config_sql
 from ..configs.schemas import ConfigRead
 from ..errors import Conflict, NotFound
+from ..identity import AgentIdentity, touch_agent
 from ..machines import repository as machine_sql
-from ..agents import repository as agent_sql
-from ..agents.repository import AgentIdentity
 from ..models import ACTIVE_STATES, Job, JobPurpose, JobState, Run, RunStatus, utcnow
 from ..settings import Settings
 from . import repository as job_sql
@@ -50,6 +50,12 @@ def backfill(session: Session, settings: Settings, machine_ids: Sequence[int] | 
     if created:
         log.info("backfill: %d job(s) for %d commit(s) x %d machine(s) x %d config(s)", created, len(commits), len(machines), len(configs))
     return created
+
+
+def job_ended(session: Session, pull_request_id: int | None) -> None:
+    """After a job got its result or failed: a pull request it measured decides again once committed."""
+    if pull_request_id is not None:
+        dispatch.send_once_after_commit(session, dispatch.PULL_EVALUATE_TASK, pull_request_id)
 
 
 def claim(session: Session, agent: AgentIdentity, settings: Settings) -> ClaimedJob | None:
@@ -109,7 +115,7 @@ def renew_lease(session: Session, agent: AgentIdentity, job_id: int, attempt: in
     until = utcnow() + timedelta(seconds=settings.lease_seconds)
     if not job_sql.renew_lease(session, job_id, attempt, agent.id, until):
         current_attempt(session, agent, job_id, attempt)  # raises the precise 404/409
-    agent_sql.touch_agent(session, agent.id, utcnow())
+    touch_agent(session, agent.id, utcnow())
     return timedelta(seconds=settings.lease_seconds)
 
 

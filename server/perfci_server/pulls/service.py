@@ -52,7 +52,7 @@ from . import repository as pull_sql
 log = logging.getLogger(__name__)
 
 PREPARE_TASK = "perfci.pulls.prepare"
-EVALUATE_TASK = "perfci.pulls.evaluate"
+EVALUATE_TASK = dispatch.PULL_EVALUATE_TASK
 COMMENT_TASK = "perfci.pulls.post_comment"
 SERIES_COMMITS = 50  # base-branch commits the minimum effect is learned from
 ACTIVE = (JobState.QUEUED.value, JobState.LEASED.value, JobState.RUNNING.value)
@@ -171,12 +171,6 @@ def _queue_pair(session: Session, pr: PullRequest, machine_id: int, config_id: i
 
 
 # --- evaluate (a task, after each of its jobs ends) --------------------------------------------
-
-
-def job_ended(session: Session, pull_request_id: int | None) -> None:
-    """After a pull request's job got its result or failed: decide again once committed."""
-    if pull_request_id is not None:
-        dispatch.send_once_after_commit(session, EVALUATE_TASK, pull_request_id)
 
 
 @dataclass

@@ -16,7 +16,6 @@ from ..jobs.service import schedule_commits
 from ..models import Branch, Push, Repository, utcnow
 from ..security import new_webhook_secret
 from ..settings import Settings
-from ..alerts import repository as alert_sql
 from . import mirror
 from . import repository as repo_sql
 from .schemas import RepositoryCreate
@@ -157,9 +156,9 @@ def complete_push(session: Session, push: Push, settings: Settings) -> list[int]
     abandoned = _abandoned(session, path, branch.id, push.after)
     if abandoned:  # a force push: the branch is what git says it is now
         repo_sql.abandon(session, branch.id, abandoned, push.id)
-        dropped = alert_sql.drop_untriaged_groups_of(session, branch.id, [c for c, _ in abandoned])
-        log.info("push %d (%s %s) was forced: %d commit(s) taken off the branch (kept as abandoned), %d untriaged alert "
-                 "group(s) about them dropped", push.id, repository.name, branch.name, len(abandoned), dropped)
+        dispatch.send_after_commit(session, dispatch.FORGET_ABANDONED_TASK, branch.id, [c for c, _ in abandoned])
+        log.info("push %d (%s %s) was forced: %d commit(s) taken off the branch (kept as abandoned)", push.id,
+                 repository.name, branch.name, len(abandoned))
     ids, placed = _place_with_baseline(session, settings, repository, branch, base, path, push.after, commits)
     schedule_commits(session, ids, settings)
     push.recorded_commits += len(placed)

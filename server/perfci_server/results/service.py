@@ -17,14 +17,13 @@ from perfci_core.analysis.compare import compare as two_sample_verdict
 from perfci_core.analysis.detect import Settings as DetectionSettings
 from perfci_core.result import HOST_STATE_KEYS, ResultDocument, same_identity
 
-from ..agents.repository import AgentIdentity
+from ..identity import AgentIdentity
 from ..bisect import service as bisect_service
 from ..configs import repository as config_sql
 from ..configs.schemas import ConfigRead
 from ..errors import Conflict, NotFound, Unprocessable, summarize, validation_details
 from ..jobs import repository as job_sql
 from ..jobs import service as job_service
-from ..pulls import service as pull_service
 from ..machines import repository as machines_repository
 from ..models import JobState, RunStatus, utcnow
 from ..repos import repository as repo_sql
@@ -105,7 +104,7 @@ def ingest(session: Session, agent: AgentIdentity, job_id: int, attempt: int, do
     )
     if job.bisect_running:
         bisect_service.job_finished(session, job.machine_id, job.config_id)
-    pull_service.job_ended(session, job.pull_request_id)
+    job_service.job_ended(session, job.pull_request_id)
     return _accepted(job, attempt, status.value, state.value, document, duplicate=False)
 
 
