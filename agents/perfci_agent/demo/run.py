@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..measure import CONFIGS, default_core
-from ..server_api import ApiError, ServerClient, ServerUnreachable
+from ..server_api import ApiError, ApiClient, ServerUnreachable
 from . import history, pushes
 
 REPOSITORY = "demo/dataplane"
@@ -101,7 +101,7 @@ def _stop_on_signals() -> None:
         signal.signal(sig, stop)
 
 
-def _wait_healthy(client: ServerClient, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
+def _wait_healthy(client: ApiClient, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -164,7 +164,7 @@ def run(workdir: Path, source: Path, backend: str = "auto", console: Console | N
     console.print(f"[bold]2/6[/] server on {url} (SQLite in {workdir / 'server'}, {tasks})")
     with ExitStack() as stack:
         server = stack.enter_context(_process("server", [*_perfci(), "server", "--port", str(port)], logs / "server.log", server_env))
-        admin = stack.enter_context(ServerClient(url, ADMIN_TOKEN))
+        admin = stack.enter_context(ApiClient(url, ADMIN_TOKEN))
         if broker_url:
             # One worker process: tasks run in upload order, so the last commit's verdict comes last.
             stack.enter_context(_process("worker", [*_perfci(), "worker", "--concurrency", "1"], logs / "worker.log", server_env))
@@ -245,7 +245,7 @@ def _scaling(out: Outcome, repo: Path, workdir: Path, env: dict[str, str], logs:
                    f"{med['pps_max_lcores'] / 1e6:.1f} Mpps at 2 (this VM's figures, not the dataplane's)")
 
 
-def _wait_for_machine(admin: ServerClient, agent: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> None:
+def _wait_for_machine(admin: ApiClient, agent: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if agent.poll() is not None:
@@ -256,7 +256,7 @@ def _wait_for_machine(admin: ServerClient, agent: subprocess.Popen[bytes], log: 
     raise DemoFailed(f"the agent did not enroll within {timeout:.0f} s; see {log}")
 
 
-def _wait_for_jobs(admin: ServerClient, agent: subprocess.Popen[bytes], expected: int, log: Path, console: Console) -> dict[str, int]:
+def _wait_for_jobs(admin: ApiClient, agent: subprocess.Popen[bytes], expected: int, log: Path, console: Console) -> dict[str, int]:
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     deadline = time.monotonic() + JOB_TIMEOUT_S
     with Progress(*columns, console=console, transient=False) as progress:
@@ -276,7 +276,7 @@ def _wait_for_jobs(admin: ServerClient, agent: subprocess.Popen[bytes], expected
             time.sleep(1.0)
 
 
-def _wait_for_verdicts(admin: ServerClient, commits: list[history.MadeCommit], logs: Path) -> None:
+def _wait_for_verdicts(admin: ApiClient, commits: list[history.MadeCommit], logs: Path) -> None:
     """Detection has caught up when every commit has its analysed verdict (what `perfci check` reads)."""
     deadline = time.monotonic() + VERDICT_TIMEOUT_S
     for commit in commits:
