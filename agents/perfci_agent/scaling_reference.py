@@ -57,7 +57,7 @@ def summary(ref: dict) -> str:
     ci = ref["interval"]
     interval = f" (95 % interval {ci[0]:.3f}-{ci[1]:.3f} over {ref['repetitions']} repetitions)" if ci else " (one repetition: no interval)"
     pps = ", ".join(f"{n} lcore{'s' if n != '1' else ''} {v / 1e6:.2f} Mpps" for n, v in ref["pps"].items())
-    return (f"serial fraction B = {ref['serial_fraction']:.3f}{interval}; {pps}; efficiency at {ref['lcores'][-1]} lcores "
+    return (f"serial fraction B = {ref['serial_fraction']:.3f}{interval}; median PPS {pps}; efficiency at {ref['lcores'][-1]} lcores "
             f"{ref['scaling_efficiency']:.2f} (commit {ref['commit'][:12]}, backend {ref['backend']})")
 
 

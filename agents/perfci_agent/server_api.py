@@ -1,12 +1,12 @@
-"""The results service over HTTP, for the CLI commands and the agent daemon (the only way either
-talks to the server). Errors come back as :class:`ApiError` carrying the server's error body
-(``{"error": {"code", "message", "details"}}``) or, when the server is unreachable,
-:class:`ServerUnreachable`."""
+"""The results service over HTTP: one transport (:class:`ApiClient`) for the agent daemon's
+:class:`AgentClient`, the demo, and the user's client of the `perfci` commands
+(:class:`perfci_cli.client.ServerClient`, which builds on this one). Errors come back as
+:class:`ApiError` carrying the server's error body (``{"error": {"code", "message", "details"}}``)
+or, when the server is unreachable, :class:`ServerUnreachable`."""
 
 from __future__ import annotations
 
-import os
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -33,7 +33,9 @@ def is_transient(exc: Exception) -> bool:
     return isinstance(exc, ApiError) and (exc.status >= 500 or exc.status in (408, 429))
 
 
-class ServerClient:
+class ApiClient:
+    """Requests to ``/api/v1`` of one server, with a bearer token when one is given."""
+
     def __init__(self, base_url: str = DEFAULT_URL, token: str | None = None, timeout: float = 30.0,
                  transport: httpx.BaseTransport | None = None) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -41,13 +43,7 @@ class ServerClient:
         self._http = httpx.Client(base_url=self.base_url + API_PREFIX, headers=headers, timeout=timeout,
                                   transport=transport)
 
-    @classmethod
-    def from_env(cls, url: str | None = None, token: str | None = None, **kwargs: Any) -> ServerClient:
-        """Explicit arguments first, then PERFCI_SERVER_URL / PERFCI_TOKEN, then the local default."""
-        return cls(url or os.environ.get("PERFCI_SERVER_URL") or DEFAULT_URL,
-                   token or os.environ.get("PERFCI_TOKEN") or None, **kwargs)
-
-    def __enter__(self) -> ServerClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -79,7 +75,7 @@ class ServerClient:
         return self.request("PUT", path, content=content, headers={"Content-Type": content_type})
 
 
-class AgentClient(ServerClient):
+class AgentClient(ApiClient):
     """The agent-facing endpoints (enroll, heartbeat, claim, lease, result, failure, release).
 
     Bodies and answers are plain dicts: the agent does not import the server's schemas.

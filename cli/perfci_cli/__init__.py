@@ -1,2 +1,3 @@
-"""The `perfci` command line: one Typer app that registers the agent side's commands
-(:mod:`perfci_agent.commands`) and the server's (:mod:`perfci_server.cli`). It owns no command."""
+"""The `perfci` command line: one Typer app (:mod:`.app`) that registers the client's commands
+(:mod:`.commands`: compare, alerts, check, plot, bisect, over :mod:`.client`), the agent's
+(:mod:`perfci_agent.commands`: measure, agent, demo) and the server's (:mod:`perfci_server.cli`)."""

@@ -1,8 +1,14 @@
-"""The `perfci` command line. Each area registers its own commands; heavy imports stay lazy."""
+"""The `perfci` command line. Each area registers its own commands; heavy imports stay lazy
+(inside the commands), so importing these modules costs little and `perfci --help` stays quick."""
 
 from __future__ import annotations
 
 import typer
+
+from perfci_agent.commands import agent, demo, measure
+from perfci_server import cli as server
+
+from .commands import alerts, bisect, check, compare, plot
 
 app = typer.Typer(
     name="perfci",
@@ -12,23 +18,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-
-def _register() -> None:
-    from importlib import import_module
-
-    # Each module exposes register(app: typer.Typer). Order is the order of `perfci --help`.
-    for module in (
-        "perfci_agent.commands.measure",
-        "perfci_agent.commands.compare",
-        "perfci_agent.commands.alerts",
-        "perfci_agent.commands.check",
-        "perfci_agent.commands.plot",
-        "perfci_agent.commands.agent",
-        "perfci_agent.commands.bisect",
-        "perfci_server.cli",
-        "perfci_agent.commands.demo",
-    ):
-        import_module(module).register(app)
-
-
-_register()
+# Each module exposes register(app: typer.Typer). Order is the order of `perfci --help`.
+for _commands in (measure, compare, alerts, check, plot, agent, bisect, server, demo):
+    _commands.register(app)

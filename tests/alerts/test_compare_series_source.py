@@ -11,7 +11,7 @@ import pytest
 import uvicorn
 
 from alerts_support import committed_sim_lab
-from perfci_agent.commands.compare import _series_source
+from perfci_cli.commands.compare import _series_source
 from perfci_core.analysis.min_effect import min_effect_of_series
 from perfci_server.app import create_app
 from server_support import ADMIN

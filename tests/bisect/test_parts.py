@@ -12,7 +12,7 @@ from perfci_agent.bisect.cache import ResultCache
 from perfci_agent.bisect.commits import commit_range
 from perfci_agent.bisect.profile import (FunctionDelta, callgrind_self_costs, diff, parse_perf_report, site_moves,
                                          sites_by_source)
-from perfci_agent.commands.bisect import BisectUsage, alert_target, exit_status, local_model, render, resolve_local_shas
+from perfci_cli.commands.bisect import BisectUsage, alert_target, exit_status, local_model, render, resolve_local_shas
 from perfci_agent.errors import UsageError
 from perfci_core.analysis.bisect import change_text
 from perfci_core.result import BenchConfig, ResultDocument, Sample

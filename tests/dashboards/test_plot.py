@@ -17,7 +17,7 @@ from matplotlib.transforms import Bbox
 from typer.testing import CliRunner
 
 from dashboards.sample_data import STEPS
-from perfci_agent.commands.plot import PlotError, alert_marks, draw_trend, keep_since, parse_since, point_stats, render_trend
+from perfci_cli.commands.plot import PlotError, alert_marks, draw_trend, keep_since, parse_since, point_stats, render_trend
 from perfci_cli.app import app as cli_app
 
 ADMIN = "perfci-development-admin-token"

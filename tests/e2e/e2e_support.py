@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 
 from perfci_agent.measure import default_core
-from perfci_agent.server_api import ServerClient, ServerUnreachable
+from perfci_agent.server_api import ApiClient, ServerUnreachable
 from perfci_server.settings import DEVELOPMENT_ADMIN_TOKEN
 from server_support import github_headers
 
@@ -111,10 +111,10 @@ def server_env(database: str, broker: str | None, data_dir: Path, port: int, **e
     return env
 
 
-def start_api(stack: Stack, env: dict[str, str], port: int) -> tuple[Proc, ServerClient]:
+def start_api(stack: Stack, env: dict[str, str], port: int) -> tuple[Proc, ApiClient]:
     """`perfci server` on ``port`` and an admin client, once the API answers."""
     api = stack.add("api", [str(BIN / "perfci"), "server", "--port", str(port)], env).start()
-    admin = ServerClient(f"http://127.0.0.1:{port}", DEVELOPMENT_ADMIN_TOKEN)
+    admin = ApiClient(f"http://127.0.0.1:{port}", DEVELOPMENT_ADMIN_TOKEN)
     stack.wait_for("the API to answer", lambda: healthy(admin), 60)
     return api, admin
 
@@ -142,7 +142,7 @@ def agent_env(server: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in server.items() if not k.startswith("PERFCI_")}
 
 
-def healthy(client: ServerClient) -> bool:
+def healthy(client: ApiClient) -> bool:
     try:
         return client.get("/health")["status"] == "ok"
     except ServerUnreachable:
@@ -153,7 +153,7 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def signed_push(client: ServerClient, repo: Path, full_name: str, shas: list[str], before: str | None = None) -> dict[str, Any]:
+def signed_push(client: ApiClient, repo: Path, full_name: str, shas: list[str], before: str | None = None) -> dict[str, Any]:
     """A signed GitHub push delivery of ``shas`` (oldest first) onto main, built from the repository;
     ``before`` is main's previous head: by default, as a forge would say, the parent of the first
     pushed commit (none for a root commit: the branch is new)."""

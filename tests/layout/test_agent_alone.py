@@ -59,8 +59,10 @@ def test_the_blocker_blocks(tmp_path: Path) -> None:
 
 
 def test_agent_imports_without_the_server(tmp_path: Path) -> None:
-    # every module of the agent, its commands included, without the server's package or stack
-    proc = run_without(SERVER_ONLY + ("perfci_server",), [sys.executable, "-c", IMPORT_ALL, "perfci_core", "perfci_agent"], tmp_path)
+    # every module of the agent, its commands included, without the server's package or stack, the
+    # client's package (cli/) or its plotting
+    proc = run_without(SERVER_ONLY + ("perfci_server", "perfci_cli", "matplotlib"),
+                       [sys.executable, "-c", IMPORT_ALL, "perfci_core", "perfci_agent"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout.split()[0]) > 40
     # the `perfci` app registers the server's commands too; they load the server's stack only when run
@@ -74,7 +76,8 @@ def test_perfci_measure_works_without_the_server_stack(tmp_path: Path) -> None:
         perfci = Path(shutil.which("perfci") or "perfci")
     for argv in (["--help"], ["measure", "--help"], ["compare", "--help"], ["alerts", "list", "--help"],
                  ["check", "--help"], ["plot", "--help"], ["bisect", "--help"], ["agent", "run", "--help"]):
-        proc = run_without(SERVER_ONLY, [str(perfci), *argv], tmp_path)
+        # an agent host (perfci[agent]) has no matplotlib: `perfci plot` loads it only to draw
+        proc = run_without(SERVER_ONLY + ("matplotlib",), [str(perfci), *argv], tmp_path)
         assert proc.returncode == 0, (argv, proc.stderr)
     proc = run_without(SERVER_ONLY, [str(perfci), "measure", "--help"], tmp_path)
     assert "--backend" in proc.stdout and "--reps" in proc.stdout
@@ -99,6 +102,8 @@ def test_the_agent_extra_pulls_no_server_package() -> None:
     server = requirement_names(project["project"]["optional-dependencies"]["server"])
     assert {"fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "redis"} <= server
     assert agent & {"fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "redis"} == set()
+    assert "matplotlib" not in agent  # perfci plot is the client's: perfci[client]
+    assert "matplotlib" in requirement_names(project["project"]["optional-dependencies"]["client"])
     assert project["project"]["scripts"]["perfci"] == "perfci_cli.app:app"
 
 

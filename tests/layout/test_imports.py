@@ -35,6 +35,30 @@ def test_agent_and_server_never_import_each_other(package: str, forbidden: str) 
     assert offenders == []
 
 
+def test_the_agent_never_imports_the_client() -> None:
+    # cli/ builds on the agent (its HTTP transport, local measuring); an agent host needs no client
+    offenders = sorted(f"{m} -> {t}" for m, targets in imports_of("perfci_agent").items() for t in targets
+                       if t.split(".")[0] == "perfci_cli")
+    assert offenders == []
+
+
+def test_the_commands_that_ask_the_server_are_the_clients() -> None:
+    agent_commands = {m.rsplit(".", 1)[1] for m in EDGES if m.startswith("perfci_agent.commands.")}
+    client_commands = {m.rsplit(".", 1)[1] for m in EDGES if m.startswith("perfci_cli.commands.")}
+    assert agent_commands == {"agent", "demo", "measure"}  # the ones that measure on the host
+    assert {"alerts", "bisect", "check", "compare", "plot"} <= client_commands
+    # the user's client (server and token from the command line or the environment) is the client's too
+    assert not any(t.startswith("perfci_agent.commands") for t in EDGES["perfci_cli.client"])
+    assert "perfci_agent.server_api" in EDGES["perfci_cli.client"]  # one HTTP transport, the agent's
+
+
+def test_the_app_imports_what_it_registers() -> None:
+    # plain imports, so a reader (and this graph) can follow `perfci`'s commands to their modules
+    registered = {"perfci_agent.commands.measure", "perfci_agent.commands.agent", "perfci_agent.commands.demo",
+                  "perfci_server.cli", *(f"perfci_cli.commands.{m}" for m in ("alerts", "bisect", "check", "compare", "plot"))}
+    assert registered <= EDGES["perfci_cli.app"]
+
+
 def test_core_needs_numpy_scipy_pydantic_only() -> None:
     used = {t.split(".")[0] for targets in imports_of("perfci_core").values() for t in targets}
     assert used - STDLIB - {"perfci_core"} == {"numpy", "scipy", "pydantic"}

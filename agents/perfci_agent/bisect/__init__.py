@@ -8,5 +8,5 @@
 - :mod:`.exit`    — the exit status of a result (what CI gates on)
 
 The ``perfci bisect`` command and ``perfci alerts bisect``'s implementation are in
-:mod:`perfci_agent.commands.bisect`.
+:mod:`perfci_cli.commands.bisect` (the client, which uses this package for a local bisect).
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -18,9 +18,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from perfci_core import metrics
-from perfci_core.result import ResultDocument
 
 from ..errors import MeasureError
+
+if TYPE_CHECKING:  # pydantic's models: loaded by a measurement, not by `perfci --help`
+    from perfci_core.result import ResultDocument
 
 
 def summary_rows(doc: ResultDocument) -> list[tuple[str, str, str, float, float, float, int]]:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..server_api import AgentClient, ApiError, ServerClient, ServerUnreachable
+from ..server_api import AgentClient, ApiError, ApiClient, ServerUnreachable
 from . import host, identity
 from .config import AgentConfig, ConfigError, load
 
@@ -108,7 +108,7 @@ def machine(cfg: AgentConfig) -> Iterator[Line]:
 
 
 def server(cfg: AgentConfig) -> Iterator[Line]:
-    with ServerClient(cfg.server_url, timeout=10.0) as client:
+    with ApiClient(cfg.server_url, timeout=10.0) as client:
         try:
             health = client.get("/health")
             yield Line(OK, "server", f"{cfg.server_url} answers ({health.get('env', '?')})")

@@ -25,11 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from perfci_core.result import ResultDocument
+
+from .. import scaling_reference
 from ..measure import CONFIGS, default_core
-from ..server_api import ApiError, ServerClient, ServerUnreachable
+from ..server_api import ApiClient, ApiError, ServerUnreachable
 from . import history, pushes
 
 REPOSITORY = "demo/dataplane"
@@ -101,7 +105,7 @@ def _stop_on_signals() -> None:
         signal.signal(sig, stop)
 
 
-def _wait_healthy(client: ServerClient, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
+def _wait_healthy(client: ApiClient, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -164,7 +168,7 @@ def run(workdir: Path, source: Path, backend: str = "auto", console: Console | N
     console.print(f"[bold]2/6[/] server on {url} (SQLite in {workdir / 'server'}, {tasks})")
     with ExitStack() as stack:
         server = stack.enter_context(_process("server", [*_perfci(), "server", "--port", str(port)], logs / "server.log", server_env))
-        admin = stack.enter_context(ServerClient(url, ADMIN_TOKEN))
+        admin = stack.enter_context(ApiClient(url, ADMIN_TOKEN))
         if broker_url:
             # One worker process: tasks run in upload order, so the last commit's verdict comes last.
             stack.enter_context(_process("worker", [*_perfci(), "worker", "--concurrency", "1"], logs / "worker.log", server_env))
@@ -225,7 +229,9 @@ def run(workdir: Path, source: Path, backend: str = "auto", console: Console | N
 def _scaling(out: Outcome, repo: Path, workdir: Path, env: dict[str, str], logs: Path, console: Console) -> None:
     """The head commit at 1 and 2 lcores with tsc (two repetitions, the agent's build cache): the
     serial fraction on this machine. Its figures are the machine's noise on a shared VM; only the
-    command succeeding is checked."""
+    command succeeding is checked. What is printed is the host reference of the result
+    (:mod:`perfci_agent.scaling_reference`): B fitted to the median throughput at each lcore count,
+    and those medians, so the rates shown are the ones B was fitted to."""
     if len(os.sched_getaffinity(0)) < 2:
         out.scaling = "not measured: one core allowed (a scaling run needs two)"
         return
@@ -235,17 +241,15 @@ def _scaling(out: Outcome, repo: Path, workdir: Path, env: dict[str, str], logs:
     if done.returncode != 0:
         out.problems.append(f"perfci measure --scaling exited {done.returncode}; see {logs / 'scaling.log'}")
         return
-    values: dict[str, list[float]] = {}
-    for sample in json.loads(done.stdout)["samples"]:
-        for m in sample["metrics"]:
-            values.setdefault(m["metric"], []).append(m["value"])
-    med = {k: sorted(v)[len(v) // 2] for k, v in values.items()}
-    out.scaling = (f"serial fraction B {med['serial_fraction']:.2f} (interval {med['serial_fraction_low']:.2f}-"
-                   f"{med['serial_fraction_high']:.2f}); {med['pps'] / 1e6:.1f} Mpps at 1 lcore, "
-                   f"{med['pps_max_lcores'] / 1e6:.1f} Mpps at 2 (this VM's figures, not the dataplane's)")
+    try:
+        reference = scaling_reference.reference(ResultDocument.model_validate_json(done.stdout))
+    except (ValidationError, scaling_reference.ReferenceError) as exc:
+        out.problems.append(f"perfci measure --scaling: no serial fraction in its result ({exc}); see {logs / 'scaling.log'}")
+        return
+    out.scaling = f"{scaling_reference.summary(reference)} — this VM's figures, not the dataplane's"
 
 
-def _wait_for_machine(admin: ServerClient, agent: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> None:
+def _wait_for_machine(admin: ApiClient, agent: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if agent.poll() is not None:
@@ -256,7 +260,7 @@ def _wait_for_machine(admin: ServerClient, agent: subprocess.Popen[bytes], log: 
     raise DemoFailed(f"the agent did not enroll within {timeout:.0f} s; see {log}")
 
 
-def _wait_for_jobs(admin: ServerClient, agent: subprocess.Popen[bytes], expected: int, log: Path, console: Console) -> dict[str, int]:
+def _wait_for_jobs(admin: ApiClient, agent: subprocess.Popen[bytes], expected: int, log: Path, console: Console) -> dict[str, int]:
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     deadline = time.monotonic() + JOB_TIMEOUT_S
     with Progress(*columns, console=console, transient=False) as progress:
@@ -276,7 +280,7 @@ def _wait_for_jobs(admin: ServerClient, agent: subprocess.Popen[bytes], expected
             time.sleep(1.0)
 
 
-def _wait_for_verdicts(admin: ServerClient, commits: list[history.MadeCommit], logs: Path) -> None:
+def _wait_for_verdicts(admin: ApiClient, commits: list[history.MadeCommit], logs: Path) -> None:
     """Detection has caught up when every commit has its analysed verdict (what `perfci check` reads)."""
     deadline = time.monotonic() + VERDICT_TIMEOUT_S
     for commit in commits:

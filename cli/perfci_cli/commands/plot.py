@@ -197,7 +197,7 @@ def _repository(client, name: str | None) -> dict[str, Any]:
 def fetch_series(client, repository_id: int, branch: str, machine_id: int, config: str, metric: str,
                  backend: str) -> dict[str, Any]:
     """Every page of the series, merged into one document."""
-    from ..server_api import ApiError
+    from ..client import ApiError
 
     merged: dict[str, Any] | None = None
     after = None
@@ -220,7 +220,7 @@ def fetch_series(client, repository_id: int, branch: str, machine_id: int, confi
 
 def fetch_alert_groups(client, **filters: Any) -> tuple[list[dict[str, Any]], str | None]:
     """Alert groups for the series, or ([], warning) when the server has no alerts API."""
-    from ..server_api import ApiError
+    from ..client import ApiError
 
     groups, offset = [], 0
     try:
@@ -313,7 +313,7 @@ def register(app: typer.Typer) -> None:
         token: Optional[str] = typer.Option(None, "--token", help="API token (default PERFCI_TOKEN)"),
     ) -> None:
         """Plot one metric's trend (median, repetition band, alert markers) to a PNG."""
-        from ..server_api import ApiError, ServerClient, ServerUnreachable
+        from ..client import ApiError, ServerClient, ServerUnreachable
 
         err = Console(stderr=True)
         if output.suffix.lower() != ".png":

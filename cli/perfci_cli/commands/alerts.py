@@ -32,7 +32,7 @@ def ask_server(server: str | None, token: str | None, call: Callable[[Any], T], 
     from rich.console import Console
     from rich.markup import escape
 
-    from ..server_api import ApiError, ServerClient, ServerUnreachable
+    from ..client import ApiError, ServerClient, ServerUnreachable
 
     err = Console(stderr=True)
     try:

@@ -26,9 +26,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfci_core.analysis.bisect import DIRECTIONS
-
-from ..bisect.exit import EXIT_USAGE, exit_status
+from perfci_agent.bisect.exit import EXIT_USAGE, exit_status
 
 POLL_SECONDS = 2.0
 TERMINAL = ("culprit", "ambiguous", "unconfirmed", "no_change", "inconclusive", "failed")
@@ -53,8 +51,8 @@ def _progress(console: Console) -> Progress:
 def run_local(repo: str, good: str, bad: str, metric: str, config: str, backend: str, core: int | None,
               cache_dir: str | None, max_reps: int | None, err: Console, direction: str = "any",
               sim_family: str | None = None) -> dict[str, Any]:
-    from ..errors import MeasureError
-    from ..bisect.local import LocalBisect
+    from perfci_agent.bisect.local import LocalBisect
+    from perfci_agent.errors import MeasureError
 
     progress = _progress(err)
     task = progress.add_task("bisect", total=None)
@@ -117,8 +115,8 @@ def resolve_local_shas(repo: str | None, *revs: str) -> list[str]:
         raise BisectUsage(f"without --repo, give full commit SHAs to the server (got {', '.join(names)})")
     if not names:
         return [r.lower() for r in revs]
-    from ..errors import UsageError
-    from ..workspace import repo_root, resolve_commit
+    from perfci_agent.errors import UsageError
+    from perfci_agent.workspace import repo_root, resolve_commit
 
     try:
         root = repo_root(repo)
@@ -171,7 +169,7 @@ def bisect_alert(alert_id: int, *, local: bool = False, repo: str = ".", server:
     """``perfci alerts bisect ID``: bisect an alert's range on its first regressed metric, on the
     server (the alert's machine; default) or here (``local``, on sim with the alerted results' model).
     Returns the exit status."""
-    from ..server_api import ApiError, ServerClient, ServerUnreachable
+    from ..client import ApiError, ServerClient, ServerUnreachable
 
     err = Console(stderr=True)
     if sim_family and not local:
@@ -311,6 +309,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Find the commit between --good and --bad that moved --metric (and which functions moved);
         with --direction, the commit that moved it that way, reporting any move the other way too."""
+        from perfci_core.analysis.bisect import DIRECTIONS  # scipy: loaded when a bisect runs, not for --help
+
         err = Console(stderr=True)
         if direction is not None and direction not in DIRECTIONS:
             raise typer.Exit(_usage(err, f"unknown --direction {direction!r}; use {', '.join(DIRECTIONS)}"))
@@ -343,7 +343,7 @@ def _on_server(err: Console, repo: str, repository: str | None, branch: str, goo
                as_json: bool, direction: str = "any") -> int:
     from pathlib import Path
 
-    from ..server_api import ApiError, ServerClient, ServerUnreachable
+    from ..client import ApiError, ServerClient, ServerUnreachable
 
     if not repository:
         return _usage(err, "--machine needs --repository (the repository's name on the server)")

@@ -40,7 +40,7 @@ def _resolve(client: Any, path: str, wanted: str, what: str) -> int:
         if not page["items"] or offset >= page["total"]:
             break
     if len(found) != 1:
-        from ..server_api import ApiError
+        from ..client import ApiError
 
         problem = "no" if not found else f"{len(found)} (ids {', '.join(map(str, found))}; pass one id)"
         raise ApiError(404, "not_found", f"{problem} {what} named {wanted!r}")
@@ -121,7 +121,7 @@ def _series_source(server: str | None, token: str | None, repository: str, machi
     asked next: the measurement is never lost to a server error."""
     from perfci_core.analysis.series import Point
 
-    from ..server_api import ApiError, ServerClient, ServerUnreachable
+    from ..client import ApiError, ServerClient, ServerUnreachable
 
     ids = ask_server(server, token, lambda c: (_resolve(c, "/repositories", repository, "repository"),
                                                _resolve(c, "/machines", machine, "machine")))
@@ -154,9 +154,9 @@ def _measured(base: str, head: str, repository: str | None, machine: str | None,
     from rich.markup import escape
     from rich.table import Table
 
-    from ..ab_compare import measured_compare
-    from ..errors import MeasureError
-    from ..noisy import describe
+    from perfci_agent.ab_compare import measured_compare
+    from perfci_agent.errors import MeasureError
+    from perfci_agent.noisy import describe
 
     err = Console(stderr=True)
     source = _series_source(server, token, repository, machine, branch, config) if repository and machine else None
