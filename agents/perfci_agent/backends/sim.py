@@ -6,7 +6,10 @@ cache misses.
   (checked on this dataplane), and divided by the report's ``total.fwd_packets`` (every fwd_burst
   call, warm-up included) it is IPP. In the same pass it replays the window's loads and stores
   through a store-buffer model: store-forward blocks, split loads and stores, 4K aliases per
-  packet, and the functions and lines where they happen. Bit-identical run to run (EAL init,
+  packet, and the functions and lines where they happen (with, per blocked-load site, the distance
+  in instructions back to the store: ``sim.sf_dist_<min|median|max>.<site>``). When a store has left
+  the buffer follows the backend's ``commit_rule`` (``time``, the default, or ``rob``: memhazard's
+  "Store commit"), recorded as ``sim.hz_commit_rule.<rule>``. Bit-identical run to run (EAL init,
   which varies, is not collected). One memhazard pass costs less than one callgrind pass did.
 - cachegrind ``--cache-sim=yes`` with an explicit geometry (``--I1 --D1 --LL``; its
   auto-detection is wrong in VMs) simulates the caches; the agent sums the D1 and LL *read*
@@ -57,8 +60,8 @@ from perfci_core.result import BenchConfig, Sample
 from .. import runner
 from ..cpuinfo import read_cpuid, read_sys
 from ..errors import RunFailed
-from ..hazards import FamilyChoice, HazardReport, family_for, memhazard_lib, parse_report
-from ..hazards.family import RECORDED_PREFIX
+from ..hazards import COMMIT_RULES, DEFAULT_COMMIT_RULE, FamilyChoice, HazardReport, family_for, memhazard_lib, parse_report
+from ..hazards.family import RECORDED_PREFIX, RECORDED_RULE_PREFIX
 from ..hazards.tool import TOOL_NAME
 from . import metric_values
 
@@ -185,6 +188,9 @@ RAW_HAZARDS = {"sf_blocked": "sim.sf_blocks", "split_loads": "sim.split_loads", 
                "alias_4k": "sim.alias_4k", "sf_forwarded": "sim.sf_forwarded", "line_transfers": "sim.line_transfers",
                "read_transfers": "sim.read_transfers"}
 SITE_KINDS = ("sf_blocked", "split_loads", "split_stores", "alias_4k", "line_transfers", "read_transfers")
+# Raw keys ``sim.sf_dist_<min|median|max>.<site>``: instructions from a blocked load back to its store, per named
+# sf_blocks site (not under ``sim.site.``, which holds counts only).
+DISTANCE_PREFIX = "sim.sf_dist_"
 
 
 def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
@@ -193,7 +199,7 @@ def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
     raw: dict[str, float] = {RAW_HAZARDS[k]: float(v) for k, v in report.counts.items()}
     raw.update({"sim.loads": float(report.loads), "sim.stores": float(report.stores),
                 "sim.hz_store_buffer": float(report.store_buffer), "sim.hz_rob": float(report.rob),
-                f"{RECORDED_PREFIX}{report.family}": 1.0})
+                f"{RECORDED_PREFIX}{report.family}": 1.0, f"{RECORDED_RULE_PREFIX}{report.commit_rule}": 1.0})
     if family.default:
         raw["sim.hz_family_default"] = 1.0  # the CPU is not a modelled family (see backend_reason)
     raw.update({f"sim.hz_{k}": float(v) for k, v in report.sharing.items()})
@@ -201,6 +207,9 @@ def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
     for kind in SITE_KINDS:
         for site in report.top_sites(kind, HAZARD_SITES):
             raw[f"{SITE_PREFIX}{RAW_HAZARDS[kind][4:]}.{site.label}"[:128]] = float(site.count)
+            if site.distance:
+                for part in ("min", "median", "max"):
+                    raw[f"{DISTANCE_PREFIX}{part}.{site.label}"[:128]] = float(getattr(site.distance, part))
     return raw
 
 
@@ -209,9 +218,14 @@ class SimBackend:
     default_reps = 2  # deterministic: the second run checks that (identical IPP)
 
     def __init__(self, timeout: float = 600.0, geometry: Geometry | None = None, cache_sim: bool = True,
-                 family: str | None = None, tool_cache: Path | None = None, lcores: int = 1) -> None:
+                 family: str | None = None, tool_cache: Path | None = None, lcores: int = 1,
+                 commit_rule: str | None = None) -> None:
         if lcores < 1:
             raise ValueError(f"lcores must be 1 or more, got {lcores}")
+        commit_rule = commit_rule or DEFAULT_COMMIT_RULE
+        if commit_rule not in COMMIT_RULES:
+            raise ValueError(f"unknown store-commit rule {commit_rule!r}; known: {', '.join(COMMIT_RULES)}")
+        self.commit_rule = commit_rule
         self.lcores = lcores
         self.timeout = timeout
         self.geometry = geometry or read_geometry()
@@ -261,7 +275,8 @@ class SimBackend:
         thread again, and one lcore could run far ahead of the others (the line-transfer counts
         do not depend on that order, the memory the tool holds until the others catch up does)."""
         return self._spec(binary, core, config, workdir,
-                          [f"--tool={TOOL_NAME}", f"--window-fn={FWD_FUNCTION}", f"--family={self.family.name}", "--fair-sched=yes",
+                          [f"--tool={TOOL_NAME}", f"--window-fn={FWD_FUNCTION}", f"--family={self.family.name}",
+                           f"--commit-rule={self.commit_rule}", "--fair-sched=yes",
                            "--vex-iropt-register-updates=allregs-at-mem-access", "--read-inline-info=yes", "--fullpath-after=",
                            f"--out-file={out}"], self.tool_lib(), self.forwarding_cores(core, config))
 
