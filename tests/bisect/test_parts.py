@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from perfci_agent.bisect.cache import ResultCache
 from perfci_agent.bisect.commits import commit_range
+from perfci_agent.bisect.local import LocalBisect
 from perfci_agent.bisect.profile import (FunctionDelta, callgrind_self_costs, diff, parse_perf_report, site_moves,
                                          sites_by_source)
 from perfci_agent.commands.bisect import BisectUsage, alert_target, exit_status, local_model, render, resolve_local_shas
@@ -205,3 +207,16 @@ def test_server_revisions_full_shas_go_as_given_other_names_resolve_in_the_check
         resolve_local_shas(None, "HEAD~1", second)
     with pytest.raises(BisectUsage, match="unknown commit"):
         resolve_local_shas(str(checkout), "HEAD~5", second)
+
+
+def test_a_local_bisect_reuses_only_sim_results_of_its_model_and_commit_rule():
+    def doc(*keys: str) -> ResultDocument:
+        d = _doc()
+        d.samples[0].raw.update({k: 1.0 for k in keys})
+        return d
+
+    icx = SimpleNamespace(sim_family="intel-icx")
+    assert LocalBisect._same_model(icx, doc("sim.hz_family.intel-icx", "sim.hz_commit_rule.time"))
+    assert not LocalBisect._same_model(icx, doc("sim.hz_family.intel-icx", "sim.hz_commit_rule.rob"))
+    assert not LocalBisect._same_model(icx, doc("sim.hz_family.intel-icx"))  # before the rule was recorded: rob
+    assert not LocalBisect._same_model(icx, doc("sim.hz_family.amd-zen4", "sim.hz_commit_rule.time"))

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from perfci_agent.cpuinfo import CpuId
-from perfci_agent.hazards import DEFAULT_FAMILY, ToolUnavailable, family_for, memhazard_lib, parse_report
+from perfci_agent.backends.sim import DISTANCE_PREFIX, SimBackend, hazard_raw
+from perfci_agent.hazards import DEFAULT_COMMIT_RULE, DEFAULT_FAMILY, FamilyChoice, ToolUnavailable, family_for, memhazard_lib, parse_report
+from perfci_agent.hazards.family import recorded_commit_rule
+from perfci_core.metrics import hazard_sites
 
 HERE = Path(__file__).resolve().parent
 CALLS = 1000
@@ -163,20 +166,23 @@ def test_family_follows_cpuid_and_falls_back_to_the_default():
         family_for(cpu("GenuineIntel", 6, 0x8F), "p4")
 
 
+REPORT_TEXT = "\n".join([
+    "memhazard 4", "family intel-icx", "store_buffer 72", "rob 352", "window_fn fwd_burst", "commit_rule time",
+    "width 5", "commit_rate 2", "latency 11", "windows 2",
+    "instructions 100", "loads 10", "stores 5", "drains 2", "mfence 1", "lfence 3", "sfence 0", "rdtscp 0",
+    "serializing 0", "locked 1", "sf_blocked 4", "sf_forwarded 1", "split_loads 0",
+    "split_stores 0", "alias_4k 2", "line_transfers 4", "read_transfers 1", "forwarding_threads 2",
+    "lines_tracked 10", "untracked_lines 0", "untracked_thread_accesses 0", "logged_accesses 99", "late_accesses 0",
+    "site sf_blocked 3 dist=4,9,40 | 0x10C23C: _mm_blend_epi16 (/usr/lib/gcc/x86_64-linux-gnu/12/include/smmintrin.h:168)"
+    " | 0x10C23C: mac_rewrite (/src/dataplane/src/fwd.c:110) | 0x10C23C: fwd_burst (/src/dataplane/src/fwd.c:198)",
+    "site alias_4k 2 | 0x4A929AB: ??? (in /usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_net_ring.so.23.0)",
+    "site line_transfers 4 | 0x10C300: fwd_burst (/src/dataplane/src/fwd.c:201)",
+    "site sf_blocked 1 dist=60,60,60 | 0x10C240: mac_rewrite (/src/dataplane/src/fwd.c:110)",
+])
+
+
 def test_report_parser_names_the_own_source_frame_and_rejects_garbage():
-    text = "\n".join([
-        "memhazard 4", "family intel-icx", "store_buffer 72", "rob 352", "window_fn fwd_burst", "commit_rule time",
-        "width 5", "commit_rate 2", "latency 11", "windows 2",
-        "instructions 100", "loads 10", "stores 5", "drains 2", "mfence 1", "lfence 3", "sfence 0", "rdtscp 0",
-        "serializing 0", "locked 1", "sf_blocked 3", "sf_forwarded 1", "split_loads 0",
-        "split_stores 0", "alias_4k 2", "line_transfers 4", "read_transfers 1", "forwarding_threads 2",
-        "lines_tracked 10", "untracked_lines 0", "untracked_thread_accesses 0", "logged_accesses 99", "late_accesses 0",
-        "site sf_blocked 3 dist=4,9,40 | 0x10C23C: _mm_blend_epi16 (/usr/lib/gcc/x86_64-linux-gnu/12/include/smmintrin.h:168)"
-        " | 0x10C23C: mac_rewrite (/src/dataplane/src/fwd.c:110) | 0x10C23C: fwd_burst (/src/dataplane/src/fwd.c:198)",
-        "site alias_4k 2 | 0x4A929AB: ??? (in /usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_net_ring.so.23.0)",
-        "site line_transfers 4 | 0x10C300: fwd_burst (/src/dataplane/src/fwd.c:201)",
-        "site sf_blocked 1 dist=60,60,60 | 0x10C240: mac_rewrite (/src/dataplane/src/fwd.c:110)",
-    ])
+    text = REPORT_TEXT
     r = parse_report(text)
     assert [s.label for s in r.sites] == ["mac_rewrite@fwd.c:110", "???@librte_net_ring.so.23.0", "fwd_burst@fwd.c:201",
                                           "mac_rewrite@fwd.c:110"]
@@ -184,7 +190,7 @@ def test_report_parser_names_the_own_source_frame_and_rejects_garbage():
     # two addresses of one line: counts add up, the range spans both, the median is the busier address's
     (merged,) = r.top_sites("sf_blocked", 5)
     assert (merged.count, str(merged.distance)) == (4, "4/9/60")
-    assert r.counts["sf_blocked"] == 3 and (r.counts["line_transfers"], r.counts["read_transfers"]) == (4, 1)
+    assert r.counts["sf_blocked"] == 4 and (r.counts["line_transfers"], r.counts["read_transfers"]) == (4, 1)
     assert r.sharing["forwarding_threads"] == 2 and r.top_sites("line_transfers", 1)[0].count == 4
     assert r.fences == {"mfence": 1, "lfence": 3, "sfence": 0, "rdtscp": 0, "serializing": 0, "locked": 1, "drains": 2}
     with pytest.raises(ValueError, match="not a memhazard output"):
@@ -203,3 +209,18 @@ def test_report_parser_names_the_own_source_frame_and_rejects_garbage():
         parse_report(text.replace("windows 2\n", ""))
     with pytest.raises(ValueError, match="malformed site"):
         parse_report(text + "\nsite sf_blocked x | nonsense")
+
+
+def test_the_sim_backend_records_its_commit_rule_and_the_block_distances():
+    raw = hazard_raw(parse_report(REPORT_TEXT), FamilyChoice("intel-icx", False, "set in the config"))
+    assert raw["sim.hz_commit_rule.time"] == 1.0 and recorded_commit_rule(raw) == "time"
+    assert recorded_commit_rule({"sim.hz_family.intel-icx": 1.0}) == "rob"  # measured before the rule was recorded
+    # the two addresses of mac_rewrite@fwd.c:110 as one site: 4 blocks, 4 to 60 instructions back, median 9
+    assert {k: v for k, v in raw.items() if k.startswith(DISTANCE_PREFIX)} == {
+        "sim.sf_dist_min.mac_rewrite@fwd.c:110": 4.0, "sim.sf_dist_median.mac_rewrite@fwd.c:110": 9.0,
+        "sim.sf_dist_max.mac_rewrite@fwd.c:110": 60.0}
+    assert raw["sim.site.sf_blocks.mac_rewrite@fwd.c:110"] == 4.0
+    assert hazard_sites({**raw, "sim.fwd_packets": 4.0})[("sf_blocks", "mac_rewrite@fwd.c:110")] == 1.0  # no distance as a site
+    assert SimBackend(cache_sim=False).commit_rule == DEFAULT_COMMIT_RULE == "time"
+    with pytest.raises(ValueError, match="unknown store-commit rule 'never'"):
+        SimBackend(cache_sim=False, commit_rule="never")
