@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from perfci_agent.backends.sim import DISTANCE_PREFIX, SimBackend
+from perfci_agent.backends.sim import DISTANCE_PREFIX, SimBackend, block_distances
 from perfci_agent.hazards import COMMIT_RULES, DEFAULT_COMMIT_RULE
 from perfci_agent.measure import default_core
 from perfci_agent.workspace import compile_tree
@@ -56,18 +56,12 @@ def top_site(sites: dict[str, float], hazard: str) -> str:
     return max(mine, key=mine.get) if mine else ""
 
 
-def block_distance(sites: dict[str, float], site: str) -> str:
-    """``min/median/max`` instructions from the blocked loads at ``site`` back to their stores ("" when none)."""
-    parts = [sites.get(f"{DISTANCE_PREFIX}{p}.{site}") for p in ("min", "median", "max")]
-    return "/".join(f"{v:.0f}" for v in parts) if site and None not in parts else ""
-
-
 def rule_row(tree: str, by_rule: dict[str, tuple[dict[str, float], dict[str, float]]]) -> dict:
     row: dict = {"tree": tree}
     for rule, (values, sites) in by_rule.items():
         at = top_site(sites, "sf_blocks")
         row.update({f"{c}@{rule}": values.get(c) for c in RULE_COLUMNS})
-        row.update({f"sf_blocks_at@{rule}": at, f"distance@{rule}": block_distance(sites, at)})
+        row.update({f"sf_blocks_at@{rule}": at, f"distance@{rule}": block_distances(sites).get(at, "")})
     return row
 
 

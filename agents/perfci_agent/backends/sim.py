@@ -47,7 +47,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -211,6 +211,15 @@ def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
                 for part in ("min", "median", "max"):
                     raw[f"{DISTANCE_PREFIX}{part}.{site.label}"[:128]] = float(getattr(site.distance, part))
     return raw
+
+
+def block_distances(raw: Mapping[str, float | None]) -> dict[str, str]:
+    """``min/median/max`` instructions from the blocked loads back to their stores, by site label, from a
+    sample's raw keys (:func:`hazard_raw` writes them)."""
+    parts = ("min", "median", "max")
+    sites = {k.removeprefix(f"{DISTANCE_PREFIX}min.") for k in raw if k.startswith(f"{DISTANCE_PREFIX}min.")}
+    values = {site: [raw.get(f"{DISTANCE_PREFIX}{p}.{site}") for p in parts] for site in sites}
+    return {site: "/".join(f"{v:.0f}" for v in vs) for site, vs in values.items() if None not in vs}
 
 
 class SimBackend:
