@@ -33,10 +33,14 @@ core, so its misses would be those of no real machine.
 
 One count per commit, wherever it is built: the simulated hazards and cache misses depend on
 addresses, down to the byte, and they moved with the length of the binary's path and of the
-working directory (each alone changed the 4K aliases, with argv and environment padded).
+working directory (each alone changed the 4K aliases, with argv and environment padded), and
+with the length of memhazard's folder under the cache directory (``VALGRIND_LIB``: valgrind puts
+its preload library, named after it, in the client's ``LD_PRELOAD``, and the dynamic loader's
+allocations, TLS among them, move with that name: one net_ring load's 4K alias came and went).
 Every valgrind run therefore starts from a stage of fixed-length paths (:func:`fixed_stage`): a
-copy of the binary and a working directory linking the worktree's ``dataplane/`` entries, in a
-fresh ``/tmp/perfci-stage-XXXXXXXX``, with a fixed environment padded to a fixed size.
+copy of the binary, a working directory linking the worktree's ``dataplane/`` entries and a link
+to memhazard's folder, in a fresh ``/tmp/perfci-stage-XXXXXXXX``, with a fixed environment padded
+to a fixed size.
 
 Packet counts are small under valgrind (:meth:`~perfci_core.result.BenchConfig.as_run_by`); the result's
 config records what actually ran.
@@ -70,15 +74,17 @@ SYS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 # Where the stages go: a fixed directory (not TMPDIR, which differs from agent to agent).
 STAGE_ROOT = Path("/tmp")
 STAGE_BINARY = "perfci-fwd"
+STAGE_LIB = "vglib"  # the link to memhazard's VALGRIND_LIB folder
 # The whole environment of a valgrind run (plus VALGRIND_LIB and the stack padding): nothing of the agent's.
 FIXED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
 
 
 @contextmanager
-def fixed_stage(binary: Path, workdir: Path | None) -> Iterator[tuple[Path, Path]]:
-    """(binary, working directory) at paths of the same length on every agent and for every cache
-    directory: a copy of the binary and a directory of links to the entries of ``workdir`` (the
-    routes files the configs name relative to it), in a fresh directory of fixed-length name."""
+def fixed_stage(binary: Path, workdir: Path | None, valgrind_lib: Path) -> Iterator[tuple[Path, Path, Path]]:
+    """(binary, working directory, ``VALGRIND_LIB``) at paths of the same length on every agent and
+    for every cache directory: a copy of the binary, a directory of links to the entries of ``workdir``
+    (the routes files the configs name relative to it) and a link to ``valgrind_lib``, in a fresh
+    directory of fixed-length name."""
     stage = Path(tempfile.mkdtemp(prefix="perfci-stage-", dir=STAGE_ROOT))
     try:
         staged = stage / STAGE_BINARY
@@ -87,7 +93,9 @@ def fixed_stage(binary: Path, workdir: Path | None) -> Iterator[tuple[Path, Path
         cwd.mkdir()
         for entry in sorted(workdir.iterdir()) if workdir else ():
             (cwd / entry.name).symlink_to(entry.resolve())
-        yield staged, cwd
+        lib = stage / STAGE_LIB
+        lib.symlink_to(valgrind_lib.resolve())
+        yield staged, cwd, lib
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
@@ -276,7 +284,8 @@ class SimBackend:
         return runner.RunSpec(binary, core, config, cores=cores or [], workdir=workdir, timeout=self.timeout,
                               wrapper=[self.valgrind, "-q", *tool_args], pin_outer=True, env=env, stable_stack=True)
 
-    def _hazard_spec(self, binary: Path, core: int, config: BenchConfig, workdir: Path, out: Path) -> runner.RunSpec:
+    def _hazard_spec(self, binary: Path, core: int, config: BenchConfig, workdir: Path, out: Path,
+                     valgrind_lib: Path) -> runner.RunSpec:
         """memhazard: instructions and hazards of the window. valgrind must keep every load the
         program makes (``allregs-at-mem-access``: by default it drops loads whose value is dead in
         its IR). ``--fair-sched=yes``: with several lcores, valgrind's ticket lock runs the threads
@@ -287,15 +296,16 @@ class SimBackend:
                           [f"--tool={TOOL_NAME}", f"--window-fn={FWD_FUNCTION}", f"--family={self.family.name}",
                            f"--commit-rule={self.commit_rule}", "--fair-sched=yes",
                            "--vex-iropt-register-updates=allregs-at-mem-access", "--read-inline-info=yes", "--fullpath-after=",
-                           f"--out-file={out}"], self.tool_lib(), self.forwarding_cores(core, config))
+                           f"--out-file={out}"], valgrind_lib, self.forwarding_cores(core, config))
 
     def sample(self, binary: Path, core: int, config: BenchConfig, workdir: Path, rep: int) -> Sample:
         """One memhazard run (instructions + hazards) and, side by side on another core when
         this process has one, one cachegrind run (simulated caches)."""
         raw: dict[str, float | None] = {}
-        with tempfile.TemporaryDirectory(prefix="perfci-sim-") as tmp, fixed_stage(binary, workdir) as (binary, workdir):
+        with (tempfile.TemporaryDirectory(prefix="perfci-sim-") as tmp,
+              fixed_stage(binary, workdir, self.tool_lib()) as (binary, workdir, valgrind_lib)):
             hz_out, cg_out = Path(tmp) / "memhazard.out", Path(tmp) / "cachegrind.out"
-            specs = [self._hazard_spec(binary, core, config, workdir, hz_out)]
+            specs = [self._hazard_spec(binary, core, config, workdir, hz_out, valgrind_lib)]
             if self.cache_sim:
                 other = next((c for c in sorted(os.sched_getaffinity(0), reverse=True) if c != core), core)
                 specs.append(self._spec(binary, other, config, workdir,

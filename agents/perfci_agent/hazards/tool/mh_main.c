@@ -148,17 +148,17 @@ zen_forwards(const struct mh_access *st, const struct mh_access *ld)
  *
  * The store-commit rule "time" (see "Store commit") needs three more figures:
  *  - width, instructions allocated (renamed) per cycle at best, the narrowest
- *    of the pipeline's in-order stages: Intel's optimization manual gives
- *    4 uops per cycle for Skylake Server, 5 for Sunny Cove ("Ice Lake Client
- *    microarchitecture": allocation widened from 4 to 5) and 6 for Golden Cove
- *    (retirement 4, 8 and 8); AMD's Zen 4 guide (pub. 56665, "Dispatch"): 6
- *    macro-ops dispatched per cycle, 8 retired.
+ *    of the pipeline's in-order stages, NOPs included: Intel's optimization
+ *    manual gives 4 uops per cycle for Skylake Server, 5 for Sunny Cove (its
+ *    "Ice Lake Client microarchitecture" section: allocation widened from 4)
+ *    and 6 for Golden Cove; AMD's Zen 4 guide (pub. 56665, dispatch): 6
+ *    macro-ops per cycle.
  *  - commit_rate, stores written to L1D per cycle: 1 on Skylake Server (one
  *    store data port, Intel's manual); 2 on Sunny Cove and Golden Cove (two
- *    store ports, "up to 2 stores per cycle" in Intel's manual; Agner Fog's
- *    microarchitecture guide, Ice Lake chapter, measures the second only for
- *    stores to the same cache line); Zen 4 (AMD's guide, "Load-Store Unit"):
- *    up to 2 stores per cycle.
+ *    store data ports and two stores per cycle, Intel's manual; Agner Fog's
+ *    microarchitecture guide, Ice Lake chapter, sees the second only for
+ *    stores to the same cache line); 2 on Zen 4 (AMD's guide, load-store
+ *    unit: at most two of its three memory operations per cycle are stores).
  *  - latency, cycles from a store's allocation to its commit when nothing
  *    older holds it up: documented by neither vendor. The estimate is the
  *    store's data from an L1D load (load-to-use latency 5 cycles on Sunny Cove
@@ -190,7 +190,7 @@ static Long clo_rob = 0;
 static const struct mh_family *family;
 static UInt sb_size, rob_size;
 static Bool commit_by_time; /* --commit-rule=time (else rob) */
-static Bool options_ok; /* post_clo_init accepted the options (a bad one exits through mh_fini) */
+static Bool options_ok; /* post_clo_init accepted the options: mh_fini writes nothing before */
 
 /* Read by the instrumented code (guards and the instruction count). */
 static ULong collecting;
@@ -1301,7 +1301,7 @@ mh_print_usage(void)
 		    "    --window-fn=NAME       count while NAME and its callees run [fwd_burst]\n"
 		    "    --family=NAME          intel-icx|intel-spr|intel-skx|amd-zen4 [intel-icx]\n"
 		    "    --commit-rule=time|rob when a store has left the buffer: estimated time, or ROB instructions [time]\n"
-		    "    --store-buffer=N --rob=N  override the family's sizes\n");
+		    "    --store-buffer=N --rob=N  override the family's sizes (--rob: of the rule rob)\n");
 }
 
 static void
