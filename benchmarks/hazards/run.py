@@ -3,7 +3,11 @@
 
 Each tree is the current dataplane/ with one patch applied, built like the agent builds it, and
 measured by the ``sim`` backend (one memhazard pass; deterministic, so one run each), on each
-lcore count of ``--lcores`` (cache-line transfers between lcores need two or more).
+lcore count of ``--lcores`` (cache-line transfers between lcores need two or more), with the
+default store-commit rule. A second table sets the two store-commit rules (``rob`` and ``time``,
+memhazard's "Store commit") side by side, one row per tree on one lcore: the store-buffer hazards
+(blocks, 4K aliases) and, at the site with the most blocks, the distances in instructions from the
+blocked load back to its store (min/median/max). Line transfers do not depend on the rule.
 
 Usage: .venv/bin/python benchmarks/hazards/run.py [--family intel-icx|intel-spr|intel-skx|amd-zen4]
        [--lcores 1,2] [--json]
@@ -19,13 +23,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from perfci_agent.backends.sim import SimBackend
+from perfci_agent.backends.sim import DISTANCE_PREFIX, SimBackend, block_distances
+from perfci_agent.hazards import COMMIT_RULES, DEFAULT_COMMIT_RULE
 from perfci_agent.measure import default_core
 from perfci_agent.workspace import compile_tree
 from perfci_core.result import BenchConfig
 
 DATAPLANE = Path(__file__).resolve().parents[2] / "dataplane"
 COLUMNS = ("ipp", "sf_blocks_pp", "split_loads_pp", "split_stores_pp", "alias_4k_pp", "line_transfers_pp", "read_transfers_pp")
+RULE_COLUMNS = ("sf_blocks_pp", "alias_4k_pp")  # the store-buffer hazards, which the commit rule moves
 
 
 def build_tree(patch: Path | None, scratch: Path) -> tuple[Path, Path]:
@@ -38,15 +44,39 @@ def build_tree(patch: Path | None, scratch: Path) -> tuple[Path, Path]:
 
 
 def measure(binary: Path, workdir: Path, backend: SimBackend) -> tuple[dict[str, float], dict[str, float]]:
+    """(metrics, raw keys of the sites and their block distances) of one sim sample."""
     sample = backend.sample(binary, default_core(), backend.config_for(BenchConfig()), workdir, rep=0)
-    sites = {k: v for k, v in sample.raw.items() if k.startswith("sim.site.")}
+    sites = {k: v for k, v in sample.raw.items() if k.startswith(("sim.site.", DISTANCE_PREFIX)) and v is not None}
     return {m.metric: m.value for m in sample.metrics}, sites
 
 
 def top_site(sites: dict[str, float], hazard: str) -> str:
     """``function@file:line`` with the most events of ``hazard`` ("" when none)."""
-    mine = {k.split(".", 3)[3]: v for k, v in sites.items() if k.split(".")[2] == hazard}
+    mine = {k.split(".", 3)[3]: v for k, v in sites.items() if k.startswith("sim.site.") and k.split(".")[2] == hazard}
     return max(mine, key=mine.get) if mine else ""
+
+
+def rule_row(tree: str, by_rule: dict[str, tuple[dict[str, float], dict[str, float]]]) -> dict:
+    row: dict = {"tree": tree}
+    for rule, (values, sites) in by_rule.items():
+        at = top_site(sites, "sf_blocks")
+        row.update({f"{c}@{rule}": values.get(c) for c in RULE_COLUMNS})
+        row.update({f"sf_blocks_at@{rule}": at, f"distance@{rule}": block_distances(sites).get(at, "")})
+    return row
+
+
+def print_rule_table(rows: list[dict], family: str) -> None:
+    print(f"\nstore-commit rules side by side ({family}, 1 lcore); distance: instructions from the blocked load "
+          "back to its store at the top site, min/median/max")
+    rules = COMMIT_RULES[::-1]  # rob, then time
+    head = " | ".join(f"{c} {r}" for c in ("sf blocks/pkt", "4K aliases/pkt") for r in rules)
+    print(f"| tree | {head} | blocks mostly at ({' / '.join(rules)}) | distance {rules[0]} | distance {rules[1]} |")
+    print("|---|" + "---|" * (2 * len(rules) + 3))
+    for r in rows:
+        cells = " | ".join(f"{r[f'{c}@{rule}']:.3f}" for c in RULE_COLUMNS for rule in rules)
+        sites = " / ".join(r[f"sf_blocks_at@{rule}"] or "—" for rule in rules)
+        dists = " | ".join(r[f"distance@{rule}"] or "—" for rule in rules)
+        print(f"| {r['tree']} | {cells} | {sites} | {dists} |")
 
 
 def main() -> None:
@@ -56,21 +86,31 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     counts = [int(n) for n in args.lcores.split(",")]
-    rows = []
+    rows, rule_rows = [], []
     with tempfile.TemporaryDirectory(prefix="perfci-hazards-") as tmp:
         for patch in [None, *sorted((DATAPLANE / "regressions").glob("*.patch"))]:
+            tree = patch.stem if patch else "baseline"
             binary, workdir = build_tree(patch, Path(tmp))
+            by_rule = {}
             for n in counts:
                 backend = SimBackend(cache_sim=False, family=args.family, lcores=n)
-                print(f"{patch.stem if patch else 'baseline'} on {n} lcore(s)...", file=sys.stderr, flush=True)
+                print(f"{tree} on {n} lcore(s)...", file=sys.stderr, flush=True)
                 values, sites = measure(binary, workdir, backend)
-                rows.append({"tree": patch.stem if patch else "baseline", "lcores": n, **{c: values.get(c) for c in COLUMNS},
+                if n == 1:
+                    by_rule[DEFAULT_COMMIT_RULE] = (values, sites)
+                rows.append({"tree": tree, "lcores": n, **{c: values.get(c) for c in COLUMNS},
                              "sf_blocks_at": top_site(sites, "sf_blocks"), "line_transfers_at": top_site(sites, "line_transfers")})
+            for rule in COMMIT_RULES:
+                if rule not in by_rule:
+                    print(f"{tree} on 1 lcore, commit rule {rule}...", file=sys.stderr, flush=True)
+                    by_rule[rule] = measure(binary, workdir, SimBackend(cache_sim=False, family=args.family, commit_rule=rule))
+            rule_rows.append(rule_row(tree, by_rule))
     family = SimBackend(cache_sim=False, family=args.family).family
     if args.json:
-        print(json.dumps({"family": family.name, "rows": rows}, indent=2))
+        print(json.dumps({"family": family.name, "commit_rule": DEFAULT_COMMIT_RULE, "rows": rows, "rules": rule_rows}, indent=2))
         return
-    print(f"store-buffer model: {family.name} ({family.reason}); self-64B, sim packet counts")
+    print(f"store-buffer model: {family.name} ({family.reason}), store-commit rule {DEFAULT_COMMIT_RULE}; "
+          "self-64B, sim packet counts")
     print("| tree | lcores | IPP | sf blocks/pkt | split loads/pkt | split stores/pkt | 4K aliases/pkt | line transfers/pkt "
           "| read transfers/pkt | blocks mostly at | transfers mostly at |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -78,6 +118,7 @@ def main() -> None:
         print(f"| {r['tree']} | {r['lcores']} | {r['ipp']:.2f} | {r['sf_blocks_pp']:.3f} | {r['split_loads_pp']:.3f} | "
               f"{r['split_stores_pp']:.3f} | {r['alias_4k_pp']:.3f} | {r['line_transfers_pp']:.3f} | {r['read_transfers_pp']:.3f} | "
               f"{r['sf_blocks_at'] or '—'} | {r['line_transfers_at'] or '—'} |")
+    print_rule_table(rule_rows, family.name)
 
 
 if __name__ == "__main__":

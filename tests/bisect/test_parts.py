@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from perfci_agent.bisect.cache import ResultCache
 from perfci_agent.bisect.commits import commit_range
-from perfci_agent.bisect.profile import (FunctionDelta, callgrind_self_costs, diff, parse_perf_report, site_moves,
-                                         sites_by_source)
+from perfci_agent.backends.sim import block_distances
+from perfci_agent.bisect.local import LocalBisect
+from perfci_agent.bisect.profile import (FunctionDelta, callgrind_self_costs, diff, distances_by_source, parse_perf_report,
+                                         site_moves, sites_by_source)
 from perfci_cli.commands.bisect import BisectUsage, alert_target, exit_status, local_model, render, resolve_local_shas
 from perfci_agent.errors import UsageError
 from perfci_core.analysis.bisect import change_text
@@ -113,6 +116,21 @@ def test_the_hazard_profile_matches_sites_by_function_and_source_text_not_line_n
                      "4K aliases: ???@librte_net_ring.so.23.0": (0.0, 0.1)}
 
 
+def test_the_hazard_profile_names_a_blocked_loads_distance_to_its_store(tmp_path):
+    parent, culprit = tmp_path / "parent", tmp_path / "culprit"
+    for tree, lines in ((parent, FWD_C), (culprit, ["/* one new line */", *FWD_C])):
+        (tree / "src").mkdir(parents=True)
+        (tree / "src" / "fwd.c").write_text("\n".join(lines) + "\n")
+    raw = {"sim.sf_dist_min.ttl_decrement@fwd.c:5": 1.0, "sim.sf_dist_median.ttl_decrement@fwd.c:5": 3.0,
+           "sim.sf_dist_max.ttl_decrement@fwd.c:5": 40.0, "sim.sf_dist_min.fwd_burst@fwd.c:10": 2.0}  # no median, max
+    assert block_distances(raw) == {"ttl_decrement@fwd.c:5": "1/3/40"}
+    before = sites_by_source({("alias_4k", "fwd_burst@fwd.c:9"): 0.7}, parent)
+    after = sites_by_source({("sf_blocks", "ttl_decrement@fwd.c:5"): 1.0, ("alias_4k", "fwd_burst@fwd.c:10"): 0.7}, culprit)
+    moves = {m.function: (m.before, m.after) for m in site_moves(before, after, distances_by_source(block_distances(raw), culprit))}
+    assert moves == {"store-forward blocks: ttl_decrement@fwd.c:5 `ip->time_to_live--;` [1/3/40 instructions after the store]":
+                     (0.0, 1.0)}
+
+
 def test_a_change_from_zero_reads_from_zero():
     assert change_text(float("inf")) == "from zero" and change_text(None) == "from zero"
     assert change_text(0.016) == "+1.600%" and change_text(-0.0642, 2) == "-6.42%"
@@ -205,3 +223,16 @@ def test_server_revisions_full_shas_go_as_given_other_names_resolve_in_the_check
         resolve_local_shas(None, "HEAD~1", second)
     with pytest.raises(BisectUsage, match="unknown commit"):
         resolve_local_shas(str(checkout), "HEAD~5", second)
+
+
+def test_a_local_bisect_reuses_only_sim_results_of_its_model_and_commit_rule():
+    def doc(*keys: str) -> ResultDocument:
+        d = _doc()
+        d.samples[0].raw.update({k: 1.0 for k in keys})
+        return d
+
+    icx = SimpleNamespace(sim_family="intel-icx")
+    assert LocalBisect._same_model(icx, doc("sim.hz_family.intel-icx", "sim.hz_commit_rule.time"))
+    assert not LocalBisect._same_model(icx, doc("sim.hz_family.intel-icx", "sim.hz_commit_rule.rob"))
+    assert not LocalBisect._same_model(icx, doc("sim.hz_family.intel-icx"))  # before the rule was recorded: rob
+    assert not LocalBisect._same_model(icx, doc("sim.hz_family.amd-zen4", "sim.hz_commit_rule.time"))

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from perfci_agent.backends.sim import SimBackend
+from perfci_agent.backends.sim import DISTANCE_PREFIX, SimBackend
 from perfci_agent.errors import RunFailed
+from perfci_agent.hazards import COMMIT_RULES
+from perfci_agent.hazards.family import recorded_commit_rule
 from perfci_core.analysis.compare import Kind, Verdict, compare
 from perfci_core.result import BenchConfig
 
@@ -92,6 +94,20 @@ def test_store_forward_regressions_show_their_blocks(builds, base_sim, name, tmp
     assert after["sf_blocks_pp"] >= 1.0, after  # at least one blocked load per packet
     verdict = compare([base_sim["sf_blocks_pp"]], [after["sf_blocks_pp"]], "sf_blocks_pp", backend="sim")
     assert verdict.verdict is Verdict.DIFFERENT and verdict.kind is Kind.REGRESSION
+
+
+@pytest.mark.parametrize("rule", COMMIT_RULES)
+@pytest.mark.parametrize("name", SF_BLOCKS)
+def test_store_forward_regressions_block_under_either_commit_rule_one_instruction_after_the_store(
+        builds, name, rule, tmp_path):
+    # the wide reload comes right after the narrow store: blocked whether a store stays ROB instructions or its
+    # estimated time to commit (tool/mh_main.c, "Store commit"); the distance says so, per site
+    sample = SimBackend(cache_sim=False, commit_rule=rule).sample(builds[name], forwarding_core(), SIM_CONFIG, tmp_path, rep=0)
+    assert recorded_commit_rule(sample.raw) == rule
+    assert {m.metric: m.value for m in sample.metrics}["sf_blocks_pp"] == pytest.approx(1.0, abs=0.01)
+    (site,) = [k.removeprefix("sim.site.sf_blocks.") for k in sample.raw if k.startswith("sim.site.sf_blocks.")]
+    assert site.startswith(("mac_rewrite@fwd.c:", "ttl_decrement@fwd.c:")), site
+    assert [sample.raw[f"{DISTANCE_PREFIX}{part}.{site}"] for part in ("min", "median", "max")] == [1.0, 1.0, 1.0]
 
 
 def test_regression_f_adds_a_block_and_almost_no_instruction(builds, base_sim, tmp_path):

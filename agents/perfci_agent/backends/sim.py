@@ -6,7 +6,10 @@ cache misses.
   (checked on this dataplane), and divided by the report's ``total.fwd_packets`` (every fwd_burst
   call, warm-up included) it is IPP. In the same pass it replays the window's loads and stores
   through a store-buffer model: store-forward blocks, split loads and stores, 4K aliases per
-  packet, and the functions and lines where they happen. Bit-identical run to run (EAL init,
+  packet, and the functions and lines where they happen (with, per blocked-load site, the distance
+  in instructions back to the store: ``sim.sf_dist_<min|median|max>.<site>``). When a store has left
+  the buffer follows the backend's ``commit_rule`` (``time``, the default, or ``rob``: memhazard's
+  "Store commit"), recorded as ``sim.hz_commit_rule.<rule>``. Bit-identical run to run (EAL init,
   which varies, is not collected). One memhazard pass costs less than one callgrind pass did.
 - cachegrind ``--cache-sim=yes`` with an explicit geometry (``--I1 --D1 --LL``; its
   auto-detection is wrong in VMs) simulates the caches; the agent sums the D1 and LL *read*
@@ -30,10 +33,14 @@ core, so its misses would be those of no real machine.
 
 One count per commit, wherever it is built: the simulated hazards and cache misses depend on
 addresses, down to the byte, and they moved with the length of the binary's path and of the
-working directory (each alone changed the 4K aliases, with argv and environment padded).
+working directory (each alone changed the 4K aliases, with argv and environment padded), and
+with the length of memhazard's folder under the cache directory (``VALGRIND_LIB``: valgrind puts
+its preload library, named after it, in the client's ``LD_PRELOAD``, and the dynamic loader's
+allocations, TLS among them, move with that name: one net_ring load's 4K alias came and went).
 Every valgrind run therefore starts from a stage of fixed-length paths (:func:`fixed_stage`): a
-copy of the binary and a working directory linking the worktree's ``dataplane/`` entries, in a
-fresh ``/tmp/perfci-stage-XXXXXXXX``, with a fixed environment padded to a fixed size.
+copy of the binary, a working directory linking the worktree's ``dataplane/`` entries and a link
+to memhazard's folder, in a fresh ``/tmp/perfci-stage-XXXXXXXX``, with a fixed environment padded
+to a fixed size.
 
 Packet counts are small under valgrind (:meth:`~perfci_core.result.BenchConfig.as_run_by`); the result's
 config records what actually ran.
@@ -44,7 +51,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -57,8 +64,8 @@ from perfci_core.result import BenchConfig, Sample
 from .. import runner
 from ..cpuinfo import read_cpuid, read_sys
 from ..errors import RunFailed
-from ..hazards import FamilyChoice, HazardReport, family_for, memhazard_lib, parse_report
-from ..hazards.family import RECORDED_PREFIX
+from ..hazards import COMMIT_RULES, DEFAULT_COMMIT_RULE, FamilyChoice, HazardReport, family_for, memhazard_lib, parse_report
+from ..hazards.family import RECORDED_PREFIX, RECORDED_RULE_PREFIX
 from ..hazards.tool import TOOL_NAME
 from . import metric_values
 
@@ -67,15 +74,17 @@ SYS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 # Where the stages go: a fixed directory (not TMPDIR, which differs from agent to agent).
 STAGE_ROOT = Path("/tmp")
 STAGE_BINARY = "perfci-fwd"
+STAGE_LIB = "vglib"  # the link to memhazard's VALGRIND_LIB folder
 # The whole environment of a valgrind run (plus VALGRIND_LIB and the stack padding): nothing of the agent's.
 FIXED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
 
 
 @contextmanager
-def fixed_stage(binary: Path, workdir: Path | None) -> Iterator[tuple[Path, Path]]:
-    """(binary, working directory) at paths of the same length on every agent and for every cache
-    directory: a copy of the binary and a directory of links to the entries of ``workdir`` (the
-    routes files the configs name relative to it), in a fresh directory of fixed-length name."""
+def fixed_stage(binary: Path, workdir: Path | None, valgrind_lib: Path) -> Iterator[tuple[Path, Path, Path]]:
+    """(binary, working directory, ``VALGRIND_LIB``) at paths of the same length on every agent and
+    for every cache directory: a copy of the binary, a directory of links to the entries of ``workdir``
+    (the routes files the configs name relative to it) and a link to ``valgrind_lib``, in a fresh
+    directory of fixed-length name."""
     stage = Path(tempfile.mkdtemp(prefix="perfci-stage-", dir=STAGE_ROOT))
     try:
         staged = stage / STAGE_BINARY
@@ -84,7 +93,9 @@ def fixed_stage(binary: Path, workdir: Path | None) -> Iterator[tuple[Path, Path
         cwd.mkdir()
         for entry in sorted(workdir.iterdir()) if workdir else ():
             (cwd / entry.name).symlink_to(entry.resolve())
-        yield staged, cwd
+        lib = stage / STAGE_LIB
+        lib.symlink_to(valgrind_lib.resolve())
+        yield staged, cwd, lib
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
@@ -185,6 +196,9 @@ RAW_HAZARDS = {"sf_blocked": "sim.sf_blocks", "split_loads": "sim.split_loads", 
                "alias_4k": "sim.alias_4k", "sf_forwarded": "sim.sf_forwarded", "line_transfers": "sim.line_transfers",
                "read_transfers": "sim.read_transfers"}
 SITE_KINDS = ("sf_blocked", "split_loads", "split_stores", "alias_4k", "line_transfers", "read_transfers")
+# Raw keys ``sim.sf_dist_<min|median|max>.<site>``: instructions from a blocked load back to its store, per named
+# sf_blocks site (not under ``sim.site.``, which holds counts only).
+DISTANCE_PREFIX = "sim.sf_dist_"
 
 
 def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
@@ -193,7 +207,7 @@ def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
     raw: dict[str, float] = {RAW_HAZARDS[k]: float(v) for k, v in report.counts.items()}
     raw.update({"sim.loads": float(report.loads), "sim.stores": float(report.stores),
                 "sim.hz_store_buffer": float(report.store_buffer), "sim.hz_rob": float(report.rob),
-                f"{RECORDED_PREFIX}{report.family}": 1.0})
+                f"{RECORDED_PREFIX}{report.family}": 1.0, f"{RECORDED_RULE_PREFIX}{report.commit_rule}": 1.0})
     if family.default:
         raw["sim.hz_family_default"] = 1.0  # the CPU is not a modelled family (see backend_reason)
     raw.update({f"sim.hz_{k}": float(v) for k, v in report.sharing.items()})
@@ -201,7 +215,19 @@ def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
     for kind in SITE_KINDS:
         for site in report.top_sites(kind, HAZARD_SITES):
             raw[f"{SITE_PREFIX}{RAW_HAZARDS[kind][4:]}.{site.label}"[:128]] = float(site.count)
+            if site.distance:
+                for part in ("min", "median", "max"):
+                    raw[f"{DISTANCE_PREFIX}{part}.{site.label}"[:128]] = float(getattr(site.distance, part))
     return raw
+
+
+def block_distances(raw: Mapping[str, float | None]) -> dict[str, str]:
+    """``min/median/max`` instructions from the blocked loads back to their stores, by site label, from a
+    sample's raw keys (:func:`hazard_raw` writes them)."""
+    parts = ("min", "median", "max")
+    sites = {k.removeprefix(f"{DISTANCE_PREFIX}min.") for k in raw if k.startswith(f"{DISTANCE_PREFIX}min.")}
+    values = {site: [raw.get(f"{DISTANCE_PREFIX}{p}.{site}") for p in parts] for site in sites}
+    return {site: "/".join(f"{v:.0f}" for v in vs) for site, vs in values.items() if None not in vs}
 
 
 class SimBackend:
@@ -209,9 +235,14 @@ class SimBackend:
     default_reps = 2  # deterministic: the second run checks that (identical IPP)
 
     def __init__(self, timeout: float = 600.0, geometry: Geometry | None = None, cache_sim: bool = True,
-                 family: str | None = None, tool_cache: Path | None = None, lcores: int = 1) -> None:
+                 family: str | None = None, tool_cache: Path | None = None, lcores: int = 1,
+                 commit_rule: str | None = None) -> None:
         if lcores < 1:
             raise ValueError(f"lcores must be 1 or more, got {lcores}")
+        commit_rule = commit_rule or DEFAULT_COMMIT_RULE
+        if commit_rule not in COMMIT_RULES:
+            raise ValueError(f"unknown store-commit rule {commit_rule!r}; known: {', '.join(COMMIT_RULES)}")
+        self.commit_rule = commit_rule
         self.lcores = lcores
         self.timeout = timeout
         self.geometry = geometry or read_geometry()
@@ -253,7 +284,8 @@ class SimBackend:
         return runner.RunSpec(binary, core, config, cores=cores or [], workdir=workdir, timeout=self.timeout,
                               wrapper=[self.valgrind, "-q", *tool_args], pin_outer=True, env=env, stable_stack=True)
 
-    def _hazard_spec(self, binary: Path, core: int, config: BenchConfig, workdir: Path, out: Path) -> runner.RunSpec:
+    def _hazard_spec(self, binary: Path, core: int, config: BenchConfig, workdir: Path, out: Path,
+                     valgrind_lib: Path) -> runner.RunSpec:
         """memhazard: instructions and hazards of the window. valgrind must keep every load the
         program makes (``allregs-at-mem-access``: by default it drops loads whose value is dead in
         its IR). ``--fair-sched=yes``: with several lcores, valgrind's ticket lock runs the threads
@@ -261,17 +293,19 @@ class SimBackend:
         thread again, and one lcore could run far ahead of the others (the line-transfer counts
         do not depend on that order, the memory the tool holds until the others catch up does)."""
         return self._spec(binary, core, config, workdir,
-                          [f"--tool={TOOL_NAME}", f"--window-fn={FWD_FUNCTION}", f"--family={self.family.name}", "--fair-sched=yes",
+                          [f"--tool={TOOL_NAME}", f"--window-fn={FWD_FUNCTION}", f"--family={self.family.name}",
+                           f"--commit-rule={self.commit_rule}", "--fair-sched=yes",
                            "--vex-iropt-register-updates=allregs-at-mem-access", "--read-inline-info=yes", "--fullpath-after=",
-                           f"--out-file={out}"], self.tool_lib(), self.forwarding_cores(core, config))
+                           f"--out-file={out}"], valgrind_lib, self.forwarding_cores(core, config))
 
     def sample(self, binary: Path, core: int, config: BenchConfig, workdir: Path, rep: int) -> Sample:
         """One memhazard run (instructions + hazards) and, side by side on another core when
         this process has one, one cachegrind run (simulated caches)."""
         raw: dict[str, float | None] = {}
-        with tempfile.TemporaryDirectory(prefix="perfci-sim-") as tmp, fixed_stage(binary, workdir) as (binary, workdir):
+        with (tempfile.TemporaryDirectory(prefix="perfci-sim-") as tmp,
+              fixed_stage(binary, workdir, self.tool_lib()) as (binary, workdir, valgrind_lib)):
             hz_out, cg_out = Path(tmp) / "memhazard.out", Path(tmp) / "cachegrind.out"
-            specs = [self._hazard_spec(binary, core, config, workdir, hz_out)]
+            specs = [self._hazard_spec(binary, core, config, workdir, hz_out, valgrind_lib)]
             if self.cache_sim:
                 other = next((c for c in sorted(os.sched_getaffinity(0), reverse=True) if c != core), core)
                 specs.append(self._spec(binary, other, config, workdir,

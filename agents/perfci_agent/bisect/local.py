@@ -35,7 +35,8 @@ from perfci_core.result import ResultDocument
 from .. import events, fingerprint
 from ..cpuinfo import read_cpuid
 from ..errors import UsageError
-from ..hazards import family_for, recorded_family
+from ..hazards import DEFAULT_COMMIT_RULE, family_for, recorded_family
+from ..hazards.family import recorded_commit_rule
 from ..interleave import interleave
 from ..measure import config_named, default_core, measure
 from ..workspace import Workspace, cache_root, repo_root
@@ -281,10 +282,12 @@ class LocalBisect:
                 self.reused += len(values)
 
     def _same_model(self, doc: ResultDocument) -> bool:
-        """A cached result measured as this run measures: on sim, with the same store-buffer model."""
+        """A cached result measured as this run measures: on sim, with the same store-buffer model and
+        store-commit rule (results from before the rule was recorded used ``rob``)."""
         if doc.backend is not catalogue.Backend.SIM or doc.status != "ok":
             return True
-        return all(recorded_family(s.raw) == self.sim_family for s in doc.samples)
+        return all(recorded_family(s.raw) == self.sim_family and recorded_commit_rule(s.raw) == DEFAULT_COMMIT_RULE
+                   for s in doc.samples)  # measure() runs sim with the default store-commit rule
 
     # --- the run -------------------------------------------------------------------------------
 

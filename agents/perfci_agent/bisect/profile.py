@@ -27,8 +27,9 @@ from perfci_core.metrics import hazard_sites
 from perfci_core.result import BenchConfig
 
 from .. import runner
-from ..backends.sim import FWD_FUNCTION, SimBackend
+from ..backends.sim import FWD_FUNCTION, SimBackend, block_distances
 from ..errors import MeasureError, RunFailed
+from ..hazards import DEFAULT_COMMIT_RULE
 
 TOP = 12
 
@@ -202,33 +203,48 @@ def sites_by_source(sites: dict[tuple[str, str], float], tree: Path) -> dict[Sit
     the same text become one site."""
     out: dict[SiteKey, tuple[float, str]] = {}
     for (kind, site), value in sites.items():
-        function, _, where = site.rpartition("@")
-        key = (kind, function, where.rpartition(":")[0] or where, source_text(tree, where) or where)
+        key, where = site_key(kind, site, tree)
         count, _ = out.get(key, (0.0, where))
         out[key] = (count + value, where)
     return out
 
 
-def site_moves(before: dict[SiteKey, tuple[float, str]], after: dict[SiteKey, tuple[float, str]]) -> list[FunctionDelta]:
+def site_key(kind: str, site: str, tree: Path) -> tuple[SiteKey, str]:
+    """(the :data:`SiteKey` of ``function@file:line`` in ``tree``, ``file:line``)."""
+    function, _, where = site.rpartition("@")
+    return (kind, function, where.rpartition(":")[0] or where, source_text(tree, where) or where), where
+
+
+def distances_by_source(distances: dict[str, str], tree: Path) -> dict[SiteKey, str]:
+    """The blocked loads' distances to their stores (``min/median/max`` by ``function@file:line``,
+    :func:`~perfci_agent.backends.sim.block_distances`) keyed as :func:`sites_by_source` keys them."""
+    return {site_key("sf_blocks", site, tree)[0]: d for site, d in distances.items()}
+
+
+def site_moves(before: dict[SiteKey, tuple[float, str]], after: dict[SiteKey, tuple[float, str]],
+               distances: dict[SiteKey, str] | None = None) -> list[FunctionDelta]:
     """The sites whose count per packet moved, largest move first, each named after its lines in
-    both builds (``fwd_burst@fwd.c:210 -> 212``) and its source text."""
+    both builds (``fwd_burst@fwd.c:210 -> 212``) and its source text, and a blocked load's site after
+    its distance to its store (``distances``: min/median/max instructions)."""
     def name(key: SiteKey) -> str:
         kind, function, _, text = key
         lines = [side[key][1] for side in (before, after) if key in side]
         where = lines[0] if len(set(lines)) == 1 else f"{lines[0]} -> {lines[1].rpartition(':')[2]}"
         shown = f" `{text[:60]}`" if text not in lines else ""
-        return f"{HAZARD_WORDS.get(kind, kind)}: {function}@{where}{shown}"
+        distance = f" [{distances[key]} instructions after the store]" if distances and key in distances else ""
+        return f"{HAZARD_WORDS.get(kind, kind)}: {function}@{where}{shown}{distance}"
 
     return diff({name(k): v for k, (v, _) in before.items()}, {name(k): v for k, (v, _) in after.items()})
 
 
 def hazards_by_source(binary: Path, config: BenchConfig, core: int, workdir: Path,
-                      family: str | None = None) -> dict[SiteKey, tuple[float, str]]:
-    """One memhazard run (store-buffer model ``family``, default this CPU's): :func:`sites_by_source`
-    of its sites, with the sources of ``workdir``."""
+                      family: str | None = None) -> tuple[dict[SiteKey, tuple[float, str]], dict[SiteKey, str]]:
+    """One memhazard run (store-buffer model ``family``, default this CPU's, and the default
+    store-commit rule): :func:`sites_by_source` of its sites and :func:`distances_by_source` of its
+    blocked loads, with the sources of ``workdir``."""
     backend = SimBackend(cache_sim=False, family=family)
     sample = backend.sample(binary, core, backend.config_for(config), workdir, rep=0)
-    return sites_by_source(hazard_sites(sample.raw), workdir)
+    return sites_by_source(hazard_sites(sample.raw), workdir), distances_by_source(block_distances(sample.raw), workdir)
 
 
 def hazard_profile(parent: Path, culprit: Path, config: BenchConfig, core: int, workdirs: tuple[Path, Path],
@@ -236,12 +252,13 @@ def hazard_profile(parent: Path, culprit: Path, config: BenchConfig, core: int, 
     """The hazard sites whose count per packet moved between the parent and the culprit."""
     tool, unit = "memhazard", "events/packet"
     try:
-        before = hazards_by_source(parent, config, core, workdirs[0], family)
-        after = hazards_by_source(culprit, config, core, workdirs[1], family)
+        (before, before_dist), (after, after_dist) = (hazards_by_source(parent, config, core, workdirs[0], family),
+                                                      hazards_by_source(culprit, config, core, workdirs[1], family))
     except MeasureError as exc:
         return Profile(tool, unit, False, str(exc))
-    what = f"simulated memory hazards per packet under {FWD_FUNCTION}, by source line ({family or 'this CPU'}'s model)"
-    return Profile(tool, unit, True, what, site_moves(before, after))
+    what = (f"simulated memory hazards per packet under {FWD_FUNCTION}, by source line ({family or 'this CPU'}'s model, "
+            f"store-commit rule {DEFAULT_COMMIT_RULE})")
+    return Profile(tool, unit, True, what, site_moves(before, after, {**before_dist, **after_dist}))  # the culprit's first
 
 
 # --- perf record ---------------------------------------------------------------------------------

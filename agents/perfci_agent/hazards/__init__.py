@@ -9,7 +9,9 @@ function and source line. With several threads (one per lcore) it also counts th
 transfers between them that a coherent cache would make (stores to lines another thread holds,
 loads of lines another thread wrote), with the threads' accesses ordered as cores running in
 lockstep would make them, whatever order valgrind ran them in. The family rules and sizes, with their sources, are in
-``tool/mh_main.c``; :mod:`.family` picks one from CPUID.
+``tool/mh_main.c``; :mod:`.family` picks one from CPUID. When a store has left the buffer follows one of two
+rules (:data:`COMMIT_RULES`, ``--commit-rule``): ``time`` (the default) estimates when it retired and committed
+at the family's widths, ``rob`` keeps it for ROB instructions; every report records which.
 
 - :mod:`.tool`   builds the tool once per source version and assembles the ``VALGRIND_LIB`` folder
 - :mod:`.family` CPUID -> family name (the default model when the CPU is not one the tool knows)
@@ -17,10 +19,11 @@ lockstep would make them, whatever order valgrind ran them in. The family rules 
 """
 
 from .family import DEFAULT_FAMILY, FAMILIES, FamilyChoice, family_for, recorded_family
-from .report import KINDS, HazardReport, Site, parse_report
+from .report import COMMIT_RULES, DEFAULT_COMMIT_RULE, KINDS, Distance, HazardReport, Site, parse_report
 from .tool import ToolUnavailable, memhazard_lib
 
 __all__ = [
-    "DEFAULT_FAMILY", "FAMILIES", "FamilyChoice", "family_for", "recorded_family", "KINDS", "HazardReport", "Site", "parse_report",
+    "DEFAULT_FAMILY", "FAMILIES", "FamilyChoice", "family_for", "recorded_family", "COMMIT_RULES", "DEFAULT_COMMIT_RULE", "KINDS",
+    "Distance", "HazardReport", "Site", "parse_report",
     "ToolUnavailable", "memhazard_lib",
 ]

@@ -54,3 +54,12 @@ RECORDED_PREFIX = "sim.hz_family."  # the raw key a sim sample records its model
 def recorded_family(raw: Mapping[str, float | None]) -> str | None:
     """The store-buffer model a sim sample was measured with, from its raw keys (None: not recorded)."""
     return next((k.removeprefix(RECORDED_PREFIX) for k in raw if k.startswith(RECORDED_PREFIX)), None)
+
+
+RECORDED_RULE_PREFIX = "sim.hz_commit_rule."  # the raw key of the store-commit rule (value 1)
+RULE_BEFORE_RECORDING = "rob"  # samples measured before the rule was recorded used the only rule there was
+
+
+def recorded_commit_rule(raw: Mapping[str, float | None]) -> str:
+    """The store-commit rule (``time`` or ``rob``) a sim sample was measured with, from its raw keys."""
+    return next((k.removeprefix(RECORDED_RULE_PREFIX) for k in raw if k.startswith(RECORDED_RULE_PREFIX)), RULE_BEFORE_RECORDING)

@@ -1,7 +1,9 @@
 """memhazard's output file -> :class:`HazardReport`.
 
-The file (``memhazard 3``) is ``key value`` lines (totals) followed by one ``site KIND COUNT | FRAME | FRAME ...``
-line per instruction address and hazard kind. Each frame is valgrind's description of the
+The file (``memhazard 4``) is ``key value`` lines (totals, and the model: family, sizes, store-commit rule)
+followed by one ``site KIND COUNT | FRAME | FRAME ...`` line per instruction address and hazard kind; a
+blocked load's line also has ``dist=MIN,MEDIAN,MAX`` after its count, the distances in instructions from
+the load back to the store it waited for. Each frame is valgrind's description of the
 address, ``0xADDR: FUNCTION (FILE:LINE)`` (``???`` and ``(in OBJECT)`` without debug info), the
 innermost inlined call first. A site is named after the innermost frame in the program's own
 sources: a compiler intrinsic or a DPDK inline from a system header (``/usr/...``) is a detail
@@ -15,7 +17,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 KINDS = ("sf_blocked", "sf_forwarded", "split_loads", "split_stores", "alias_4k", "line_transfers", "read_transfers")
-HEADER = "memhazard 3"
+HEADER = "memhazard 4"
+# When a store leaves the buffer (tool/mh_main.c, "Store commit"): estimated time, or ROB instructions.
+COMMIT_RULES = ("time", "rob")
+DEFAULT_COMMIT_RULE = "time"
 # The window's fences by kind, and which of them drained the store buffer in all ("drains"):
 # MFENCE, serializing and locked instructions do, LFENCE, SFENCE and RDTSCP do not (tool/mh_main.c, "Fences").
 FENCE_KEYS = ("mfence", "lfence", "sfence", "rdtscp", "serializing", "locked", "drains")
@@ -23,7 +28,7 @@ FENCE_KEYS = ("mfence", "lfence", "sfence", "rdtscp", "serializing", "locked", "
 # the window, lines it tracked, and what it could not follow (never expected on the dataplane).
 SHARING_KEYS = ("forwarding_threads", "lines_tracked", "untracked_lines", "untracked_thread_accesses", "logged_accesses",
                 "late_accesses")
-_SITE = re.compile(r"^site (\w+) (\d+)((?: \| .*)+)$")
+_SITE = re.compile(r"^site (\w+) (\d+)(?: dist=(\d+),(\d+),(\d+))?((?: \| .*)+)$")
 _FRAME = re.compile(r"^0x[0-9A-Fa-f]+: (.*?)(?: \((in )?([^()]*)\))?$")
 SYSTEM_PREFIXES = ("/usr/", "/lib/")
 
@@ -46,15 +51,37 @@ def site_of(frames: list[str]) -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
+class Distance:
+    """Instructions from a blocked load back to its store, over a site's blocks."""
+    min: int
+    median: int  # the tool's histogram stops at 1023: a median of 1023 means "that many or more"
+    max: int
+
+    def __str__(self) -> str:
+        return f"{self.min}/{self.median}/{self.max}"
+
+
+@dataclass(frozen=True)
 class Site:
     kind: str
     count: int
     function: str
     where: str  # "fwd.c:97", or the object file when there is no line information
+    distance: Distance | None = None  # sf_blocked sites only
 
     @property
     def label(self) -> str:
         return f"{self.function}@{self.where}" if self.where else self.function
+
+
+def merge_sites(sites: list[Site]) -> Site:
+    """Sites of one function and line (several instruction addresses) as one: counts add up, the
+    distance range spans them all, the median is the busiest address's (the tool keeps no more)."""
+    first = sites[0]
+    dists = [s.distance for s in sites if s.distance]
+    busiest = max((s for s in sites if s.distance), key=lambda s: s.count, default=None)
+    distance = Distance(min(d.min for d in dists), busiest.distance.median, max(d.max for d in dists)) if busiest else None
+    return Site(first.kind, sum(s.count for s in sites), first.function, first.where, distance)
 
 
 @dataclass(frozen=True)
@@ -62,6 +89,7 @@ class HazardReport:
     family: str
     store_buffer: int
     rob: int
+    commit_rule: str  # COMMIT_RULES
     window_fn: str
     windows: int
     instructions: int
@@ -74,12 +102,12 @@ class HazardReport:
 
     def top_sites(self, kind: str, n: int) -> list[Site]:
         """The ``n`` sites of ``kind`` with the most events; sites of one function and line merged."""
-        merged: dict[tuple[str, str], int] = defaultdict(int)
+        groups: dict[tuple[str, str], list[Site]] = defaultdict(list)
         for s in self.sites:
             if s.kind == kind:
-                merged[(s.function, s.where)] += s.count
-        ranked = sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))
-        return [Site(kind, c, fn, where) for (fn, where), c in ranked[:n]]
+                groups[(s.function, s.where)].append(s)
+        merged = [merge_sites(g) for g in groups.values()]
+        return sorted(merged, key=lambda s: (-s.count, s.function, s.where))[:n]
 
 
 def parse_report(text: str) -> HazardReport:
@@ -96,14 +124,20 @@ def parse_report(text: str) -> HazardReport:
             m = _SITE.match(line)
             if not m or m.group(1) not in KINDS:
                 raise ValueError(f"malformed site line: {line!r}")
-            function, where = site_of(m.group(3).split(" | ")[1:])
-            sites.append(Site(m.group(1), int(m.group(2)), function, where))
+            function, where = site_of(m.group(6).split(" | ")[1:])
+            distance = Distance(*(int(m.group(i)) for i in (3, 4, 5))) if m.group(3) else None
+            if (distance is None) != (m.group(1) != "sf_blocked"):
+                raise ValueError(f"malformed site line (a blocked load, and only one, has dist=): {line!r}")
+            sites.append(Site(m.group(1), int(m.group(2)), function, where, distance))
         elif line.strip():
             key, _, value = line.partition(" ")
             values[key] = value.strip()
+    if values.get("commit_rule", COMMIT_RULES[0]) not in COMMIT_RULES:
+        raise ValueError(f"memhazard output has an unknown commit_rule {values['commit_rule']!r} (known: {', '.join(COMMIT_RULES)})")
     try:
         return HazardReport(
             family=values["family"], store_buffer=int(values["store_buffer"]), rob=int(values["rob"]),
+            commit_rule=values["commit_rule"],
             window_fn=values["window_fn"], windows=int(values["windows"]), instructions=int(values["instructions"]),
             loads=int(values["loads"]), stores=int(values["stores"]), counts={k: int(values[k]) for k in KINDS},
             sites=tuple(sites), sharing={k: int(values[k]) for k in SHARING_KEYS},

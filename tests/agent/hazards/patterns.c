@@ -65,6 +65,32 @@ vector_then_straddling(uint8_t *b)
 	(void)*(volatile uint32_t *)(b + 512 + 6);
 }
 
+/* A 4-byte store, N NOPs, then an 8-byte load over it (not contained in the store: blocked while the
+ * store is in flight). How long it is in flight is the store-commit rule's business. */
+#define STORE_NOPS_LOAD(name, nops)                                            \
+	__attribute__((noinline)) void name(uint8_t *b)                        \
+	{                                                                      \
+		*(volatile uint32_t *)(b + 768) = 7;                           \
+		__asm__ volatile(".rept " #nops "\n\tnop\n\t.endr" ::: "memory"); \
+		(void)*(volatile uint64_t *)(b + 768);                         \
+	}
+STORE_NOPS_LOAD(store_10_nops_load, 10)
+STORE_NOPS_LOAD(store_40_nops_load, 40)
+STORE_NOPS_LOAD(store_300_nops_load, 300)
+
+/* 20 8-byte stores to other lines queue ahead of the 4-byte store, then 70 NOPs and the 8-byte load:
+ * under the "time" rule the store commits only after the 20 before it, at the family's commit rate. */
+__attribute__((noinline)) void
+queued_store_70_nops_load(uint8_t *b)
+{
+#pragma GCC unroll 20 /* back to back, one instruction each: they queue for the commit port */
+	for (int i = 0; i < 20; i++)
+		*(volatile uint64_t *)(b + 1024 + 64 * i) = i;
+	*(volatile uint32_t *)(b + 768) = 7;
+	__asm__ volatile(".rept 70\n\tnop\n\t.endr" ::: "memory");
+	(void)*(volatile uint64_t *)(b + 768);
+}
+
 int
 main(void)
 {
@@ -75,6 +101,10 @@ main(void)
 		alias_4k(buf);
 		vector_then_straddling(buf);
 		evicted(buf + 8192);
+		store_10_nops_load(buf);
+		store_40_nops_load(buf);
+		store_300_nops_load(buf);
+		queued_store_70_nops_load(buf + 4096);
 	}
 	return 0;
 }

@@ -33,8 +33,12 @@
  *                   last had it: the data comes from the other core.
  *
  * The store buffer holds the last N stores (N per family). A store also leaves
- * it once more than ROB instructions have executed after it: by then it has
- * retired and, with the few stores a forwarding loop makes, committed. Leaving
+ * it when it has committed to L1D, by one of two rules (--commit-rule, see
+ * "Store commit" below): "time" (the default) estimates when it retired and
+ * committed from the instructions run since, at the family's widths; "rob"
+ * lets it stay until more than ROB instructions have executed after it. Every
+ * blocked load also records its distance (in instructions) from its store, per
+ * site, so a reader can judge how close to the edge a block is. Leaving
  * the window drains it too (the code between two windows runs hundreds of
  * instructions). Fences drain it only where the manuals say the stores before
  * them must have committed (see "Fences" below). Each thread has a store
@@ -70,6 +74,7 @@ struct mh_access {
 	Addr addr;
 	UWord size;
 	ULong seq; /* instruction number in the window's count */
+	ULong committed_at; /* a store, rule "time": when it has committed, in ticks (see "Store commit") */
 };
 
 typedef Bool (*mh_forward_fn)(const struct mh_access *st, const struct mh_access *ld);
@@ -79,6 +84,9 @@ struct mh_family {
 	UInt store_buffer; /* store buffer entries */
 	UInt rob;          /* reorder buffer entries */
 	mh_forward_fn forwards; /* the load is contained in the store: can it forward? */
+	UInt width;        /* instructions allocated and retired per cycle, at best */
+	UInt commit_rate;  /* stores committed to L1D per cycle, at best */
+	UInt latency;      /* cycles from a store's allocation to its commit, alone in an idle pipeline */
 };
 
 static Bool
@@ -137,12 +145,35 @@ zen_forwards(const struct mh_access *st, const struct mh_access *ld)
  * buffer entries, 352 ROB; "Golden Cove microarchitecture": 114 and 512;
  * "Skylake Server microarchitecture": 56 and 224); AMD's Zen 4 guide: 64 store
  * queue entries, 320 ROB entries.
+ *
+ * The store-commit rule "time" (see "Store commit") needs three more figures:
+ *  - width, instructions allocated (renamed) per cycle at best, the narrowest
+ *    of the pipeline's in-order stages, NOPs included: Intel's optimization
+ *    manual gives 4 uops per cycle for Skylake Server, 5 for Sunny Cove (its
+ *    "Ice Lake Client microarchitecture" section: allocation widened from 4)
+ *    and 6 for Golden Cove; AMD's Zen 4 guide (pub. 56665, dispatch): 6
+ *    macro-ops per cycle.
+ *  - commit_rate, stores written to L1D per cycle: 1 on Skylake Server (one
+ *    store data port, Intel's manual); 2 on Sunny Cove and Golden Cove (two
+ *    store data ports and two stores per cycle, Intel's manual; Agner Fog's
+ *    microarchitecture guide, Ice Lake chapter, sees the second only for
+ *    stores to the same cache line); 2 on Zen 4 (AMD's guide, load-store
+ *    unit: at most two of its three memory operations per cycle are stores).
+ *  - latency, cycles from a store's allocation to its commit when nothing
+ *    older holds it up: documented by neither vendor. The estimate is the
+ *    store's data from an L1D load (load-to-use latency 5 cycles on Sunny Cove
+ *    and Golden Cove, 4-5 on Skylake, 4 on Zen 4: Intel's manual, "L1 data
+ *    cache", and AMD's guide, "Load-Store Unit") plus about 6 cycles of
+ *    scheduling, execution, retirement and the L1D write (Agner Fog's
+ *    microarchitecture guide: the pipeline's stages after rename). It is a
+ *    best case: the rule never keeps a store longer for a slow older
+ *    instruction, so "time" errs towards fewer blocks, "rob" towards more.
  */
 static const struct mh_family families[] = {
-	{ "intel-icx", 72, 352, intel_forwards },
-	{ "intel-spr", 114, 512, intel_forwards },
-	{ "intel-skx", 56, 224, intel_forwards },
-	{ "amd-zen4", 64, 320, zen_forwards },
+	{ "intel-icx", 72, 352, intel_forwards, 5, 2, 11 },
+	{ "intel-spr", 114, 512, intel_forwards, 6, 2, 11 },
+	{ "intel-skx", 56, 224, intel_forwards, 4, 1, 10 },
+	{ "amd-zen4", 64, 320, zen_forwards, 6, 2, 10 },
 };
 
 /* ------------------------------------------------------------------ */
@@ -152,11 +183,14 @@ static const struct mh_family families[] = {
 static const HChar *clo_window_fn = "fwd_burst";
 static const HChar *clo_out_file = NULL;
 static const HChar *clo_family = "intel-icx";
+static const HChar *clo_commit_rule = "time";
 static Long clo_store_buffer = 0; /* 0: the family's */
 static Long clo_rob = 0;
 
 static const struct mh_family *family;
 static UInt sb_size, rob_size;
+static Bool commit_by_time; /* --commit-rule=time (else rob) */
+static Bool options_ok; /* post_clo_init accepted the options: mh_fini writes nothing before */
 
 /* Read by the instrumented code (guards and the instruction count). */
 static ULong collecting;
@@ -166,6 +200,7 @@ static ULong window_instrs; /* of every thread: each thread's own clock is this 
 struct mh_store_buffer {
 	struct mh_access entry[MH_MAX_STORE_BUFFER];
 	UInt head, used;
+	ULong last_commit; /* rule "time": when the youngest store commits, in ticks (0: none queued) */
 };
 
 struct mh_thread {
@@ -192,14 +227,22 @@ static const HChar *const kind_names[MH_KINDS] = {
 static ULong totals[MH_KINDS];
 static ULong windows, loads, stores, drains;
 
-/* Hazards per instruction address. */
+/*
+ * Hazards per instruction address, and for a blocked load the distances
+ * (instructions from its store to it): the smallest, the largest, and how
+ * many of each distance below MH_DIST_BUCKETS (for the median; one bucket
+ * holds the larger ones), allocated at a site's first block.
+ */
+#define MH_DIST_BUCKETS 1024
 typedef struct {
 	VgHashNode node; /* key: instruction address */
 	ULong count[MH_KINDS];
+	ULong dist_min, dist_max;
+	ULong *dist; /* [MH_DIST_BUCKETS] */
 } mh_site;
 static VgHashTable *sites;
 
-static void
+static mh_site *
 count_site(Addr iaddr, enum mh_kind kind)
 {
 	mh_site *s = VG_(HT_lookup)(sites, iaddr);
@@ -211,6 +254,35 @@ count_site(Addr iaddr, enum mh_kind kind)
 	}
 	s->count[kind]++;
 	totals[kind]++;
+	return s;
+}
+
+static void
+count_block(Addr iaddr, ULong distance)
+{
+	mh_site *s = count_site(iaddr, MH_SF_BLOCKED);
+
+	if (s->dist == NULL) {
+		s->dist = VG_(calloc)("memhazard.dist", MH_DIST_BUCKETS, sizeof(*s->dist));
+		s->dist_min = distance;
+	}
+	s->dist_min = distance < s->dist_min ? distance : s->dist_min;
+	s->dist_max = distance > s->dist_max ? distance : s->dist_max;
+	s->dist[distance < MH_DIST_BUCKETS ? distance : MH_DIST_BUCKETS - 1]++;
+}
+
+/* The median distance of a site's blocks (MH_DIST_BUCKETS - 1: that many or more). */
+static ULong
+dist_median(const mh_site *s)
+{
+	ULong seen = 0, d;
+
+	for (d = 0; d < MH_DIST_BUCKETS - 1; d++) {
+		seen += s->dist[d];
+		if (2 * seen >= s->count[MH_SF_BLOCKED])
+			return d;
+	}
+	return d;
 }
 
 static struct mh_thread *
@@ -230,6 +302,7 @@ static void
 drain(void)
 {
 	me()->sb.used = 0;
+	me()->sb.last_commit = 0;
 	drains++;
 }
 
@@ -326,9 +399,46 @@ aliases_4k(const struct mh_access *st, const struct mh_access *ld)
 	       overlaps(s, st->size, l + MH_PAGE_MASK + 1, ld->size);
 }
 
+/* ------------------------------------------------------------------ */
+/* Store commit                                                        */
+/* ------------------------------------------------------------------ */
+
+/*
+ * When has a store left the buffer (committed to L1D, where a load reads it
+ * from the cache)? Both rules count time in the thread's own instructions
+ * only, so the counts are the same on every run and every host.
+ *
+ *  - rob: it stays while no more than ROB instructions have executed after
+ *    it. An upper bound of sorts (the ROB full of older work) that ignores
+ *    time: a 4-byte store, 300 NOPs, an 8-byte load is blocked (301 < 352 on
+ *    intel-icx) though the store retired and committed some 60 cycles of
+ *    NOPs (at 5 per cycle) before the load.
+ *  - time: instructions run at the family's width, so instruction i is
+ *    allocated at cycle i / width; a store retires `latency` cycles after its
+ *    allocation and commits then, or one commit slot (1 / commit_rate cycles)
+ *    after the store before it, whichever is later. So a store is in flight
+ *    for about latency * width + (stores queued ahead) * width / commit_rate
+ *    instructions. Time is kept in ticks, 1 / (width * commit_rate) of a
+ *    cycle, so every figure is an integer: an instruction is commit_rate
+ *    ticks, a commit slot width ticks.
+ *
+ * With either rule a store also leaves once N younger stores have pushed it
+ * out of the N-entry buffer (on_store).
+ */
+static ULong
+commit_time(const struct mh_store_buffer *sb, ULong seq)
+{
+	ULong retired = (seq + (ULong)family->latency * family->width) * family->commit_rate;
+	ULong slot = sb->last_commit ? sb->last_commit + family->width : 0;
+
+	return retired > slot ? retired : slot;
+}
+
 static Bool
 in_flight(const struct mh_access *st, ULong now)
 {
+	if (commit_by_time)
+		return now * family->commit_rate < st->committed_at;
 	return now - st->seq <= rob_size;
 }
 
@@ -338,7 +448,7 @@ static void
 on_load(Addr addr, UWord size, Addr iaddr, UWord pending, Bool rmw)
 {
 	struct mh_store_buffer *sb = &me()->sb;
-	struct mh_access ld = { addr, size, own_clock(pending) };
+	struct mh_access ld = { addr, size, own_clock(pending), 0 };
 	Bool alias = False;
 	UInt i;
 
@@ -357,7 +467,7 @@ on_load(Addr addr, UWord size, Addr iaddr, UWord pending, Bool rmw)
 			if (contained(st, &ld) && family->forwards(st, &ld))
 				count_site(iaddr, MH_SF_FORWARDED);
 			else
-				count_site(iaddr, MH_SF_BLOCKED);
+				count_block(iaddr, ld.seq - st->seq);
 			return;
 		}
 		if (!alias && aliases_4k(st, &ld))
@@ -371,6 +481,7 @@ static void
 on_store(Addr addr, UWord size, Addr iaddr, UWord pending, Bool locked)
 {
 	struct mh_store_buffer *sb = &me()->sb;
+	ULong seq;
 
 	stores++;
 	if (crosses_line(addr, size))
@@ -378,7 +489,11 @@ on_store(Addr addr, UWord size, Addr iaddr, UWord pending, Bool locked)
 	share_access(addr, size, iaddr, True, True, pending);
 	if (locked)
 		return; /* commits as part of the locked instruction: never in the buffer */
-	sb->entry[sb->head] = (struct mh_access){ addr, size, own_clock(pending) };
+	seq = own_clock(pending);
+	if (sb->used == 0)
+		sb->last_commit = 0; /* nothing queued ahead */
+	sb->last_commit = commit_time(sb, seq);
+	sb->entry[sb->head] = (struct mh_access){ addr, size, seq, sb->last_commit };
 	sb->head = (sb->head + 1) % MH_MAX_STORE_BUFFER;
 	if (sb->used < sb_size)
 		sb->used++;
@@ -799,6 +914,7 @@ on_window_entry(Addr sp)
 	set_collecting(1);
 	windows++;
 	t->sb.used = 0; /* the code between windows drained it */
+	t->sb.last_commit = 0;
 	if (!t->forwards) {
 		t->forwards = True;
 		forwarding_threads++;
@@ -1119,6 +1235,8 @@ mh_fini(Int exitcode)
 	Int fd, k;
 
 	(void)exitcode;
+	if (!options_ok)
+		return;
 	apply_logs(~0ULL);
 	res = VG_(open)(clo_out_file, VKI_O_CREAT | VKI_O_WRONLY | VKI_O_TRUNC, VKI_S_IRUSR | VKI_S_IWUSR);
 	if (sr_isError(res)) {
@@ -1126,8 +1244,10 @@ mh_fini(Int exitcode)
 		return;
 	}
 	fd = sr_Res(res);
-	out_printf(fd, "memhazard 3\n");
+	out_printf(fd, "memhazard 4\n");
 	out_printf(fd, "family %s\nstore_buffer %u\nrob %u\nwindow_fn %s\n", family->name, sb_size, rob_size, clo_window_fn);
+	out_printf(fd, "commit_rule %s\nwidth %u\ncommit_rate %u\nlatency %u\n", commit_by_time ? "time" : "rob", family->width,
+		   family->commit_rate, family->latency);
 	out_printf(fd, "windows %llu\ninstructions %llu\nloads %llu\nstores %llu\ndrains %llu\n", windows, window_instrs,
 		   loads, stores, drains);
 	for (k = 0; k < MH_FENCE_KINDS; k++)
@@ -1137,7 +1257,7 @@ mh_fini(Int exitcode)
 	out_printf(fd, "forwarding_threads %u\nlines_tracked %u\nuntracked_lines %llu\nuntracked_thread_accesses %llu\n"
 		   "logged_accesses %llu\nlate_accesses %llu\n", forwarding_threads, lines_used, untracked_lines, untracked_thread_accesses,
 		   logged_accesses, late_accesses);
-	/* site KIND COUNT | ADDRESS: function (file:line) | ... the innermost inlined call first */
+	/* site KIND COUNT [dist=MIN,MEDIAN,MAX] | ADDRESS: function (file:line) | ... the innermost inlined call first */
 	VG_(HT_ResetIter)(sites);
 	while ((s = VG_(HT_Next)(sites)) != NULL) {
 		for (k = 0; k < MH_KINDS; k++) {
@@ -1147,6 +1267,8 @@ mh_fini(Int exitcode)
 				InlIPCursor *iipc = VG_(new_IIPC)(ep, s->node.key);
 
 				out_printf(fd, "site %s %llu", kind_names[k], s->count[k]);
+				if (k == MH_SF_BLOCKED)
+					out_printf(fd, " dist=%llu,%llu,%llu", s->dist_min, dist_median(s), s->dist_max);
 				do
 					out_printf(fd, " | %s", VG_(describe_IP)(ep, s->node.key, iipc));
 				while (VG_(next_IIPC)(iipc));
@@ -1164,6 +1286,7 @@ mh_process_cmd_line_option(const HChar *arg)
 	if VG_STR_CLO (arg, "--window-fn", clo_window_fn) {
 	} else if VG_STR_CLO (arg, "--out-file", clo_out_file) {
 	} else if VG_STR_CLO (arg, "--family", clo_family) {
+	} else if VG_STR_CLO (arg, "--commit-rule", clo_commit_rule) {
 	} else if VG_BINT_CLO (arg, "--store-buffer", clo_store_buffer, 1, MH_MAX_STORE_BUFFER) {
 	} else if VG_BINT_CLO (arg, "--rob", clo_rob, 1, 1 << 20) {
 	} else
@@ -1177,7 +1300,8 @@ mh_print_usage(void)
 	VG_(printf)("    --out-file=FILE        where the counts go (required)\n"
 		    "    --window-fn=NAME       count while NAME and its callees run [fwd_burst]\n"
 		    "    --family=NAME          intel-icx|intel-spr|intel-skx|amd-zen4 [intel-icx]\n"
-		    "    --store-buffer=N --rob=N  override the family's sizes\n");
+		    "    --commit-rule=time|rob when a store has left the buffer: estimated time, or ROB instructions [time]\n"
+		    "    --store-buffer=N --rob=N  override the family's sizes (--rob: of the rule rob)\n");
 }
 
 static void
@@ -1185,25 +1309,36 @@ mh_print_debug_usage(void)
 {
 }
 
+/* VG_(fmsg_bad_option) returns (valgrind 3.19, after the options were parsed): stop here, with status 1. */
+#define bad_option(...)                          \
+	do {                                     \
+		VG_(fmsg_bad_option)(__VA_ARGS__); \
+		VG_(exit)(1);                    \
+	} while (0)
+
 static void
 mh_post_clo_init(void)
 {
 	UInt i;
 
 	if (clo_out_file == NULL)
-		VG_(fmsg_bad_option)("--out-file", "memhazard needs --out-file=FILE\n");
+		bad_option("--out-file", "memhazard needs --out-file=FILE\n");
 	family = NULL;
 	for (i = 0; i < sizeof(families) / sizeof(families[0]); i++)
 		if (VG_(strcmp)(families[i].name, clo_family) == 0)
 			family = &families[i];
 	if (family == NULL)
-		VG_(fmsg_bad_option)("--family", "unknown family %s (intel-icx, intel-spr, intel-skx, amd-zen4)\n", clo_family);
+		bad_option("--family", "unknown family %s (intel-icx, intel-spr, intel-skx, amd-zen4)\n", clo_family);
+	if (VG_(strcmp)(clo_commit_rule, "time") != 0 && VG_(strcmp)(clo_commit_rule, "rob") != 0)
+		bad_option("--commit-rule", "unknown commit rule %s (time, rob)\n", clo_commit_rule);
+	commit_by_time = VG_(strcmp)(clo_commit_rule, "time") == 0;
 	sb_size = clo_store_buffer ? (UInt)clo_store_buffer : family->store_buffer;
 	rob_size = clo_rob ? (UInt)clo_rob : family->rob;
 	threads = VG_(calloc)("memhazard.threads", VG_N_THREADS, sizeof(*threads));
 	sites = VG_(HT_construct)("memhazard.sites");
 	line_table = VG_(calloc)("memhazard.lines", MH_LINE_TABLE, sizeof(*line_table));
 	logs = VG_(calloc)("memhazard.logs", MH_MAX_SHARERS + 1, sizeof(*logs));
+	options_ok = True;
 }
 
 static void
