@@ -256,18 +256,18 @@ def _metric(metric: str | catalogue.Metric, settings: Settings, notes: list[str]
         raise
 
 
-def series_noise(s: CleanSeries, learn: slice = slice(None)) -> tuple[float, np.ndarray]:
+def series_noise(s: CleanSeries, learn: slice = slice(None), counts: np.ndarray | None = None) -> tuple[float, np.ndarray]:
     """Relative per-commit-median noise of a series and each point's noise on the search scale,
     both learned on the points ``learn`` (default: all).
 
     A point with fewer repetitions than is typical for the series is noisier: its sigma is
-    scaled by sqrt(typical count / its count).
+    scaled by sqrt(typical count / its count). ``counts``: the points' repetition counts to
+    scale for instead of the series' own (medians of more repetitions than were learned on).
     """
     scaled = to_scale(s.medians)
     sigma = max(diff_sigma(scaled[learn]), NOISE_FLOOR)
-    counts = s.counts
-    typical = float(np.median(counts[learn]))
-    return sigma, sigma * np.sqrt(typical / counts)
+    typical = float(np.median(s.counts[learn]))
+    return sigma, sigma * np.sqrt(typical / (s.counts if counts is None else counts))
 
 
 def window_start(position: int, block: int) -> int:
@@ -312,16 +312,20 @@ def detect(
                 notes.append(f"{s.commits[i]}: deterministic repetitions differ (median used)")
         return DetectionResult(name, be.value, changes, len(s), 0.0, settings.tolerance, tuple(notes))
 
-    noise, point_sigma = series_noise(s)
+    own = s.first_jobs()  # the search over commits never sees the rounds' repetitions (module doc: levels)
+    noise, point_sigma = series_noise(own)
     min_effect = learned_min_effect(noise, settings.min_change, settings.noise_factor)
-    scaled = to_scale(medians)
+    scaled = to_scale(own.medians)
     learned = learned_part(s.positions, settings.block)
-    frame = None  # learned on every point
+    learn, frame = slice(None), None  # learned on every point
     if learned < len(s):
-        _, point_sigma = series_noise(s, slice(learned))
+        learn = slice(learned)
+        _, point_sigma = series_noise(own, learn)
         frame = Frame.of(scaled[:learned], point_sigma[:learned], settings.search)
-    proposal = Proposal(medians, scaled, point_sigma, settings.search, frame=frame, memo=memo)  # one search, two alphas
+    proposal = Proposal(own.medians, scaled, point_sigma, settings.search, frame=frame, memo=memo)  # one search, two alphas
     cps = proposal.validated(m, min_effect, settings.search.alpha)
+    if own is not s:  # the suspects' search sees every repetition: the rounds must be able to take a suspect away
+        proposal = proposal.on(medians, to_scale(medians), series_noise(own, learn, s.counts)[1])
     unconfirmed, by_rounds = _loose(s, cps, proposal, m, min_effect, settings)
     by_rounds_at = {cp.index for cp, _ in by_rounds}
     cps = sorted(cps + [cp for cp, _ in by_rounds], key=lambda cp: cp.index)
