@@ -23,7 +23,8 @@ counted in minutes; each procedure's level is a property of the procedure at any
   The search's alpha is raised to 0.01 (the default is 1e-4) so that the rate can be counted;
   ``looks 1`` is the rule before alpha spending (every round at the full alpha).
   The main search then validates at 0.01 too, so a suspect it turns into a change counts as well:
-  this row measures the whole loop, not the rounds' tests alone.
+  this row measures the whole loop, not the rounds' tests alone. (The main search selects and
+  validates on each commit's own job only, so rounds cannot turn a suspect into one of its changes.)
 """
 
 from __future__ import annotations
@@ -123,7 +124,8 @@ def bisect_levels(rng: np.random.Generator, sims: int) -> list[str]:
 def rounds_run(rng: np.random.Generator, settings: Settings, policy: Policy, drift: float, n: int = 120,
                reps: int = 3) -> tuple[int, int, int]:
     """One flat series through the confirmation loop: (suspects given rounds, of them ending as a
-    change, of them confirmed by the rounds' own tests). Every job (a commit's own and each round) runs on a host ``drift`` slower or faster."""
+    change, of them confirmed by the rounds' own tests). Every job (a commit's own and each round) runs on a host
+    ``drift`` slower or faster. Only unconfirmed suspects count: an unpinned one was a change before any round."""
     def job() -> list[float]:
         host = 1 + drift * rng.standard_normal()
         return list(100.0 * host * (1 + 0.02 * rng.standard_normal(reps)))
@@ -146,7 +148,8 @@ def rounds_run(rng: np.random.Generator, settings: Settings, policy: Policy, dri
             jobs[i].append(reps)
             rounds[q.commit] = q.round
             spent += reps
-            suspected.add(int(q.suspect.suspect[1:]))
+            if q.suspect.why == "unconfirmed":  # an unpinned one is a change of the search already, before any round
+                suspected.add(int(q.suspect.suspect[1:]))
     found = {c.index for c in r.changes}
     by_rounds = {c.index for c in r.changes if c.by_rounds}
     return (len(suspected), sum(any(abs(k - j) <= 1 for j in found) for k in suspected),

@@ -174,6 +174,10 @@ class Settings:
     # The looks a confirmation by rounds may take: the extra rounds a suspect's commits may get
     # (adaptive.Policy.max_rounds). Each look tests at alpha / confirm_looks (module doc: levels).
     confirm_looks: int = 12
+    # The search over commits selects and validates on each commit's own (first) job only, so the rounds'
+    # repetitions serve only the suspects' search, the rounds' tests and pinning (module doc: levels). Off: on
+    # the drift benchmark it gives up every step the rounds found (2-3 %: 10/24 against 22/24, docs/detection.md).
+    search_own_jobs: bool = False
     # Windows start at a multiple of this many positions, and the main search learns its frame on
     # the points before the newest block (module doc: incremental). 25: a 200-commit window keeps
     # 176-200 commits, and its search is redone from scratch once every 25 commits.
@@ -312,7 +316,7 @@ def detect(
                 notes.append(f"{s.commits[i]}: deterministic repetitions differ (median used)")
         return DetectionResult(name, be.value, changes, len(s), 0.0, settings.tolerance, tuple(notes))
 
-    own = s.first_jobs()  # the search over commits never sees the rounds' repetitions (module doc: levels)
+    own = s.first_jobs() if settings.search_own_jobs else s  # module doc: levels
     noise, point_sigma = series_noise(own)
     min_effect = learned_min_effect(noise, settings.min_change, settings.noise_factor)
     scaled = to_scale(own.medians)
