@@ -101,7 +101,12 @@ tests (jobs and pairs, and the pairs' pin) runs at ``alpha / confirm_looks`` (:f
 Bonferroni over the looks), so a suspect that never moved is confirmed by its rounds at most
 ``alpha`` of the time over all of them, not ``alpha`` per round. The figures,
 ``benchmarks/detection/null_levels.py``, run the rounds at a large alpha where the rate can be
-counted. What ``Change.confidence`` is: ``1 - p`` of the boundary's own test, on data that chose the
+counted. They also count the search over commits: by default it sees every repetition, the rounds' too, so
+after rounds it may select a boundary on their repetitions and validate it on the same data, which no spending
+covers. ``Settings.search_own_jobs`` makes it select and validate on each commit's own (first) job only
+(:meth:`series.CleanSeries.first_jobs`; the suspects' search still sees every repetition, so rounds can take a
+suspect away): the loop then holds its level, but on the drift benchmark the rounds' tests confirm none of the
+steps the search found after rounds, so it is off (docs/detection.md). What ``Change.confidence`` is: ``1 - p`` of the boundary's own test, on data that chose the
 boundary; it orders changes by strength but is not the probability that the change is real.
 
 Incremental. The server detects a series after every upload over a window of its newest commits,
