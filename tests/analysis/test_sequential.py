@@ -1,7 +1,6 @@
 import math
 
 import pytest
-
 from perfci_core.analysis.compare import min_attainable_p
 from perfci_core.analysis.sequential import look_alpha, spent
 
