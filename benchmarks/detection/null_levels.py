@@ -13,17 +13,19 @@ counted in minutes; each procedure's level is a property of the procedure at any
   Student t3 noise with rare +19 % runs, and the recorded ``tsc`` runs (data/tsc-noise-quiet.json,
   values drawn independently from all 192: the test's null is exchangeable values).
 - ``bisect``: :class:`perfci_core.analysis.bisect.Bisection` over 8 flat commits with the default
-  noisy policy (5 repetitions, +5 while undecided, up to 40; alpha 0.01): the share of searches that
-  report a culprit, and the share whose endpoints alone are called DIFFERENT (the test that adds
-  repetitions and looks again).
+  noisy policy (5 repetitions, +5 while undecided, up to 40; alpha 0.01 spent over the 8 looks,
+  ``Policy.spending``): the share of searches that report a culprit, and the share whose endpoints
+  alone are called DIFFERENT (the test that adds repetitions and looks again).
 - ``rounds``: detection with confirmation rounds (:mod:`perfci_core.analysis.adaptive`, the
   server's loop): a flat 120-commit series at 3 repetitions per commit (2 % normal noise, and
   again with every job on a host 2 % slower or faster); its suspects get rounds until the policy
   asks nothing more; a suspect that ends as a change (within one commit) was confirmed falsely.
   The search's alpha is raised to 0.01 (the default is 1e-4) so that the rate can be counted;
-  ``looks 1`` is the rule before alpha spending (every round at the full alpha).
+  ``looks 1`` is the rule before alpha spending (every round at the full alpha). ``--search-own-jobs``:
+  the search over commits on each commit's own job only (``Settings.search_own_jobs``).
   The main search then validates at 0.01 too, so a suspect it turns into a change counts as well:
-  this row measures the whole loop, not the rounds' tests alone.
+  this row measures the whole loop, not the rounds' tests alone. (The main search selects and
+  validates on each commit's own job only, so rounds cannot turn a suspect into one of its changes.)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import math
 import sys
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -123,7 +126,8 @@ def bisect_levels(rng: np.random.Generator, sims: int) -> list[str]:
 def rounds_run(rng: np.random.Generator, settings: Settings, policy: Policy, drift: float, n: int = 120,
                reps: int = 3) -> tuple[int, int, int]:
     """One flat series through the confirmation loop: (suspects given rounds, of them ending as a
-    change, of them confirmed by the rounds' own tests). Every job (a commit's own and each round) runs on a host ``drift`` slower or faster."""
+    change, of them confirmed by the rounds' own tests). Every job (a commit's own and each round) runs on a host
+    ``drift`` slower or faster. Only unconfirmed suspects count: an unpinned one was a change before any round."""
     def job() -> list[float]:
         host = 1 + drift * rng.standard_normal()
         return list(100.0 * host * (1 + 0.02 * rng.standard_normal(reps)))
@@ -146,18 +150,21 @@ def rounds_run(rng: np.random.Generator, settings: Settings, policy: Policy, dri
             jobs[i].append(reps)
             rounds[q.commit] = q.round
             spent += reps
-            suspected.add(int(q.suspect.suspect[1:]))
+            if q.suspect.why == "unconfirmed":  # an unpinned one is a change of the search already, before any round
+                suspected.add(int(q.suspect.suspect[1:]))
     found = {c.index for c in r.changes}
     by_rounds = {c.index for c in r.changes if c.by_rounds}
     return (len(suspected), sum(any(abs(k - j) <= 1 for j in found) for k in suspected),
             sum(any(abs(k - j) <= 1 for j in by_rounds) for k in suspected))
 
 
-def rounds_levels(rng: np.random.Generator, sims: int, drifts: tuple[float, ...] = (0.0, 0.02)) -> list[str]:
+def rounds_levels(rng: np.random.Generator, sims: int, drifts: tuple[float, ...] = (0.0, 0.02),
+                  own_jobs: bool = False) -> list[str]:
     out = []
     alpha = 0.01
     # A low suspect penalty and a loose suspect alpha give a flat series suspects to confirm.
-    base = Settings(search=SearchSettings(alpha=alpha), suspect_alpha=0.2, suspect_penalty=0.1)
+    base = Settings(search=SearchSettings(alpha=alpha), suspect_alpha=0.2, suspect_penalty=0.1,
+                    search_own_jobs=own_jobs)
     policy = Policy(budget_fraction=1.0)  # no budget cap: every suspect gets all its rounds
     for drift in drifts:
         for looks in (base.confirm_looks, 1):
@@ -179,9 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a tenth of the simulations")
     ap.add_argument("--only", default="compare,bisect,rounds", help="comma-separated procedures")
     ap.add_argument("--sims", type=int, help="simulations per row instead of each procedure's own count")
+    ap.add_argument("--search-own-jobs", action="store_true",
+                    help="rounds: the search over commits on each commit's own job only (Settings.search_own_jobs)")
     args = ap.parse_args(argv)
     scale = 0.1 if args.quick else 1.0
-    parts = {"compare": (compare_levels, 4000), "bisect": (bisect_levels, 1000), "rounds": (rounds_levels, 150)}
+    rounds = partial(rounds_levels, own_jobs=args.search_own_jobs)
+    parts = {"compare": (compare_levels, 4000), "bisect": (bisect_levels, 1000), "rounds": (rounds, 150)}
     wanted = args.only.split(",")
     unknown = set(wanted) - set(parts)
     if unknown:

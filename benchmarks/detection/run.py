@@ -591,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--job-drift", type=float, default=0.0,
                     help="--adaptive: every job (an interleaved session: both its sides) runs on a host slower or faster "
                          "by this relative standard deviation (a loaded host's batch drift)")
+    ap.add_argument("--confirm-looks", type=int, default=Settings().confirm_looks,
+                    help="looks a confirmation by rounds spends its alpha over (Settings.confirm_looks)")
     ap.add_argument("--paired-share", type=float, default=Settings().paired_share,
                     help="--adaptive: the share of a confirmation's alpha the interleaved pairs' test gets (detection's default)")
     ap.add_argument("--paired", action="store_true",
@@ -611,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
         return adaptive_main(seeds, per_family, lengths, real_noise, max(1, args.workers),
                              Policy(max_rounds=args.max_rounds, paired=args.paired),
                              Settings(suspect_penalty=args.suspect_penalty, best_tail=args.best_tail,
-                                      paired_share=args.paired_share), args.job_drift)
+                                      paired_share=args.paired_share, confirm_looks=args.confirm_looks), args.job_drift)
 
     peers: dict[str, Path] = {}
     notes: list[str] = []

@@ -148,3 +148,25 @@ def test_a_fresh_step_is_confirmed_after_min_segment_commits():
     pts = noisy(levels(203, {200: 0.08}), np.random.default_rng(11), "normal", 0.01, 5)
     assert detect(pts[:202], "cpp", "tsc").changes == ()
     assert [c.index for c in detect(pts, "cpp", "tsc").changes] == [200]
+
+
+def test_the_search_over_commits_never_selects_on_the_rounds_repetitions():
+    """Rounds added to the newest 20 commits of a flat series read 4 % slower (a host that drifted while they ran).
+    With ``search_own_jobs`` the search over commits sees each commit's own job only, so it proposes nothing there;
+    by default its medians move and it raises a change at 1e-4 on data it selected. Only the rounds' own tests may
+    then confirm (``by_rounds``)."""
+    from perfci_core.analysis import Point, clean
+
+    rng = np.random.default_rng(7)
+    points = []
+    for i in range(80):
+        own = list(100.0 * (1 + 0.02 * rng.standard_normal(3)))
+        rounds = [100.0 * 1.04 * (1 + 0.002 * rng.standard_normal(3)) for _ in range(8)] if i >= 60 else []
+        points.append(Point.of(f"c{i}", own + [v for r in rounds for v in r], [3] * (1 + len(rounds))))
+    s = clean(points)
+    own_only = Settings(search_own_jobs=True)
+    assert not detect(s.first_jobs(), "cpp", "tsc", own_only).changes
+    r = detect(s, "cpp", "tsc", own_only)
+    assert all(c.by_rounds for c in r.changes), r.changes
+    # the default search selects on every repetition: the rounds' drift alone makes it raise a change
+    assert any(not c.by_rounds for c in detect(s, "cpp", "tsc").changes)

@@ -379,7 +379,8 @@ def test_a_step_that_wants_two_new_commits_on_a_noisy_backend_measures_them_as_o
     shas = _empty_history(tmp_path / "repo", 6)
     create_repository(client)
     push_range(client, tmp_path / "repo", shas, session, sent_tasks)  # no config yet: nothing is measured
-    tsc = {"name": "self-64B-tsc", "packets": 100_000, "warmup": 2_000, "backend": "tsc", "repetitions": 8}
+    # 11 repetitions: the pairs a session needs to reach its look's share of alpha (Policy.pairs_needed)
+    tsc = {"name": "self-64B-tsc", "packets": 100_000, "warmup": 2_000, "backend": "tsc", "repetitions": 11}
     create_config(client, **tsc)
     agent = enroll(client, backends=["tsc"])
     body = {"repository": "perfci-org/dataplane", "branch": "main", "good": shas[0], "bad": shas[-1],
@@ -394,13 +395,13 @@ def test_a_step_that_wants_two_new_commits_on_a_noisy_backend_measures_them_as_o
     assert {claim["commit"], claim["partner"]["commit"]} == {shas[0], shas[-1]}  # the endpoints, together
     assert client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).status_code == 204
 
-    # The session's 8 pairs: the host's speed swings +-20 % between pairs, the bad commit is 3 %
-    # slower in every pair. On all 16 runs the two commits overlap (no verdict); on the pairs they differ.
-    host = [0.8, 1.2, 0.9, 1.1, 1.0, 0.85, 1.15, 0.95]
+    # The session's 11 pairs: the host's speed swings +-20 % between pairs, the bad commit is 3 %
+    # slower in every pair. On all 22 runs the two commits overlap (no verdict); on the pairs they differ.
+    host = [0.8, 1.2, 0.9, 1.1, 1.0, 0.85, 1.15, 0.95, 1.05, 0.9, 1.1]
     cpp = {shas[0]: [12.0 * h for h in host], shas[-1]: [12.36 * h for h in host]}
     config = {"name": tsc["name"], "packets": tsc["packets"], "warmup": tsc["warmup"]}
     for side in (claim, claim["partner"]):
-        doc = result_document(side["commit"], config=config, machine_id=agent["fingerprint"], reps=8,
+        doc = result_document(side["commit"], config=config, machine_id=agent["fingerprint"], reps=11,
                               values={"cpp": cpp[side["commit"]]})
         upload = client.put(f"/api/v1/agent/jobs/{side['job_id']}/attempts/{side['attempt']}/result", json=doc,
                             headers=agent["headers"])
@@ -410,4 +411,4 @@ def test_a_step_that_wants_two_new_commits_on_a_noisy_backend_measures_them_as_o
     state = client.get(f"/api/v1/bisects/{created['id']}", headers=ADMIN).json()
     [endpoints] = [s for s in state["steps"] if s["phase"] == "endpoints"]
     assert endpoints["lo_mid"]["paired"] and endpoints["lo_mid"]["verdict"] == "different", endpoints
-    assert endpoints["lo_mid"]["n"] == [8, 8] and state["status"] == "running"
+    assert endpoints["lo_mid"]["n"] == [11, 11] and state["status"] == "running"

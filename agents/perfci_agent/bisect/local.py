@@ -13,7 +13,7 @@ hazard that one model sees and another does not must not look like a change betw
 On a noisy backend (pmu, tsc), a step that measures two commits (the endpoints, a confirmation, more
 repetitions of an undecided pair) runs them interleaved (:mod:`perfci_agent.interleave`), so the
 two commits it compares saw the same host states, and the search decides on their pairs (at least
-the pairs the paired test needs to reach the policy's alpha: 8 at 0.01); a step that wants one
+the pairs the paired test needs to reach its look's share of the policy's alpha: 11 at 0.01); a step that wants one
 commit measures it alone.
 """
 
@@ -28,8 +28,6 @@ from typing import Callable
 from perfci_core import metrics as catalogue
 from perfci_core.analysis import bisect as core
 from perfci_core.analysis.bisect import DIRECTIONS
-from perfci_core.analysis.compare import DEFAULT_ALPHA
-from perfci_core.analysis.paired import pairs_needed
 from perfci_core.result import ResultDocument
 
 from .. import events, fingerprint
@@ -180,7 +178,7 @@ class LocalBisect:
         self._step: core.Measure | None = None  # the step being measured (its commits are interleaved)
         self._pending: dict[tuple[int, bool], tuple[ResultDocument, int]] = {}  # the other side of a session
         self.interleavings: list[dict] = []  # seed and order of every interleaved measurement
-        self._min_pairs = pairs_needed(DEFAULT_ALPHA)  # the policy's, once the run knows it
+        self._min_pairs = 0  # the run's policy's Policy.pairs_needed(), once the run knows it
 
     # --- measuring ---------------------------------------------------------------------------
 
@@ -306,7 +304,7 @@ class LocalBisect:
             self.machine_id = fingerprint.machine_id(fingerprint.collect(core_id, config_named(self.config).harness, read_cpuid()))
         policy = core.Policy.for_backend(self.backend, self.metric.name, **{"direction": self.direction, **self.overrides})
         bisection = core.Bisection(n, policy)
-        self._min_pairs = pairs_needed(policy.alpha)
+        self._min_pairs = policy.pairs_needed()  # at the share of alpha its look spends
         if first is not None:
             bisection.record(0, first)
         self._seed(bisection)

@@ -14,7 +14,10 @@ bisect, with Chromium Pinpoint's per-step statistics:
    SAME on one side puts it on the other. An improvement elsewhere in the range is DIFFERENT of
    the other kind and never mistaken for the regression. While a deciding verdict is UNKNOWN the
    commits compared get ``step_reps`` more repetitions, up to ``max_reps`` (Pinpoint: "10 more
-   attempts"); at the cap the larger move in the searched direction decides, with a note.
+   attempts"); at the cap the larger move in the searched direction decides, with a note. Each
+   look of a comparison tests at its share of ``alpha`` (:attr:`Policy.spending`, :mod:`.sequential`),
+   so the looks together reject a null at most ``alpha`` of the time, not ``alpha`` per look; a
+   first look (5 vs 5) then never decides, and a clear step is decided at 10 vs 10.
    Commits that do not build are skipped like ``git bisect skip``: the next middle is the
    buildable commit nearest the centre; if only unbuildable commits separate ``lo`` and ``hi``
    the culprit is ambiguous between them and ``hi``.
@@ -69,7 +72,8 @@ from perfci_core import metrics as catalogue
 
 from .compare import DEFAULT_ALPHA, DEFAULT_TOLERANCE, Comparison, Kind, Verdict, compare, kind_of
 from .noise import MAD_TO_SIGMA
-from .paired import can_reject, paired_compare
+from .paired import can_reject, paired_compare, pairs_needed
+from .sequential import SPENDING, Spending, look_alpha
 from .series import resolve_metric
 
 MIN_EFFECT_FLOOR = 0.002  # the detection floor: a relative change below 0.2 % is not a culprit
@@ -97,6 +101,10 @@ class Policy:
     remeasure: bool = True  # the confirm step takes fresh repetitions (False: reuse the search's)
     direction: Direction = "any"  # what to hunt; "any": the kind the endpoints show
     isolate_opposing: bool = True  # search each move seen against the hunted kind for its commit too
+    # How a comparison spends ``alpha`` over the looks it takes while UNKNOWN (:mod:`.sequential`);
+    # None: every look at the full alpha (the rule before: a flat range's endpoints were called
+    # DIFFERENT up to 2.7x as often as alpha).
+    spending: Spending | None = "pocock"
 
     @classmethod
     def for_backend(cls, backend: str | catalogue.Backend, metric: str | None = None, **overrides: object) -> Policy:
@@ -114,6 +122,35 @@ class Policy:
             raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
         if self.direction != "any" and self.metric is None:
             raise ValueError(f"hunting a {self.direction} needs a metric whose better direction is known")
+        if self.spending is not None and self.spending not in SPENDING:
+            raise ValueError(f"spending must be one of {', '.join(SPENDING)} or None, got {self.spending!r}")
+
+    @property
+    def looks(self) -> int:
+        """The looks a comparison can take: the initial repetitions, then one per ``step_reps`` up to the cap."""
+        return 1 + math.ceil((self.max_reps - self.initial_reps) / self.step_reps)
+
+    def look_alpha(self, reps: int) -> float:
+        """The level of a comparison whose smaller side has ``reps`` repetitions: its look's share
+        of ``alpha`` (:func:`.sequential.look_alpha`), or ``alpha`` without spending or when exact.
+
+        Between two looks of one comparison every side that can still be measured gets
+        ``step_reps`` more, so its smaller side grows and each look has a number of its own: the
+        shares it tests at sum to at most ``alpha``. (A smaller side that cannot be measured again,
+        an exhausted server job, keeps its number while the other side grows: the one exception.)"""
+        if self.exact or self.spending is None:
+            return self.alpha
+        look = 1 + math.ceil(max(0, reps - self.initial_reps) / self.step_reps)
+        return look_alpha(self.alpha, min(look, self.looks), self.looks, self.spending)
+
+    def pairs_needed(self) -> int:
+        """The fewest interleaved pairs whose paired test can reach the share of alpha of the look
+        they make (8 at alpha = 0.01 without spending, 11 with ``pocock``): what an interleaved
+        session of a step takes at least."""
+        for n in range(1, self.max_reps + 1):
+            if pairs_needed(self.look_alpha(n)) <= n:
+                return n
+        return pairs_needed(self.look_alpha(self.max_reps))
 
     @property
     def floor(self) -> float:
@@ -307,13 +344,13 @@ class Bisection:
         all their samples. Whether the pairs can reach alpha depends on the sizes of their
         differences only, not their signs, so choosing the test this way keeps its level."""
         p = self.policy
+        alpha = p.look_alpha(min(len(a.samples), len(b.samples)))  # this look's share (Policy.spending)
         if not p.exact:
             before, after = paired_samples(a, b)
-            if before.size and can_reject(before, after, p.alpha):
-                return paired_compare(before, after, p.metric, alpha=p.alpha, min_effect=min_effect, tolerance=p.tolerance)
-        return compare(a.samples, b.samples, self.policy.metric, backend="sim" if self.policy.exact else None,
-                       alpha=self.policy.alpha, min_effect=min_effect, noise=self._noise(),
-                       tolerance=self.policy.tolerance)
+            if before.size and can_reject(before, after, alpha):
+                return paired_compare(before, after, p.metric, alpha=alpha, min_effect=min_effect, tolerance=p.tolerance)
+        return compare(a.samples, b.samples, p.metric, backend="sim" if p.exact else None,
+                       alpha=alpha, min_effect=min_effect, noise=self._noise(), tolerance=p.tolerance)
 
     def _noise(self) -> float | None:
         """Relative per-repetition noise pooled over every commit measured more than once.

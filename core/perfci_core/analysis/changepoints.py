@@ -322,14 +322,25 @@ class Proposal:
         self.n = n = medians.size
         self.bounds: list[int] = []
         self.z = self.w = np.empty(0)  # the clipped points and their weights, once searched
+        self.frame = frame
         if n < 2 * settings.min_segment:
             return
         frame, self.z, self.w = _framed(scaled, point_sigma, settings, frame)
+        self.frame = frame
         start = 0 if tail is None else max(0, n - tail)
         z, w = self.z[start:], self.w[start:]
         found = (memo.search(z, w, frame.penalty, settings.min_segment) if memo is not None
                  else segment(z, w, frame.penalty, settings.min_segment))
         self.bounds = [start + b for b in found]
+
+    def on(self, medians: np.ndarray, scaled: np.ndarray, point_sigma: np.ndarray) -> Proposal:
+        """This proposal's boundaries over other values of the same points, standardised in the
+        same frame: what :meth:`with_tail` then searches again and :meth:`validated` tests."""
+        out = copy.copy(self)
+        out.medians = medians
+        if self.z.size:
+            _, out.z, out.w = _framed(scaled, point_sigma, self.settings, self.frame)
+        return out
 
     def with_tail(self, settings: SearchSettings, tail: int) -> Proposal:
         """This proposal's boundaries before the last ``tail`` points, and a search at ``settings``

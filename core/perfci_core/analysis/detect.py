@@ -101,7 +101,12 @@ tests (jobs and pairs, and the pairs' pin) runs at ``alpha / confirm_looks`` (:f
 Bonferroni over the looks), so a suspect that never moved is confirmed by its rounds at most
 ``alpha`` of the time over all of them, not ``alpha`` per round. The figures,
 ``benchmarks/detection/null_levels.py``, run the rounds at a large alpha where the rate can be
-counted. What ``Change.confidence`` is: ``1 - p`` of the boundary's own test, on data that chose the
+counted. They also count the search over commits: by default it sees every repetition, the rounds' too, so
+after rounds it may select a boundary on their repetitions and validate it on the same data, which no spending
+covers. ``Settings.search_own_jobs`` makes it select and validate on each commit's own (first) job only
+(:meth:`series.CleanSeries.first_jobs`; the suspects' search still sees every repetition, so rounds can take a
+suspect away): the loop then holds its level, but on the drift benchmark the rounds' tests confirm none of the
+steps the search found after rounds, so it is off (docs/detection.md). What ``Change.confidence`` is: ``1 - p`` of the boundary's own test, on data that chose the
 boundary; it orders changes by strength but is not the probability that the change is real.
 
 Incremental. The server detects a series after every upload over a window of its newest commits,
@@ -174,6 +179,10 @@ class Settings:
     # The looks a confirmation by rounds may take: the extra rounds a suspect's commits may get
     # (adaptive.Policy.max_rounds). Each look tests at alpha / confirm_looks (module doc: levels).
     confirm_looks: int = 12
+    # The search over commits selects and validates on each commit's own (first) job only, so the rounds'
+    # repetitions serve only the suspects' search, the rounds' tests and pinning (module doc: levels). Off: on
+    # the drift benchmark it gives up every step the rounds found (2-3 %: 10/24 against 22/24, docs/detection.md).
+    search_own_jobs: bool = False
     # Windows start at a multiple of this many positions, and the main search learns its frame on
     # the points before the newest block (module doc: incremental). 25: a 200-commit window keeps
     # 176-200 commits, and its search is redone from scratch once every 25 commits.
@@ -256,18 +265,18 @@ def _metric(metric: str | catalogue.Metric, settings: Settings, notes: list[str]
         raise
 
 
-def series_noise(s: CleanSeries, learn: slice = slice(None)) -> tuple[float, np.ndarray]:
+def series_noise(s: CleanSeries, learn: slice = slice(None), counts: np.ndarray | None = None) -> tuple[float, np.ndarray]:
     """Relative per-commit-median noise of a series and each point's noise on the search scale,
     both learned on the points ``learn`` (default: all).
 
     A point with fewer repetitions than is typical for the series is noisier: its sigma is
-    scaled by sqrt(typical count / its count).
+    scaled by sqrt(typical count / its count). ``counts``: the points' repetition counts to
+    scale for instead of the series' own (medians of more repetitions than were learned on).
     """
     scaled = to_scale(s.medians)
     sigma = max(diff_sigma(scaled[learn]), NOISE_FLOOR)
-    counts = s.counts
-    typical = float(np.median(counts[learn]))
-    return sigma, sigma * np.sqrt(typical / counts)
+    typical = float(np.median(s.counts[learn]))
+    return sigma, sigma * np.sqrt(typical / (s.counts if counts is None else counts))
 
 
 def window_start(position: int, block: int) -> int:
@@ -312,16 +321,20 @@ def detect(
                 notes.append(f"{s.commits[i]}: deterministic repetitions differ (median used)")
         return DetectionResult(name, be.value, changes, len(s), 0.0, settings.tolerance, tuple(notes))
 
-    noise, point_sigma = series_noise(s)
+    own = s.first_jobs() if settings.search_own_jobs else s  # module doc: levels
+    noise, point_sigma = series_noise(own)
     min_effect = learned_min_effect(noise, settings.min_change, settings.noise_factor)
-    scaled = to_scale(medians)
+    scaled = to_scale(own.medians)
     learned = learned_part(s.positions, settings.block)
-    frame = None  # learned on every point
+    learn, frame = slice(None), None  # learned on every point
     if learned < len(s):
-        _, point_sigma = series_noise(s, slice(learned))
+        learn = slice(learned)
+        _, point_sigma = series_noise(own, learn)
         frame = Frame.of(scaled[:learned], point_sigma[:learned], settings.search)
-    proposal = Proposal(medians, scaled, point_sigma, settings.search, frame=frame, memo=memo)  # one search, two alphas
+    proposal = Proposal(own.medians, scaled, point_sigma, settings.search, frame=frame, memo=memo)  # one search, two alphas
     cps = proposal.validated(m, min_effect, settings.search.alpha)
+    if own is not s:  # the suspects' search sees every repetition: the rounds must be able to take a suspect away
+        proposal = proposal.on(medians, to_scale(medians), series_noise(own, learn, s.counts)[1])
     unconfirmed, by_rounds = _loose(s, cps, proposal, m, min_effect, settings)
     by_rounds_at = {cp.index for cp, _ in by_rounds}
     cps = sorted(cps + [cp for cp, _ in by_rounds], key=lambda cp: cp.index)

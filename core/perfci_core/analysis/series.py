@@ -146,6 +146,15 @@ class CleanSeries:
         keys = [set(k) - {0} for k in self.pairs]
         return [k for k in range(1, len(self)) if keys[k] & keys[k - 1] and len(self.paired(k - 1, k)[0])]
 
+    def first_jobs(self) -> CleanSeries:
+        """Each point with its first job only: the commit's own measurement, before any round of
+        re-measurement was added (the jobs of a point are kept in the order they ran). The series
+        itself when no point has more than one job."""
+        if not self.runs or all(len(r) <= 1 for r in self.runs):
+            return self
+        samples = tuple(self.jobs(i)[0] for i in range(len(self)))
+        return CleanSeries(self.commits, samples, self.notes, self.positions)
+
     def pooled(self, start: int, stop: int) -> np.ndarray:
         """Every repetition of points ``start`` .. ``stop - 1``."""
         if stop <= start:
