@@ -96,9 +96,7 @@ def compare(
                                 ("p", "right"), ("n", "right"), ("verdict", "left")):
             table.add_column(column, justify=justify)  # type: ignore[arg-type]
         for m in result["metrics"]:
-            verdict = m["verdict"]
-            if verdict == "different":
-                verdict = "[red]DIFFERENT (worse)[/]" if m["worse"] else "[green]DIFFERENT (better)[/]"
+            verdict = _verdict_cell(m)
             p = "exact" if m["backend"] == "sim" else ("n/a" if m["p_value"] is None else f"{m['p_value']:.2g}")
             table.add_row(m["metric"], m["backend"], f"{m['base_median']:.6g}", f"{m['head_median']:.6g}", pct(m["change_pct"]),
                           p, f"{m['n_base']}/{m['n_head']}", verdict)
@@ -188,9 +186,7 @@ def _measured(base: str, head: str, repository: str | None, machine: str | None,
                                 ("p", "right"), ("min effect", "right"), ("verdict", "left")):
             table.add_column(column, justify=justify)  # type: ignore[arg-type]
         for m in data["metrics"]:
-            verdict = m["verdict"]
-            if verdict == "different":
-                verdict = "[red]DIFFERENT (worse)[/]" if m["worse"] else "[green]DIFFERENT (better)[/]"
+            verdict = _verdict_cell(m)
             p = "exact" if m["p_value"] is None else f"{m['p_value']:.2g}"
             effect = m["min_effect"]
             table.add_row(m["metric"], f"{m['base_median']:.6g}", f"{m['head_median']:.6g}", pct(m["change_pct"]), p,
@@ -207,3 +203,10 @@ def _measured(base: str, head: str, repository: str | None, machine: str | None,
     if not result.run.ok:
         raise typer.Exit(2)
     raise typer.Exit(1 if result.regressed else 0)
+
+
+def _verdict_cell(metric: dict) -> str:
+    """A metric's verdict as the tables show it: a difference coloured by whether it is worse."""
+    if metric["verdict"] != "different":
+        return metric["verdict"]
+    return "[red]DIFFERENT (worse)[/]" if metric["worse"] else "[green]DIFFERENT (better)[/]"
