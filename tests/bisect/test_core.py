@@ -325,6 +325,22 @@ def test_pairs_decide_only_when_they_can_reach_alpha():
         assert b._compare(before, after, 0.01).paired is paired
 
 
+def test_a_runner_that_measures_each_commit_once_decides_at_the_whole_alpha():
+    """The server measures each commit once (one job of the config's repetitions). Spending alpha over looks that
+    never come leaves 5 against 5 below the first look's share (0.0020 < 2 / 252), so a clear step was undecided;
+    measured once, each comparison is its one look at the whole alpha, and an interleaved session needs 8 pairs."""
+    once = Policy.measured_once("tsc", "cpp", 5)
+    assert once.look_alpha(5) == pytest.approx(once.alpha) and once.look_alpha(8) == pytest.approx(once.alpha)
+    assert once.pairs_needed() == 8 and not once.remeasure
+    assert Policy.measured_once("sim", "ipp", 1) == Policy.for_backend("sim", "ipp", remeasure=False)
+    rng = np.random.default_rng(1)
+    good, bad = 100.0 * (1 + 0.01 * rng.standard_normal(5)), 110.0 * (1 + 0.01 * rng.standard_normal(5))
+    for policy, verdict in ((once, Verdict.DIFFERENT), (replace(NOISY, remeasure=False), Verdict.UNKNOWN)):
+        b = Bisection(2, policy)
+        c = b._compare(Observation(list(good), exhausted=True), Observation(list(bad), exhausted=True), 0.01)
+        assert c.verdict is verdict, (policy, c)
+
+
 def test_samples_pair_up_within_their_sessions_only():
     a = Observation([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], sessions=[0, 1, 1, 2, 2, 4])
     b = Observation([10.0, 20.0, 30.0, 40.0, 50.0, 60.0], sessions=[1, 1, 2, 3, 0, 4])

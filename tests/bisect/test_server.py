@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 
 import pytest
 from celery import Celery
@@ -370,45 +371,87 @@ def test_a_bisect_started_for_an_alert_hunts_the_alerts_direction(client, sessio
     assert bad.status_code == 422 and "direction" in bad.text
 
 
-@pytest.mark.services
-def test_a_step_that_wants_two_new_commits_on_a_noisy_backend_measures_them_as_one_interleaved_session(
-        client, session, sent_tasks, tmp_path):
-    from perfci_server.settings import get_settings
-    from server_support import enroll, result_document
+TSC_CONFIG = {"name": "self-64B-tsc", "packets": 100_000, "warmup": 2_000, "backend": "tsc", "repetitions": 5}
 
-    shas = _empty_history(tmp_path / "repo", 6)
+
+def _start_tsc_bisect(client, session, sent_tasks, tmp_path, n: int) -> tuple[list[str], dict, int]:
+    """A bisect of ``n`` pushed commits on a ``tsc`` config of 5 repetitions: (shas, the agent, the bisect's id)."""
+    from server_support import enroll
+
+    shas = _empty_history(tmp_path / "repo", n)
     create_repository(client)
     push_range(client, tmp_path / "repo", shas, session, sent_tasks)  # no config yet: nothing is measured
-    # 11 repetitions: the pairs a session needs to reach its look's share of alpha (Policy.pairs_needed)
-    tsc = {"name": "self-64B-tsc", "packets": 100_000, "warmup": 2_000, "backend": "tsc", "repetitions": 11}
-    create_config(client, **tsc)
+    create_config(client, **TSC_CONFIG)
     agent = enroll(client, backends=["tsc"])
     body = {"repository": "perfci-org/dataplane", "branch": "main", "good": shas[0], "bad": shas[-1],
-            "machine_id": agent["machine_id"], "config": tsc["name"], "metric": "cpp", "backend": "tsc"}
+            "machine_id": agent["machine_id"], "config": TSC_CONFIG["name"], "metric": "cpp", "backend": "tsc"}
     response = client.post("/api/v1/bisects", json=body, headers=ADMIN)
     assert response.status_code == 201, response.text
-    created = response.json()
+    _advance_all(session, sent_tasks)
+    return shas, agent, response.json()["id"]
+
+
+def _advance_all(session, sent_tasks) -> None:
     for args in sent_tasks.named(bisect_service.ADVANCE_TASK):
         bisect_service.advance(session, *args, get_settings())
     session.commit()
+
+
+def _upload(client, agent: dict, job: dict, values: list[float]) -> None:
+    from server_support import result_document
+
+    config = {k: TSC_CONFIG[k] for k in ("name", "packets", "warmup")}
+    doc = result_document(job["commit"], config=config, machine_id=agent["fingerprint"], reps=len(values),
+                          values={"cpp": values})
+    upload = client.put(f"/api/v1/agent/jobs/{job['job_id']}/attempts/{job['attempt']}/result", json=doc,
+                        headers=agent["headers"])
+    assert upload.status_code == 201, upload.text
+
+
+@pytest.mark.services
+def test_a_step_that_wants_two_new_commits_on_a_noisy_backend_measures_them_as_one_interleaved_session(
+        client, session, sent_tasks, tmp_path):
+    shas, agent, bisect_id = _start_tsc_bisect(client, session, sent_tasks, tmp_path, 6)
     claim = client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).json()
     assert {claim["commit"], claim["partner"]["commit"]} == {shas[0], shas[-1]}  # the endpoints, together
     assert client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).status_code == 204
+    # The config measures 5 repetitions; the session takes the 8 pairs whose paired test can reach alpha = 0.01
+    # (Policy.pairs_needed): 5 pairs cannot (2 / 2^5 = 0.06).
+    assert claim["repetitions"] == 8
 
-    # The session's 11 pairs: the host's speed swings +-20 % between pairs, the bad commit is 3 %
-    # slower in every pair. On all 22 runs the two commits overlap (no verdict); on the pairs they differ.
-    host = [0.8, 1.2, 0.9, 1.1, 1.0, 0.85, 1.15, 0.95, 1.05, 0.9, 1.1]
+    # The session's 8 pairs: the host's speed swings +-20 % between pairs, the bad commit is 3 %
+    # slower in every pair. On all 16 runs the two commits overlap (no verdict); on the pairs they differ.
+    host = [0.8, 1.2, 0.9, 1.1, 1.0, 0.85, 1.15, 0.95]
     cpp = {shas[0]: [12.0 * h for h in host], shas[-1]: [12.36 * h for h in host]}
-    config = {"name": tsc["name"], "packets": tsc["packets"], "warmup": tsc["warmup"]}
     for side in (claim, claim["partner"]):
-        doc = result_document(side["commit"], config=config, machine_id=agent["fingerprint"], reps=11,
-                              values={"cpp": cpp[side["commit"]]})
-        upload = client.put(f"/api/v1/agent/jobs/{side['job_id']}/attempts/{side['attempt']}/result", json=doc,
-                            headers=agent["headers"])
-        assert upload.status_code == 201, upload.text
-    bisect_service.advance(session, created["id"], get_settings())
+        _upload(client, agent, side, cpp[side["commit"]])
+    bisect_service.advance(session, bisect_id, get_settings())
     session.commit()
-    state = client.get(f"/api/v1/bisects/{created['id']}", headers=ADMIN).json()
+    state = client.get(f"/api/v1/bisects/{bisect_id}", headers=ADMIN).json()
     [endpoints] = [s for s in state["steps"] if s["phase"] == "endpoints"]
     assert endpoints["lo_mid"]["paired"] and endpoints["lo_mid"]["verdict"] == "different", endpoints
-    assert endpoints["lo_mid"]["n"] == [11, 11] and state["status"] == "running"
+    assert endpoints["lo_mid"]["n"] == [8, 8] and state["status"] == "running"
+
+
+@pytest.mark.services
+def test_a_noisy_server_bisect_at_the_configs_5_repetitions_names_the_culprit(client, session, sent_tasks, tmp_path):
+    """One job per commit, 5 repetitions: each comparison is one look at the whole alpha. Spent over the 8 looks
+    of a runner that adds repetitions, no 5 against 5 comparison could reach its share, and every such bisect
+    ended inconclusive."""
+    shas, agent, bisect_id = _start_tsc_bisect(client, session, sent_tasks, tmp_path, 8)
+    rng = np.random.default_rng(3)
+    level = [12.0 if i < 5 else 13.2 for i in range(len(shas))]  # +10 % from the sixth commit on
+    for _ in range(12):
+        claim = client.post("/api/v1/agent/jobs/claim", headers=agent["headers"])
+        if claim.status_code == 204:
+            break
+        for job in (claim.json(), claim.json()["partner"]):
+            if job is None:
+                continue
+            i = shas.index(job["commit"])
+            reps = claim.json()["repetitions"]
+            _upload(client, agent, job, list(level[i] * (1 + 0.005 * rng.standard_normal(reps))))
+        _advance_all(session, sent_tasks)
+    state = client.get(f"/api/v1/bisects/{bisect_id}", headers=ADMIN).json()
+    assert state["status"] == "culprit", state["message"]
+    assert state["culprit"]["sha"] == shas[5] and state["kind"] == "regression"

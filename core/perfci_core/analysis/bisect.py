@@ -17,7 +17,9 @@ bisect, with Chromium Pinpoint's per-step statistics:
    attempts"); at the cap the larger move in the searched direction decides, with a note. Each
    look of a comparison tests at its share of ``alpha`` (:attr:`Policy.spending`, :mod:`.sequential`),
    so the looks together reject a null at most ``alpha`` of the time, not ``alpha`` per look; a
-   first look (5 vs 5) then never decides, and a clear step is decided at 10 vs 10.
+   first look (5 vs 5) then never decides, and a clear step is decided at 10 vs 10. A runner that
+   cannot add repetitions (the server: one job per commit) takes one look per comparison, at the
+   whole ``alpha`` (:meth:`Policy.measured_once`).
    Commits that do not build are skipped like ``git bisect skip``: the next middle is the
    buildable commit nearest the centre; if only unbuildable commits separate ``lo`` and ``hi``
    the culprit is ambiguous between them and ``hi``.
@@ -114,6 +116,19 @@ class Policy:
         else:
             base = cls(exact=False, metric=metric)
         return base if not overrides else cls(**{**asdict(base), **overrides})  # type: ignore[arg-type]
+
+    @classmethod
+    def measured_once(cls, backend: str | catalogue.Backend, metric: str | None, repetitions: int,
+                      **overrides: object) -> Policy:
+        """A runner that measures each commit once, ``repetitions`` per commit, and cannot add any
+        (the server: one job per commit). Every comparison is then one look, at the whole ``alpha``:
+        spending it over looks that never come would leave a noisy step undecidable (5 against 5
+        repetitions cannot reach the first look's share). The confirm step reuses the search's
+        repetitions."""
+        if catalogue.Backend(backend) is catalogue.Backend.SIM:
+            return cls.for_backend(backend, metric, remeasure=False, **overrides)
+        return cls.for_backend(backend, metric, remeasure=False, initial_reps=repetitions, max_reps=repetitions,
+                               **overrides)
 
     def __post_init__(self) -> None:
         if not 1 <= self.initial_reps <= self.max_reps or self.step_reps < 1:

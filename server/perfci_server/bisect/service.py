@@ -7,9 +7,10 @@ repetitions on the bisect's machine x config (results already in the server are 
 are), a build failure as a commit to skip, a job still queued or running as "wait". What the
 search asks to measure becomes jobs for that machine (one per commit, the jobs table's rule; a
 step that wants two new commits on a noisy backend makes them partner jobs, measured interleaved
-in one session as ``perfci bisect --local`` does), so a commit cannot be re-measured here: the search runs with ``remeasure=False`` and, for noisy
-metrics, with the repetitions of the config — where more would be needed it decides by the
-larger move and says so in its notes. What it hunts (``direction``) is kept in the stored state,
+in one session as ``perfci bisect --local`` does, of at least the pairs whose paired test can reach alpha), so a
+commit cannot be re-measured here: the search runs as :meth:`~perfci_core.analysis.bisect.Policy.measured_once`
+(no re-measurement; for noisy metrics the repetitions of the config, every comparison one look at the whole
+alpha) — where more would be needed it decides by the larger move and says so in its notes. What it hunts (``direction``) is kept in the stored state,
 and moves against it are isolated with jobs the same way (:mod:`perfci_core.analysis.bisect`).
 """
 
@@ -174,7 +175,8 @@ def advance(session: Session, bisect_id: int, settings: Settings) -> str:
         return bisect.status
     obs, pending = _observations(session, bisect)
     state = core.State.from_dict(bisect.state)
-    policy = core.Policy.for_backend(bisect.backend, bisect.metric, remeasure=False, direction=state.direction)
+    reps = bisect_sql.config_repetitions(session, bisect.config_id)
+    policy = core.Policy.measured_once(bisect.backend, bisect.metric, reps, direction=state.direction)
     search = core.Bisection(len(bisect.commit_ids), policy, state, obs)
     step = search.next()
     bisect.state = search.state.to_dict()
@@ -189,8 +191,10 @@ def advance(session: Session, bisect_id: int, settings: Settings) -> str:
         job_sql.insert_missing_jobs(session, commit_ids, [bisect.machine_id], [bisect.config_id], settings.max_attempts,
                                     JobPurpose.BISECT, f"bisect {bisect.id}: {step.why}")
         if len(commit_ids) == 2 and bisect.backend != catalogue.Backend.SIM.value:
-            # A step comparing two new commits: one interleaved session (the claim leases both), as the local bisect does.
-            job_sql.link_partners(session, bisect.machine_id, bisect.config_id, [((commit_ids[0], 0), (commit_ids[1], 0))])
+            # A step comparing two new commits: one interleaved session (the claim leases both), as the local bisect
+            # does, of at least the pairs whose paired test can reach alpha (8 at 0.01; fewer decide on all the runs).
+            job_sql.link_partners(session, bisect.machine_id, bisect.config_id, [((commit_ids[0], 0), (commit_ids[1], 0))],
+                                  repetitions=max(reps, policy.pairs_needed()))
         bisect.scheduled = sorted(set(bisect.scheduled) | set(new))
     bisect.message = f"{step.why}: waiting for {len(wanted)} result(s)"
     log.info("bisect %d: %s (scheduled %s)", bisect.id, bisect.message, new)

@@ -61,10 +61,11 @@ def insert_confirm_jobs(session: Session, machine_id: int, config_id: int, round
 
 
 def link_partners(session: Session, machine_id: int, config_id: int,
-                  pairs: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> int:
-    """Make each pair of confirmation jobs ((commit id, round), (commit id, round)) partners: the
-    claim leases them together and one agent measures them interleaved. Only queued jobs that have
-    no partner yet are linked (a job measured already, or paired already, stays as it is)."""
+                  pairs: Sequence[tuple[tuple[int, int], tuple[int, int]]], repetitions: int | None = None) -> int:
+    """Make each pair of jobs ((commit id, round), (commit id, round)) partners: the claim leases
+    them together and one agent measures them interleaved, ``repetitions`` pairs (None: the
+    config's). Only queued jobs that have no partner yet are linked (a job measured already, or
+    paired already, stays as it is)."""
     if not pairs:
         return 0
     keys = {key for pair in pairs for key in pair}
@@ -78,7 +79,8 @@ def link_partners(session: Session, machine_id: int, config_id: int,
     linked = [(ids[a], ids[b]) for a, b in pairs if a in ids and b in ids]
     if linked:
         jobs = Job.__table__  # Core: an executemany UPDATE keyed by a bound id
-        session.execute(update(jobs).where(jobs.c.id == bindparam("job")).values(partner_job_id=bindparam("partner")),
+        session.execute(update(jobs).where(jobs.c.id == bindparam("job"))
+                        .values(partner_job_id=bindparam("partner"), repetitions=repetitions),
                         [{"job": a, "partner": b} for a, b in linked] + [{"job": b, "partner": a} for a, b in linked])
     return len(linked)
 
@@ -119,7 +121,7 @@ def repetitions_by_purpose(session: Session, machine_id: int, config_id: int, co
     succeeded, and confirmation jobs that succeeded or are still to run (a queued round is spent)."""
     if not commit_ids:
         return 0, 0
-    reps = BenchConfig.repetitions
+    reps = func.coalesce(Job.repetitions, BenchConfig.repetitions)
     baseline, extra = session.execute(
         select(func.coalesce(func.sum(case((Job.round == 0, reps), else_=0)), 0),
                func.coalesce(func.sum(case((Job.round > 0, reps), else_=0)), 0))
@@ -149,6 +151,7 @@ _PICK_NEXT_JOB = """
 _LEASE = "state = 'leased', attempts = jobs.attempts + 1, agent_id = :agent_id, lease_expires_at = :lease_until, updated_at = :now"
 _CLAIMED_COLUMNS = """
     SELECT claimed.id AS job_id, claimed.attempts AS attempt, r.name AS repository, r.clone_url,
+           COALESCE(claimed.repetitions, c.repetitions) AS job_repetitions,
            cm.sha AS commit_sha, c.id, c.name, c.harness, c.pkt_size, c.flows, c.routes, c.packets,
            c.warmup, c.lcores, c.scaling, c.backend, c.repetitions, c.enabled, c.created_at
     FROM claimed
@@ -174,7 +177,7 @@ partner AS (
 both_ids AS (SELECT id FROM picked UNION ALL SELECT id FROM partner),
 claimed AS (
     UPDATE jobs SET {_LEASE} FROM both_ids WHERE jobs.id = both_ids.id AND jobs.state = 'queued'
-    RETURNING jobs.id, jobs.attempts, jobs.commit_id, jobs.config_id,
+    RETURNING jobs.id, jobs.attempts, jobs.commit_id, jobs.config_id, jobs.repetitions,
               CASE WHEN jobs.id IN (SELECT id FROM picked) THEN (SELECT id FROM partner)
                    ELSE (SELECT id FROM picked) END AS paired_with
 ),
@@ -195,7 +198,7 @@ _CLAIM_SQLITE_STEPS = (
          "RETURNING id, attempts").bindparams(_NOW, _LEASE_UNTIL),
     text("INSERT INTO runs (job_id, attempt, agent_id, status, backend_reason, created_at, paired_with) "
          "VALUES (:job_id, :attempt, :agent_id, 'running', '', :now, :paired_with)").bindparams(_NOW),
-    text(f"WITH claimed AS (SELECT id, attempts, commit_id, config_id FROM jobs WHERE id IN (:picked, :partner)) "
+    text(f"WITH claimed AS (SELECT id, attempts, commit_id, config_id, repetitions FROM jobs WHERE id IN (:picked, :partner)) "
          f"{_CLAIMED_COLUMNS}"),
 )
 

@@ -81,7 +81,7 @@ def claim(session: Session, agent: AgentIdentity, settings: Settings) -> Claimed
         commit=claimed.commit_sha,
         config=config.bench_config(),
         backend=config.backend,
-        repetitions=config.repetitions,
+        repetitions=claimed.job_repetitions,
         partner=partner,
         pair_seed=None if partner is None else pair_seed(claimed.job_id, partner.job_id, claimed.attempt),
     )

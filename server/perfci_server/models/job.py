@@ -80,6 +80,9 @@ class Job(IdMixin, CreatedAtMixin, Base):
     # The job measured with this one in one interleaved session (alerts.confirm: a suspect's k - 1 and k);
     # the claim leases both to one agent when both are queued.
     partner_job_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="SET NULL"))
+    # Repetitions this job measures when not the config's (None): an interleaved bisect session takes the
+    # pairs its paired test needs to reach alpha (bisect.service, analysis.bisect.Policy.pairs_needed).
+    repetitions: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # The pull request a ``pull`` job measures a side of (its head or merge-base, in a round of its own).
     pull_request_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("pull_requests.id", ondelete="SET NULL"), index=True)
 
