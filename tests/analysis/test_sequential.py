@@ -5,7 +5,7 @@ from perfci_core.analysis.compare import min_attainable_p
 from perfci_core.analysis.sequential import look_alpha, spent
 
 
-@pytest.mark.parametrize("shape", ["pocock", "obrien-fleming"])
+@pytest.mark.parametrize("shape", ["pocock", "obrien-fleming", "even"])
 def test_the_looks_spend_exactly_alpha_and_each_spends_something(shape):
     shares = [look_alpha(0.01, k, 8, shape) for k in range(1, 9)]
     assert math.isclose(sum(shares), 0.01, rel_tol=1e-12)
@@ -18,6 +18,10 @@ def test_pocock_is_about_even_and_obrien_fleming_spends_late():
     assert max(pocock) / min(pocock) < 2.5
     assert pocock[0] < min_attainable_p(5, 5)  # 5 vs 5 repetitions cannot use the first look's share (2 / 252)
     assert look_alpha(0.01, 2, 8, "obrien-fleming") < 1e-6 < look_alpha(0.01, 8, 8, "obrien-fleming")
+
+
+def test_even_spending_is_bonferroni_over_the_looks():
+    assert all(math.isclose(look_alpha(1e-4, k, 12, "even"), 1e-4 / 12) for k in range(1, 13))
 
 
 def test_bad_looks_and_shapes_are_refused():

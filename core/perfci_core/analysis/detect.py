@@ -140,6 +140,7 @@ from .changepoints import ChangePoint, Frame, Proposal, SearchMemo, SearchSettin
 from .compare import DEFAULT_TOLERANCE, Comparison, Kind, Verdict, compare
 from .noise import diff_sigma, learned_min_effect
 from .paired import can_reject, min_attainable_p, paired_compare
+from .sequential import look_alpha
 from .series import CleanSeries, Point, clean, resolve_metric, to_scale
 
 NOISE_FLOOR = 1e-6  # relative; a noisy-backend series that never moved still gets a finite scale
@@ -409,7 +410,7 @@ def _loose(s: CleanSeries, cps: list[ChangePoint], proposal: Proposal, m: catalo
 def per_look(alpha: float, settings: Settings) -> float:
     """The level of one look of a confirmation by rounds: ``alpha`` spent evenly over the
     ``confirm_looks`` rounds that may each add evidence and test again (Bonferroni; module doc)."""
-    return alpha / max(1, settings.confirm_looks)
+    return look_alpha(alpha, 1, max(1, settings.confirm_looks), "even")
 
 
 def _best_proposal(s: CleanSeries, m: catalogue.Metric | None, settings: Settings) -> Proposal | None:

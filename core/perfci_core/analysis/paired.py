@@ -47,6 +47,7 @@ from perfci_core import metrics as catalogue
 
 from .compare import DEFAULT_ALPHA, DEFAULT_TOLERANCE, Comparison, Kind, Verdict, compare, kind_of
 from .noise import MAD_TO_SIGMA, mad_sigma
+from .sequential import look_alpha
 from .series import relative_change, resolve_metric
 
 # Pitman efficiency of the signed-rank test relative to the t-test under normal noise: its z for a
@@ -92,7 +93,8 @@ def sequential_alpha(alpha: float, pairs: int, max_pairs: int, step: int) -> flo
     again after every added batch at the full ``alpha`` would call a commit that did not change
     DIFFERENT up to ``looks`` times as often; splitting ``alpha`` over the looks keeps the whole
     loop's false-positive rate at ``alpha`` or below."""
-    return alpha / looks(pairs, max_pairs, step)
+    n = looks(pairs, max_pairs, step)
+    return look_alpha(alpha, 1, n, "even")
 
 
 def paired_high_threshold(n: int, standardized_effect: float) -> float:

@@ -17,6 +17,8 @@ Shapes (:data:`SPENDING`):
   anything 5 vs 5 repetitions can reach (2 / 252 = 0.008), so a first look never rejects.
 - ``obrien-fleming`` (``2 - 2 Phi(z_{alpha/2} / sqrt t)``): almost nothing early, most at the last
   looks; more repetitions before any decision, more power at the cap.
+- ``even`` (``alpha t``): ``alpha / looks`` at every look (Bonferroni), for loops whose looks are
+  alike (``compare --measure``'s batches of pairs, detection's confirmation rounds).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from typing import Literal
 
 from scipy import stats
 
-Spending = Literal["pocock", "obrien-fleming"]
-SPENDING: tuple[str, ...] = ("pocock", "obrien-fleming")
+Spending = Literal["pocock", "obrien-fleming", "even"]
+SPENDING: tuple[str, ...] = ("pocock", "obrien-fleming", "even")
 
 
 def spent(alpha: float, t: float, shape: Spending = "pocock") -> float:
@@ -39,6 +41,8 @@ def spent(alpha: float, t: float, shape: Spending = "pocock") -> float:
         return 0.0
     if shape == "pocock":
         return alpha * math.log(1.0 + (math.e - 1.0) * t)
+    if shape == "even":
+        return alpha * t
     return float(2.0 * stats.norm.sf(stats.norm.isf(alpha / 2.0) / math.sqrt(t)))
 
 
