@@ -138,12 +138,13 @@ def render_group(group: dict[str, Any]) -> None:
     console.print(f"first bad  {first_bad['sha']}  {escape(first_bad['subject'])}  — {escape(first_bad['author'])}")
     table = Table(title="metrics that moved")
     for column, justify in (("config", "left"), ("metric", "left"), ("backend", "left"), ("before", "right"), ("after", "right"),
-                            ("change", "right"), ("confidence", "right"), ("range", "left")):
+                            ("change", "right"), ("p", "right"), ("range", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for a in group["alerts"]:
         table.add_row(escape(a["config"]), a["metric"], a["backend"] + (" (simulated)" if a["backend"] == "sim" else ""),
                       f"{a['before_median']:.6g}", f"{a['after_median']:.6g}", f"[{_STYLE[a['direction']]}]{pct(a['change_pct'])}[/]",
-                      f"{a['confidence']:.4f}", f"{short(a['last_good_sha'])}..{short(a['first_bad_sha'])}")
+                      "exact" if a["p_value"] is None else f"{a['p_value']:.2g}",
+                      f"{short(a['last_good_sha'])}..{short(a['first_bad_sha'])}")
     console.print(table)
     for part in group["explanation"].get("parts", []):
         console.print(f"[bold]why[/] ({escape(part['config'])}, {part['backend']}): cause [bold]{part['cause']}[/] — {escape(part['sentence'])}", soft_wrap=True)

@@ -226,7 +226,7 @@ def render(r: dict[str, Any], console: Console) -> None:
     if r.get("sim_family"):
         console.print(f"store-buffer model: {r['sim_family']}")
     if change and change.get("before_median") is not None and change.get("after_median") is not None:
-        conf = "exact rule (deterministic)" if change.get("exact") else f"confidence {change['confidence']:.4f} (p = {change['p_value']:.3g})"
+        conf = "exact rule (deterministic)" if change.get("exact") else f"p = {change['p_value']:.3g}"
         console.print(f"{r['metric']} ({r['backend']}): {change['before_median']:.6g} -> {change['after_median']:.6g} "
                       f"({_size(change.get('change_pct'))}, {change['kind']}), {conf}")
     for m in r.get("opposing") or []:

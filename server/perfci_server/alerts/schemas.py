@@ -26,7 +26,9 @@ class AlertRead(BaseModel):
     before_median: float
     after_median: float
     change_pct: float | None = Field(description="(after - before) / |before| x 100; null when before is 0")
-    confidence: float
+    confidence: float = Field(description="1 - p of the boundary's test (1 for the exact rule): orders alerts by "
+                                          "strength; not the probability that the change is real (the test ran on the "
+                                          "data that chose the boundary)")
     p_value: float | None
     last_good_sha: str | None
     first_bad_sha: str
