@@ -15,7 +15,9 @@ counted in minutes; each procedure's level is a property of the procedure at any
 - ``bisect``: :class:`perfci_core.analysis.bisect.Bisection` over 8 flat commits with the default
   noisy policy (5 repetitions, +5 while undecided, up to 40; alpha 0.01 spent over the 8 looks,
   ``Policy.spending``): the share of searches that report a culprit, and the share whose endpoints
-  alone are called DIFFERENT (the test that adds repetitions and looks again).
+  alone are called DIFFERENT (the test that adds repetitions and looks again). Then the server's
+  policy (``Policy.measured_once``: one job of 5 repetitions per commit, nothing added, each
+  comparison one look at the whole alpha), its rows after the others so that those draw as before.
 - ``rounds``: detection with confirmation rounds (:mod:`perfci_core.analysis.adaptive`, the
   server's loop): a flat 120-commit series at 3 repetitions per commit (2 % normal noise, and
   again with every job on a host 2 % slower or faster); its suspects get rounds until the policy
@@ -120,6 +122,16 @@ def bisect_levels(rng: np.random.Generator, sims: int) -> list[str]:
         alpha = b.policy.alpha
         out.append(row(f"bisect {kind}: culprit reported", culprits, sims, alpha))
         out.append(row("  endpoints DIFFERENT (up to 8 looks)", endpoints, sims, alpha))
+    for kind in ("normal", "t3 + bursts", "recorded tsc"):
+        draw = noise_draw(kind, recorded)
+        culprits = endpoints = 0
+        for _ in range(sims):
+            b = Bisection(8, BisectPolicy.measured_once("tsc", "cpp", 5))
+            outcome = run_bisection(b, lambda i, k, fresh: list(draw(rng, k)))
+            culprits += outcome.found
+            endpoints += any(s["phase"] == "endpoints" and s["why"] == Verdict.DIFFERENT.value for s in b.state.steps)
+        out.append(row(f"server bisect {kind}: culprit reported", culprits, sims, b.policy.alpha))
+        out.append(row("  endpoints DIFFERENT (one look)", endpoints, sims, b.policy.alpha))
     return out
 
 

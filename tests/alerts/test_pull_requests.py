@@ -21,7 +21,7 @@ from forge_server import ForgeServer
 from git_forge import GitForge
 from perfci_server.celery_app import registered_tasks
 from perfci_server.db import session_scope
-from perfci_server.models import Branch, Job, PullRequest
+from perfci_server.models import BenchConfig, Branch, Commit, Job, PullRequest
 from server_conftest import _settings_env
 from server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
 
@@ -195,6 +195,39 @@ def test_a_pull_request_is_measured_head_against_merge_base_with_one_comment_edi
     assert [c.method for c in comments].count("POST") == 1
     assert comments[-1].path == comment
     assert f"head `{fixed[:12]}`" in comments[-1].body["body"] and "no regression" in comments[-1].body["body"]
+
+
+def test_a_pull_requests_session_on_a_noisy_backend_takes_the_pairs_that_can_reach_alpha(world):
+    """5 interleaved pairs cannot reach alpha = 0.01 (the signed-rank test's smallest p is 2 / 2^5): on a noisy
+    backend every verdict of a config's 5 repetitions stayed "undecided". Its session takes 8 pairs; sim keeps one
+    repetition; an ``auto`` config runs on the best backend the machine's agents offer."""
+    create_config(world.client, name="tsc-64B", backend="tsc", repetitions=5)
+    create_config(world.client, name="auto-64B", backend="auto", repetitions=5)
+    main = world.git.commit(1)
+    world.push("main", ZERO, main)
+    world.git.git("checkout", "--quiet", "-b", "feature")
+    first = world.git.commit(1, "feature")[0]
+    world.push("feature", ZERO, [first])
+
+    def session_pairs(head: str) -> dict[str, int | None]:
+        with session_scope() as session:
+            rows = session.execute(select(BenchConfig.name, Job.repetitions).join(BenchConfig, BenchConfig.id == Job.config_id)
+                                   .join(Commit, Commit.id == Job.commit_id)
+                                   .where(Job.pull_request_id.is_not(None), Commit.sha == head)).all()
+        return dict(rows)
+
+    world.pull_request("opened", 5, "feature", first)
+    assert session_pairs(first) == {"sim-64B": None, "tsc-64B": 8, "auto-64B": None}  # the agent offers sim only
+    enroll(world.client, name="dut-01-pmu", machine=MACHINE, backends=["pmu", "sim", "tsc"])  # auto runs on pmu there
+    second = world.git.commit(1, "feature again")[0]
+    world.push("feature", first, [second])
+    world.pull_request("synchronize", 5, "feature", second)
+    assert session_pairs(second) == {"sim-64B": None, "tsc-64B": 8, "auto-64B": 8}
+    claimed = {}  # what the sim agent (no tsc) is given of the new head's sessions: the claim carries the pairs
+    while (claim := world.client.post("/api/v1/agent/jobs/claim", headers=world.agent["headers"])).status_code == 200:
+        if claim.json()["partner"]:
+            claimed[claim.json()["config"]["name"]] = claim.json()["repetitions"]
+    assert claimed == {"sim-64B": 1, "auto-64B": 8}
 
 
 def test_a_new_head_drops_the_queued_jobs_of_the_old_one_and_a_close_drops_the_rest(world):

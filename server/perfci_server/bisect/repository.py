@@ -21,10 +21,6 @@ def config_by_name(session: Session, name: str) -> BenchConfig | None:
     return session.scalar(select(BenchConfig).where(BenchConfig.name == name))
 
 
-def config_repetitions(session: Session, config_id: int) -> int:
-    return int(session.scalar(select(BenchConfig.repetitions).where(BenchConfig.id == config_id)) or 1)
-
-
 def position(session: Session, branch_id: int, commit_id: int) -> int | None:
     return session.scalar(select(BranchCommit.position).where(BranchCommit.branch_id == branch_id, BranchCommit.commit_id == commit_id))
 

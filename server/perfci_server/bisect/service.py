@@ -25,6 +25,7 @@ from perfci_core import metrics as catalogue
 from perfci_core.analysis import bisect as core
 
 from .. import dispatch
+from ..configs import repository as config_sql
 from ..errors import Conflict, NotFound, Unprocessable
 from ..jobs import repository as job_sql
 from ..models import Bisect, BisectStatus, JobPurpose, JobState, utcnow
@@ -175,7 +176,8 @@ def advance(session: Session, bisect_id: int, settings: Settings) -> str:
         return bisect.status
     obs, pending = _observations(session, bisect)
     state = core.State.from_dict(bisect.state)
-    reps = bisect_sql.config_repetitions(session, bisect.config_id)
+    config = config_sql.by_id(session, bisect.config_id)
+    reps = config.repetitions if config is not None else 1
     policy = core.Policy.measured_once(bisect.backend, bisect.metric, reps, direction=state.direction)
     search = core.Bisection(len(bisect.commit_ids), policy, state, obs)
     step = search.next()

@@ -5,7 +5,10 @@ from __future__ import annotations
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from ..models import Machine
+from ..models import Agent, Machine
+
+# The order an agent prefers its backends in for an ``auto`` job (the agent's daemon.host.PREFERENCE).
+AUTO_PREFERENCE = ("pmu", "sim", "tsc")
 
 
 def machines_statement(enabled: bool | None = None) -> Select[tuple[Machine]]:
@@ -25,3 +28,11 @@ def by_fingerprint(session: Session, fingerprint: str) -> Machine | None:
 
 def enabled_ids(session: Session) -> list[int]:
     return list(session.scalars(select(Machine.id).where(Machine.enabled.is_(True)).order_by(Machine.id)))
+
+
+def auto_backend(session: Session, machine_id: int) -> str | None:
+    """The backend an ``auto`` job runs on this machine: the best one its agents offer (None: no agent)."""
+    offered = {b for backends in session.scalars(select(Agent.backends).where(Agent.machine_id == machine_id,
+                                                                               Agent.revoked_at.is_(None)))
+               for b in backends}
+    return next((b for b in AUTO_PREFERENCE if b in offered), None)

@@ -29,9 +29,9 @@ from sqlalchemy.orm import Session
 
 from perfci_core import metrics as catalogue
 from perfci_core.analysis import explain
-from perfci_core.analysis.compare import Comparison, Kind, Verdict, compare
+from perfci_core.analysis.compare import DEFAULT_ALPHA, Comparison, Kind, Verdict, compare
 from perfci_core.analysis.min_effect import min_effect_of_series
-from perfci_core.analysis.paired import paired_compare
+from perfci_core.analysis.paired import paired_compare, pairs_needed
 from perfci_core.metrics import hazard_sites
 
 from .. import dispatch
@@ -166,8 +166,22 @@ def _queue_pair(session: Session, pr: PullRequest, machine_id: int, config_id: i
     sides = [(pr.base_commit_id, base_round, f"pull request #{pr.number}: merge-base"),
              (pr.head_commit_id, head_round, f"pull request #{pr.number}: head")]
     added = job_sql.insert_pull_jobs(session, pr.id, machine_id, config_id, sides, settings.max_attempts)
-    job_sql.link_partners(session, machine_id, config_id, [((pr.base_commit_id, base_round), (pr.head_commit_id, head_round))])
+    job_sql.link_partners(session, machine_id, config_id, [((pr.base_commit_id, base_round), (pr.head_commit_id, head_round))],
+                          repetitions=_session_pairs(session, machine_id, config_id))
     return added
+
+
+def _session_pairs(session: Session, machine_id: int, config_id: int) -> int | None:
+    """The pairs of a pull request's session on a noisy backend: at least those whose signed-rank test can reach
+    alpha (8 at 0.01; a config's 5 cannot: 2 / 2^5 = 0.06, every such verdict stayed "undecided"). None: the
+    config's repetitions (``sim``: one repetition decides)."""
+    config = config_sql.by_id(session, config_id)
+    if config is None:
+        return None
+    backend = machine_sql.auto_backend(session, machine_id) if config.backend == "auto" else config.backend
+    if backend not in (catalogue.Backend.PMU.value, catalogue.Backend.TSC.value):
+        return None
+    return max(config.repetitions, pairs_needed(DEFAULT_ALPHA))
 
 
 # --- evaluate (a task, after each of its jobs ends) --------------------------------------------
