@@ -7,11 +7,13 @@ repetitions on the bisect's machine x config (results already in the server are 
 are), a build failure as a commit to skip, a job still queued or running as "wait". What the
 search asks to measure becomes jobs for that machine (one per commit, the jobs table's rule; a
 step that wants two new commits on a noisy backend makes them partner jobs, measured interleaved
-in one session as ``perfci bisect --local`` does, of at least the pairs whose paired test can reach alpha), so a
-commit cannot be re-measured here: the search runs as :meth:`~perfci_core.analysis.bisect.Policy.measured_once`
-(no re-measurement; for noisy metrics the repetitions of the config, every comparison one look at the whole
-alpha) — where more would be needed it decides by the larger move and says so in its notes. What it hunts (``direction``) is kept in the stored state,
-and moves against it are isolated with jobs the same way (:mod:`perfci_core.analysis.bisect`).
+in one session as ``perfci bisect --local`` does, of at least the pairs whose paired test can
+reach alpha), so a commit cannot be re-measured here: the search runs as
+:meth:`~perfci_core.analysis.bisect.Policy.measured_once` (no re-measurement; for noisy metrics
+the repetitions of the config, every comparison one look at the whole alpha) — where more would
+be needed it decides by the larger move and says so in its notes. What it hunts (``direction``)
+is kept in the stored state, and moves against it are isolated with jobs the same way
+(:mod:`perfci_core.analysis.bisect`).
 """
 
 from __future__ import annotations
