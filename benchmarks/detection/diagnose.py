@@ -16,7 +16,8 @@ a labelled step of 2-3 %, with the same corpus, drift and policy as ``run.py --a
   per-look alpha, as p / alpha (<= 1 passes), and at that moment the pin's two tests' p (detect._pin, at
   commit_alpha) and whether it pinned.
 
-``--all`` prints the found ones too (default: the misses, exact hits counted only).
+``--all`` describes the exact hits too (default: one short line each). The summary counts the outcomes,
+and the steps found within ±1 by the series' per-run noise (cv).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def diagnose_series(s: Series, real_noise, policy: Policy, settings: Settings, s
         off = min((j - k for j in final), key=abs, default=None)
         found = "not found" if off is None or abs(off) > 1 else "exact" if off == 0 else f"off by {off:+d}"
         if found == "exact" and not show_all:
-            lines.append(f"{s.name} step {k} {s.sizes[k]:+.1%}: exact")
+            lines.append(f"{s.name} step {k} {s.sizes[k]:+.1%} cv {s.cv:g}: exact")
             continue
         seen = [(pts.positions[-1] + 1, ch.by_rounds) for pts, r, _, _ in run.trace for ch in r.changes
                 if abs(ch.index - k) <= 1]
@@ -130,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = replace(Settings(), suspect_commits=args.suspect_commits, confirm_looks=args.max_rounds)
     seeds = [args.seed + i for i in range(args.seeds)]
     counts: dict[str, int] = {}
+    by_cv: dict[str, list[int]] = {}  # per-run noise -> [within ±1, steps]
     work = partial(diagnose_seed, per_family=per_family, lengths=lengths, real_noise=load_real_noise(args.real_noise),
                    job_drift=args.job_drift, policy=policy, settings=settings, show_all=args.all)
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
@@ -139,7 +141,12 @@ def main(argv: list[str] | None = None) -> int:
                 outcome = line.split(": ", 2)[2].split(";")[0]
                 key = "off by" if outcome.startswith("off by") else outcome
                 counts[key] = counts.get(key, 0) + 1
+                cv = by_cv.setdefault(line.split(" cv ")[1].split(":")[0], [0, 0])
+                cv[0] += outcome == "exact" or outcome in ("off by -1", "off by +1")
+                cv[1] += 1
     print("2-3 % steps of the synthetic families: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print("within ±1 by the series' per-run noise (cv): "
+          + ", ".join(f"{cv} {hit}/{n}" for cv, (hit, n) in sorted(by_cv.items(), key=lambda x: float(x[0]))))
     return 0
 
 
