@@ -57,10 +57,11 @@ def closest_rounds_test(run: AdaptiveRun, k: int, settings: Settings) -> str:
                 continue
             j = local[sus.suspect]
             around = range(local[sus.commits[0]], local[sus.commits[-1]] + 1)
-            tests = rounds_tests(points, j, around, m, r.min_effect, settings, per_look(settings.search.alpha, settings))
+            look = per_look(settings.search.alpha, settings)
+            tests = rounds_tests(points, j, around, m, r.min_effect, settings, look)
             if not tests:
                 continue
-            alpha = per_look(settings.search.alpha, settings) / len(tests)
+            alpha = look / len(tests)
             t = min(tests, key=lambda x: x.p_value)
             ratio = t.p_value / alpha
             if best is None or ratio < best[0]:
@@ -90,9 +91,10 @@ def diagnose_series(s: Series, real_noise, policy: Policy, settings: Settings, s
                 if abs(ch.index - k) <= 1]
         walk = (f"t={seen[0][0]}..{seen[-1][0]} ({'rounds' if any(b for _, b in seen) else 'search'})"
                 if seen else "never")
-        near = [sus for _, r, _, _ in run.trace for sus in r.suspects if abs(run.position[sus.suspect] - k) <= SUSPECT_SLACK]
-        rounds = max((run.rounds.get(s.commits[i], 0) for i in range(max(0, k - SUSPECT_SLACK),
-                                                                     min(len(s.points), k + SUSPECT_SLACK + 1))), default=0)
+        near = [sus for _, r, _, _ in run.trace for sus in r.suspects
+                if abs(run.position[sus.suspect] - k) <= SUSPECT_SLACK]
+        nearby = range(max(0, k - SUSPECT_SLACK), min(len(s.points), k + SUSPECT_SLACK + 1))
+        rounds = max(run.rounds.get(s.commits[i], 0) for i in nearby)
         why = set()
         for _, _, p, had in run.trace:
             for sus in p.exhausted:
