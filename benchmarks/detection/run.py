@@ -3,7 +3,8 @@ detect_changes), CSIT jumpavg and Apache Otava on labelled corpora, over many ge
 
     .venv/bin/python benchmarks/detection/run.py [--seeds 10] [--seed 20240601] [--quick]
         [--extra FILE.json ...] [--no-peers]
-        [--adaptive [--max-rounds N] [--suspect-penalty F] [--best-tail N] [--paired [--paired-share F]] [--job-drift F]]
+        [--adaptive [--max-rounds N] [--suspect-penalty F] [--best-tail N] [--suspect-commits N]
+                    [--paired [--paired-share F]] [--job-drift F] [--no-delay]]
 
 Each seed draws its own corpus; every figure is printed as the mean over the seeds with its range
 (min-max), in two tables: the noisy families and the deterministic one, which are never mixed.
@@ -49,8 +50,9 @@ within ±1 commit for 2-3 % steps and for steps of 3 % or more, false alerts per
 median delay, the budget spent (extra repetitions / baseline repetitions) and the suspects given
 rounds far from any labelled step (each holds its commits' forge status at pending while its rounds
 run), per seed (mean and range) and pooled over the seeds; it runs 30 seeds by default, one process
-per CPU. ``--max-rounds``, ``--suspect-penalty``, ``--best-tail``, ``--paired`` and ``--paired-share``
-compare other settings than the defaults. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
+per CPU. ``--max-rounds``, ``--suspect-penalty``, ``--best-tail``, ``--suspect-commits``, ``--paired`` and
+``--paired-share`` compare other settings than the defaults; ``--no-delay`` skips the delays (tuning runs).
+``diagnose.py`` tells, for each 2-3 % step of the synthetic families, why it was missed. Peers run from PyPI in virtual environments this script creates under ``--cache-dir``
 (default ``~/.cache/perfci-bench``), each talking JSON over a subprocess; one that cannot be
 installed is reported and skipped.
 """
@@ -77,10 +79,10 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(ROOT / "core"), str(ROOT / "server"), str(ROOT / "agents"), str(HERE)]
 
 from perfci_core.analysis import Point, detect  # noqa: E402
-from perfci_core.analysis.adaptive import Policy, plan  # noqa: E402
+from perfci_core.analysis.adaptive import Plan, Policy, plan  # noqa: E402
 from perfci_core.analysis.changepoints import SearchMemo  # noqa: E402
-from perfci_core.analysis.detect import Settings, window_start  # noqa: E402
-from perfci_core.analysis.series import clean  # noqa: E402
+from perfci_core.analysis.detect import DetectionResult, Settings, window_start  # noqa: E402
+from perfci_core.analysis.series import CleanSeries, clean  # noqa: E402
 from perfherder import detect_changes as perfherder_detect  # noqa: E402
 
 DELAY_CHECKS = [2, 3, 5, 8, 13, 21, 34]
@@ -287,6 +289,8 @@ class AdaptiveRun:
         self.rounds: dict[str, int] = {}
         self.position = {c: i for i, c in enumerate(s.commits)}
         self.memo = SearchMemo()  # the main search between detections, as the server keeps it
+        # A list: every decision, with the rounds each commit had by then (diagnose.py)
+        self.trace: list[tuple[CleanSeries, DetectionResult, Plan, dict[str, int]]] | None = None
 
     def spent(self, start: int, stop: int) -> int:
         return sum(len(x) for x in self.extras[start:stop])
@@ -301,6 +305,8 @@ class AdaptiveRun:
             points = replace(points, positions=tuple(start + p for p in points.positions))  # the branch's, for the block edges
             r = detect(points, s.metric, s.backend, self.settings, self.memo)
             p = plan(r.suspects, self.rounds, self.spent(start, stop), baseline, ADAPTIVE_REPS, self.policy)
+            if self.trace is not None:
+                self.trace.append((points, r, p, dict(self.rounds)))
             if not p.requests:
                 break
             rounds = {q.commit: q.round for q in p.requests}
@@ -349,15 +355,15 @@ def step_delay(s: Series, k: int, real_noise: list[np.ndarray] | None, policy: P
 
 
 def adaptive_run(s: Series, real_noise: list[np.ndarray] | None, policy: Policy = Policy(),
-                 settings: Settings = Settings()) -> tuple[list[int], list[int | None], int, int, int]:
+                 settings: Settings = Settings(), delays: bool = True) -> tuple[list[int], list[int | None], int, int, int]:
     """(changes, delays, extra repetitions, baseline repetitions, false suspects) of the adaptive
     loop on ``s``. A false suspect was given rounds more than SUSPECT_SLACK commits from every
     labelled step: its commits read "pending" on the forge while its rounds ran, for nothing."""
     run = AdaptiveRun(s, real_noise, policy, settings)
     changes = run.walk()
-    delays = [step_delay(s, k, real_noise, policy, settings) for k in s.steps]
+    late = [step_delay(s, k, real_noise, policy, settings) if delays else None for k in s.steps]
     false = sum(all(abs(i - k) > SUSPECT_SLACK for k in s.steps) for i in run.suspected)
-    return changes, delays, run.spent(0, len(s.points)), sum(len(p) for p in s.points), false
+    return changes, late, run.spent(0, len(s.points)), sum(len(p) for p in s.points), false
 
 
 # ----------------------------------------------------------------------------- peers
@@ -497,11 +503,9 @@ def adaptive_figures(corpus: list[Series], changes: list[list[int]], delays: lis
             "suspects/1k": 1000 * false_suspects / sum(len(s.points) for s in corpus)}
 
 
-def adaptive_seed(seed: int, per_family: int, lengths: tuple[int, int],
-                  real_noise: list[np.ndarray], policy: Policy = Policy(),
-                  settings: Settings = Settings(), job_drift: float = 0.0) -> tuple[str, dict[str, dict[str, dict[str, float]]]]:
-    """One seed of the adaptive comparison: (its progress line, figures per table and detector)."""
-    started = time.monotonic()
+def adaptive_corpus(seed: int, per_family: int, lengths: tuple[int, int], real_noise: list[np.ndarray],
+                    job_drift: float = 0.0) -> list[Series]:
+    """The noisy series of one seed of the adaptive comparison, ADAPTIVE_REPS repetitions per commit."""
     corpus = [s for s in build_corpus(seed, per_family, lengths, [], real_noise, ADAPTIVE_REPS) if s.noisy]
     if job_drift:  # drawn after the corpus, from their own seeds: the series are otherwise the same
         for idx, s in enumerate(corpus):
@@ -509,8 +513,19 @@ def adaptive_seed(seed: int, per_family: int, lengths: tuple[int, int],
             rng = np.random.default_rng([seed, idx, 7])
             factors = [s.host_factor(rng) for _ in s.points]  # one per commit's own job
             s.points = [[v * f for v in p] for p, f in zip(s.points, factors)]
-    plain = local_run(perfci_changes, corpus)
-    adaptive = [adaptive_run(s, real_noise, policy, settings) for s in corpus]
+    return corpus
+
+
+def adaptive_seed(seed: int, per_family: int, lengths: tuple[int, int],
+                  real_noise: list[np.ndarray], policy: Policy = Policy(),
+                  settings: Settings = Settings(), job_drift: float = 0.0,
+                  delays: bool = True) -> tuple[str, dict[str, dict[str, dict[str, float]]]]:
+    """One seed of the adaptive comparison: (its progress line, figures per table and detector)."""
+    started = time.monotonic()
+    corpus = adaptive_corpus(seed, per_family, lengths, real_noise, job_drift)
+    plain = local_run(perfci_changes, corpus) if delays else ([perfci_changes(s) for s in corpus],
+                                                               [[None] * len(s.steps) for s in corpus])
+    adaptive = [adaptive_run(s, real_noise, policy, settings, delays) for s in corpus]
     out: dict[str, dict[str, dict[str, float]]] = {}
     for table, keep in ADAPTIVE_TABLES.items():
         idx = [i for i, s in enumerate(corpus) if keep(s)]
@@ -530,14 +545,15 @@ def adaptive_seed(seed: int, per_family: int, lengths: tuple[int, int],
 
 
 def adaptive_main(seeds: list[int], per_family: int, lengths: tuple[int, int], real_noise: list[np.ndarray],
-                  workers: int, policy: Policy = Policy(), settings: Settings = Settings(), job_drift: float = 0.0) -> int:
+                  workers: int, policy: Policy = Policy(), settings: Settings = Settings(), job_drift: float = 0.0,
+                  delays: bool = True) -> int:
     """Adaptive re-measurement against detection alone, both at ADAPTIVE_REPS repetitions per commit;
     seeds run in ``workers`` processes (each seed is independent and deterministic)."""
     rows: dict[str, dict[str, list[dict[str, float]]]] = {t: {} for t in ADAPTIVE_TABLES}
     started = time.monotonic()
     with ProcessPoolExecutor(max_workers=workers) as pool:
         for line, per_table in pool.map(partial(adaptive_seed, per_family=per_family, lengths=lengths, real_noise=real_noise, policy=policy,
-                                          settings=settings, job_drift=job_drift), seeds):
+                                          settings=settings, job_drift=job_drift, delays=delays), seeds):
             print(line, flush=True)
             for table, per in per_table.items():
                 for name, fig in per.items():
@@ -595,6 +611,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="looks a confirmation by rounds spends its alpha over (Settings.confirm_looks)")
     ap.add_argument("--paired-share", type=float, default=Settings().paired_share,
                     help="--adaptive: the share of a confirmation's alpha the interleaved pairs' test gets (detection's default)")
+    ap.add_argument("--suspect-commits", type=int, default=Settings().suspect_commits,
+                    help="--adaptive: commits re-measured per suspect (detection's default)")
+    ap.add_argument("--no-delay", action="store_true",
+                    help="--adaptive: skip the delays (the walk alone, for tuning runs; the delay columns read '-')")
     ap.add_argument("--paired", action="store_true",
                     help="--adaptive: every round measures the suspect's k - 1 and k as one interleaved session "
                          "(the server's PERFCI_CONFIRM_PAIRED=true)")
@@ -613,7 +633,9 @@ def main(argv: list[str] | None = None) -> int:
         return adaptive_main(seeds, per_family, lengths, real_noise, max(1, args.workers),
                              Policy(max_rounds=args.max_rounds, paired=args.paired),
                              Settings(suspect_penalty=args.suspect_penalty, best_tail=args.best_tail,
-                                      paired_share=args.paired_share, confirm_looks=args.confirm_looks), args.job_drift)
+                                      paired_share=args.paired_share, confirm_looks=args.confirm_looks,
+                                      suspect_commits=args.suspect_commits),
+                             args.job_drift, not args.no_delay)
 
     peers: dict[str, Path] = {}
     notes: list[str] = []

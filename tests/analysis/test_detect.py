@@ -170,3 +170,29 @@ def test_the_search_over_commits_never_selects_on_the_rounds_repetitions():
     assert all(c.by_rounds for c in r.changes), r.changes
     # the default search selects on every repetition: the rounds' drift alone makes it raise a change
     assert any(not c.by_rounds for c in detect(s, "cpp", "tsc").changes)
+
+
+def test_rounds_tests_are_one_value_per_job_and_share_the_alpha():
+    """The rounds' tests (what a confirmation by rounds decides on, and what the benchmark's diagnosis prints):
+    one value per job on each side, the jobs' medians then their best runs, each at half the alpha; nothing
+    when the boundary leaves one side without jobs."""
+    from perfci_core.analysis import Point, Verdict, clean
+    from perfci_core.analysis.detect import rounds_tests
+
+    rng = np.random.default_rng(3)
+    points = []
+    for i in range(10):
+        level = 100.0 * (1.03 if i >= 5 else 1.0)
+        jobs = [level * (1 + 0.01 * rng.standard_normal()) * (1 + 0.005 * rng.standard_normal(3)) for _ in range(12)]
+        points.append(Point.of(f"c{i}", [v for j in jobs for v in j], [3] * 12))
+    s = clean(points)
+    cpp = metrics.get("cpp")
+    medians, bests = rounds_tests(s, 5, range(2, 9), cpp, 0.005, Settings(), 1e-4)
+    assert (medians.n_before, medians.n_after) == (36, 48) == (bests.n_before, bests.n_after)
+    assert medians.verdict is Verdict.DIFFERENT and medians.rel_change > 0.02
+    # half the alpha each: at 1.5 p the medians' test runs at 0.75 p and fails; alone it would pass
+    shared, _ = rounds_tests(s, 5, range(2, 9), cpp, 0.005, Settings(), 1.5 * medians.p_value)
+    assert shared.verdict is not Verdict.DIFFERENT
+    [alone] = rounds_tests(s, 5, range(2, 9), cpp, 0.005, Settings(best_runs=False), 1.5 * medians.p_value)
+    assert alone.verdict is Verdict.DIFFERENT
+    assert rounds_tests(s, 2, range(2, 9), cpp, 0.005, Settings(), 1e-4) == []

@@ -453,18 +453,25 @@ def _rounds_test(s: CleanSeries, cp: ChangePoint, around: range, m: catalogue.Me
 
     Without extra rounds each commit is one job, and the few commits around a suspect cannot
     reach the alpha (at most 3 against 4 commits: p >= 0.057): only rounds can confirm this way."""
-    if cp.index <= around.start or cp.index >= around.stop:
-        return None
-    per_job = [(s.run_medians(around.start, cp.index), s.run_medians(cp.index, around.stop))]
-    if settings.best_runs and m is not None:  # the best of each job too; the two tests share the alpha (Bonferroni)
-        low = m.direction is catalogue.Direction.LOWER_IS_BETTER
-        per_job.append((s.run_best(around.start, cp.index, low), s.run_best(cp.index, around.stop, low)))
-    alpha /= len(per_job)
-    for before, after in per_job:
-        test = compare(before, after, m, alpha=alpha, min_effect=min_effect)
+    for test in rounds_tests(s, cp.index, around, m, min_effect, settings, alpha):
         if test.verdict is Verdict.DIFFERENT and np.sign(test.rel_change) == np.sign(cp.test.rel_change):
             return test
     return None
+
+
+def rounds_tests(s: CleanSeries, k: int, around: range, m: catalogue.Metric | None, min_effect: float,
+                 settings: Settings, alpha: float) -> list[Comparison]:
+    """The rounds' tests of a boundary at ``k`` (:func:`_rounds_test`), every one, passed or not: the jobs'
+    medians, then (``best_runs``) the jobs' best runs, each at its share of ``alpha``. Empty when ``k`` leaves
+    no job on one side. Public so that the benchmark's diagnosis can show how close a missed step came."""
+    if k <= around.start or k >= around.stop:
+        return []
+    per_job = [(s.run_medians(around.start, k), s.run_medians(k, around.stop))]
+    if settings.best_runs and m is not None:  # the best of each job too; the two tests share the alpha (Bonferroni)
+        low = m.direction is catalogue.Direction.LOWER_IS_BETTER
+        per_job.append((s.run_best(around.start, k, low), s.run_best(k, around.stop, low)))
+    alpha /= len(per_job)
+    return [compare(before, after, m, alpha=alpha, min_effect=min_effect) for before, after in per_job]
 
 
 def _suspects(s: CleanSeries, changes: list[Change], cps: list[ChangePoint],
