@@ -1,4 +1,4 @@
-"""Calibrate the simulated memory hazards against the PMU's (issues 16 and 33).
+"""Calibrate the simulated memory hazards against the PMU's.
 
 On a machine with a PMU, the same two commits — a baseline and regression (a), the store-forward
 block of ``dataplane/regressions/`` — are measured with ``perfci measure --backend sim --json``

@@ -477,7 +477,7 @@ def print_table(title: str, rows: dict[str, list[dict[str, float]]], secs: dict[
 
 ADAPTIVE_COLUMNS = (("recall±1 2-3%", ".3f"), ("recall±1 >=3%", ".3f"), ("FA/1k±1", ".2f"), ("delay", ".1f"),
                     ("delay >=2%", ".1f"), ("budget", ".3f"), ("suspects/1k", ".2f"))
-TARGET_SIZE = 0.02  # the smallest step the recall targets cover
+TARGET_SIZE = 0.02  # the smallest step the recall targets cover
 ADAPTIVE_TABLES = {"synthetic noisy (normal, heavy, bimodal, outliers, drift)": lambda s: s.family != "real",
                    "real noise (recorded tsc runs, resampled)": lambda s: s.family == "real"}
 

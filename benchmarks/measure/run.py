@@ -1,4 +1,4 @@
-"""Speed of `perfci measure` (issues 3 and 16):
+"""Speed of `perfci measure`:
 
 1. wall time of one full ``sim`` measurement of a commit with a warm build cache (target <= 60 s):
    today's method, ``measure(backend="sim")`` — per repetition one memhazard pass (instructions +
@@ -6,7 +6,7 @@
    reproduced here: per repetition a ``callgrind --toggle-collect=fwd_burst`` pass, then a
    cachegrind pass, one after the other on the forwarding core; same repetitions, same packets.
    The two alternate over ``--repeat`` runs (new, old, new, old, ...) so drift hits both alike;
-   min/median/max of each and the ratio of the medians new/old (issue 16's target: <= 1). Both
+   min/median/max of each and the ratio of the medians new/old (the target: <= 1). Both
    must count the same instructions of the window: checked and printed.
 2. overhead of counting on the forwarding loop: tsc cycles/packet of the dataplane alone vs under
    ``perf stat -C CORE -D -1 --control ...`` with software events (target <= 1 %).
