@@ -2,7 +2,7 @@
 detect_changes), CSIT jumpavg and Apache Otava on labelled corpora, over many generator seeds.
 
     .venv/bin/python benchmarks/detection/run.py [--seeds 10] [--seed 20240601] [--quick]
-        [--extra FILE.json ...] [--no-peers]
+        [--extra FILE.json ...] [--no-peers] [--reps N] [--block N [--block M ...]]
         [--adaptive [--max-rounds N] [--suspect-penalty F] [--best-tail N] [--paired [--paired-share F]] [--job-drift F]]
 
 Each seed draws its own corpus; every figure is printed as the mean over the seeds with its range
@@ -20,7 +20,12 @@ Deterministic family: ``sim`` (exact counts). ``--extra`` adds labelled series m
 real dataplane (data/dataplane-sim-ipp.json; the format is in dataplane_corpus.py); they join
 the table of their backend (sim: deterministic) in every seed.
 
-Scoring, per detector and table: a detection is correct when it is at a labelled step's first
+``--reps N`` gives every commit of the noisy families N repetitions (one repetition per commit:
+``--reps 1``); ``--block`` sets the incremental search's block (``Settings.block``; 0: the search
+before it), and repeated runs perfci once per value on the same corpora and compares them seed by
+seed (scoring.py: ``print_paired``).
+
+Scoring (scoring.py), per detector and table: a detection is correct when it is at a labelled step's first
 commit (``exact``) or within one commit (``±1``); each step is matched at most once; every
 unmatched detection is a false alert (FA/1k: per 1000 commits of the table). Delay: commits after
 the step that had to be measured before the detector reported it (within ±1), checked at growing
