@@ -612,6 +612,13 @@ def main(argv: list[str] | None = None) -> int:
                 a[1] += total
         print(f"seed {seed}: {len(corpus)} series, {sum(len(s.points) for s in corpus)} commits, "
               f"{sum(len(s.steps) for s in corpus)} steps ({time.monotonic() - started:.0f} s)", flush=True)
+        base = next(iter(variants))
+        for other in list(variants)[1:]:  # the series whose verdicts the variants' figures differ by
+            for s, a, b in zip(corpus, runs[base][0], runs[other][0]):
+                if a != b:
+                    print(f"  {s.name} ({len(s.points)} commits, steps "
+                          + ", ".join(f"{k}: {100 * r:+.1f} %" for k, r in s.sizes.items())
+                          + f"): {base} {a}, {other} {b}", flush=True)
 
     corpus = build_corpus(seeds[0], per_family, lengths, extra, real_noise, args.reps)
     for table, keep in tables.items():
