@@ -2,7 +2,7 @@
 detect_changes), CSIT jumpavg and Apache Otava on labelled corpora, over many generator seeds.
 
     .venv/bin/python benchmarks/detection/run.py [--seeds 10] [--seed 20240601] [--quick]
-        [--extra FILE.json ...] [--no-peers]
+        [--extra FILE.json ...] [--no-peers] [--reps N] [--block N [--block M ...]]
         [--adaptive [--max-rounds N] [--suspect-penalty F] [--best-tail N] [--suspect-commits N]
                     [--paired [--paired-share F]] [--job-drift F] [--no-delay]]
 
@@ -21,7 +21,12 @@ Deterministic family: ``sim`` (exact counts). ``--extra`` adds labelled series m
 real dataplane (data/dataplane-sim-ipp.json; the format is in dataplane_corpus.py); they join
 the table of their backend (sim: deterministic) in every seed.
 
-Scoring, per detector and table: a detection is correct when it is at a labelled step's first
+``--reps N`` gives every commit of the noisy families N repetitions (one repetition per commit:
+``--reps 1``); ``--block`` sets the incremental search's block (``Settings.block``; 0: the search
+before it), and repeated runs perfci once per value on the same corpora and compares them seed by
+seed (scoring.py: ``print_paired``).
+
+Scoring (scoring.py), per detector and table: a detection is correct when it is at a labelled step's first
 commit (``exact``) or within one commit (``±1``); each step is matched at most once; every
 unmatched detection is a false alert (FA/1k: per 1000 commits of the table). Delay: commits after
 the step that had to be measured before the detector reported it (within ±1), checked at growing
@@ -84,6 +89,7 @@ from perfci_core.analysis.changepoints import SearchMemo  # noqa: E402
 from perfci_core.analysis.detect import DetectionResult, Settings, window_start  # noqa: E402
 from perfci_core.analysis.series import CleanSeries, clean  # noqa: E402
 from perfherder import detect_changes as perfherder_detect  # noqa: E402
+from scoring import SIZE_BINS, cell, figures, print_paired, print_table, recall_by_size, size_recall  # noqa: E402
 
 DELAY_CHECKS = [2, 3, 5, 8, 13, 21, 34]
 DELAY_CONTEXT = 200  # commits before the step given to a detector when measuring delay
@@ -91,7 +97,6 @@ PEERS = {"jumpavg": "jumpavg", "otava": "apache-otava"}
 NOISY_FAMILIES = ["normal", "heavy", "bimodal", "outliers", "drift", "real"]
 DETERMINISTIC_FAMILIES = ["sim"]
 REAL_NOISE = HERE / "data" / "tsc-noise-quiet.json"  # the loaded host's recording: --real-noise data/tsc-noise.json
-SIZE_BINS = [(0.0, 0.01), (0.01, 0.02), (0.02, 0.03), (0.03, 0.05), (0.05, 1.0)]
 
 
 @dataclass
@@ -191,7 +196,7 @@ def synth_series(rng: np.random.Generator, idx: int, family: str, n: int,
         # slow drift: up to +/-2 % per 1000 commits, plus a small random walk
         level = level * (1 + rng.uniform(-0.02, 0.02) * np.arange(n) / 1000
                          + np.cumsum(rng.normal(0, cv / 100, n)))
-    if fixed_reps is not None:  # the adaptive benchmark: every commit starts with the same repetitions
+    if fixed_reps is not None:  # --adaptive and --reps: every commit starts with the same repetitions
         reps = np.full(n, fixed_reps)
     pts = [draw(rng, family, cv, float(lv), int(r), real_noise) for lv, r in zip(level, reps)]
     return Series(f"s{idx:03d}-{family}", metric, "tsc" if metric in ("cpp", "pps") else "pmu",
@@ -238,8 +243,8 @@ def build_corpus(seed: int, per_family: int, lengths: tuple[int, int], extra: li
 
 # ----------------------------------------------------------------------------- detectors
 
-def perfci_changes(s: Series) -> list[int]:
-    r = detect(list(zip(s.commits, s.points)), s.metric, s.backend)
+def perfci_changes(s: Series, settings: Settings = Settings()) -> list[int]:
+    r = detect(list(zip(s.commits, s.points)), s.metric, s.backend, settings)
     return sorted(c.index for c in r.changes)  # input positions (dropped points counted)
 
 
@@ -403,78 +408,6 @@ def peer_run(tool: str, py: Path, corpus: list[Series]) -> tuple[list[list[int]]
     return ans["changes"], [[next(flat) for _ in s.steps] for s in corpus]
 
 
-# ----------------------------------------------------------------------------- scoring
-
-def match(steps: list[int], found: list[int], tol: int) -> tuple[set[int], int]:
-    """(the steps matched, the number of false alerts)."""
-    unmatched, fp = list(steps), 0
-    for k in found:
-        hit = next((t for t in unmatched if abs(t - k) <= tol), None)
-        if hit is None:
-            fp += 1
-        else:
-            unmatched.remove(hit)
-    return set(steps) - set(unmatched), fp
-
-
-def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
-    p = tp / (tp + fp) if tp + fp else 1.0
-    r = tp / (tp + fn) if tp + fn else 1.0
-    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
-
-
-def figures(corpus: list[Series], changes: list[list[int]], delays: list[list[int | None]]) -> dict[str, float]:
-    """One seed's figures of one detector on one table's series."""
-    commits = sum(len(s.points) for s in corpus)
-    out: dict[str, float] = {}
-    for tol, tag in ((0, ""), (1, "±1")):
-        tp = fp = fn = 0
-        for s, found in zip(corpus, changes):
-            hit, false = match(s.steps, found, tol)
-            tp, fp, fn = tp + len(hit), fp + false, fn + len(s.steps) - len(hit)
-        p, r, f1 = prf(tp, fp, fn)
-        out |= {f"prec{tag}": p, f"recall{tag}": r, f"F1{tag}": f1, f"FA/1k{tag}": 1000 * fp / commits}
-    found = [d for ds in delays for d in ds if d is not None]
-    out["delay"] = float(np.median(found)) if found else math.nan
-    return out
-
-
-def recall_by_size(corpus: list[Series], changes: list[list[int]]) -> list[tuple[int, int]]:
-    """(steps found within ±1, steps) per SIZE_BINS."""
-    counts = [[0, 0] for _ in SIZE_BINS]
-    for s, found in zip(corpus, changes):
-        hit, _ = match(s.steps, found, 1)
-        for k in s.steps:
-            b = next(i for i, (lo, hi) in enumerate(SIZE_BINS) if lo <= abs(s.sizes.get(k, 0.05)) < hi)
-            counts[b][0] += k in hit
-            counts[b][1] += 1
-    return [tuple(c) for c in counts]
-
-
-def cell(values: list[float], fmt: str) -> str:
-    v = [x for x in values if not math.isnan(x)]
-    if not v:
-        return "-"
-    if len(v) == 1:
-        return format(v[0], fmt)
-    return f"{format(float(np.mean(v)), fmt)} ({format(min(v), fmt)}-{format(max(v), fmt)})"
-
-
-COLUMNS = (("F1", ".3f"), ("prec", ".3f"), ("recall", ".3f"), ("FA/1k", ".2f"),
-           ("F1±1", ".3f"), ("recall±1", ".3f"), ("FA/1k±1", ".2f"), ("delay", ".1f"))
-
-
-def print_table(title: str, rows: dict[str, list[dict[str, float]]], secs: dict[str, float]) -> None:
-    print(f"\n{title}")
-    cells = {name: [cell([f[c] for f in per_seed], fmt) for c, fmt in COLUMNS] for name, per_seed in rows.items()}
-    widths = [max(len(c), *(len(v[i]) for v in cells.values())) for i, (c, _) in enumerate(COLUMNS)]
-    head = f"{'detector':<12} " + " ".join(f"{c:>{w}}" for (c, _), w in zip(COLUMNS, widths)) + f" {'sec':>6}"
-    print(head)
-    print("-" * len(head))
-    for name, row in cells.items():
-        print(f"{name:<12} " + " ".join(f"{v:>{w}}" for v, w in zip(row, widths)) + f" {secs[name]:6.0f}")
-
-
 ADAPTIVE_COLUMNS = (("recall±1 2-3%", ".3f"), ("recall±1 >=3%", ".3f"), ("FA/1k±1", ".2f"), ("delay", ".1f"),
                     ("delay >=2%", ".1f"), ("budget", ".3f"), ("suspects/1k", ".2f"))
 TARGET_SIZE = 0.02  # the smallest step the recall targets cover
@@ -485,8 +418,6 @@ ADAPTIVE_TABLES = {"synthetic noisy (normal, heavy, bimodal, outliers, drift)": 
 def adaptive_figures(corpus: list[Series], changes: list[list[int]], delays: list[list[int | None]],
                      spent: int, baseline: int, false_suspects: int = 0) -> dict[str, float]:
     fig = figures(corpus, changes, delays)
-    counts = recall_by_size(corpus, changes)
-    two, big = counts[2], [sum(c[i] for c in counts[3:]) for i in (0, 1)]
     reported = [d for ds in delays for d in ds if d is not None]
     # The delay over every reported step rises as more sub-2 % steps are found (late, near the
     # noise floor) and falls when they are missed; over the steps the recall targets cover, it
@@ -495,10 +426,8 @@ def adaptive_figures(corpus: list[Series], changes: list[list[int]], delays: lis
              if d is not None and abs(s.sizes.get(k, 0.05)) >= TARGET_SIZE]
     return {"delay >=2%": float(np.median(sized)) if sized else math.nan,
             "reported >=2%": len(sized), "within 3 >=2%": sum(d <= 3 for d in sized),
-            "recall±1 2-3%": two[0] / two[1] if two[1] else math.nan,
-            "recall±1 >=3%": big[0] / big[1] if big[1] else math.nan,
+            **size_recall(recall_by_size(corpus, changes)),
             "reported": len(reported), "within 3": sum(d <= 3 for d in reported),
-            "found 2-3%": two[0], "steps 2-3%": two[1], "found >=3%": big[0], "steps >=3%": big[1],
             "FA/1k±1": fig["FA/1k±1"], "delay": fig["delay"], "budget": spent / baseline if baseline else 0.0,
             "suspects/1k": 1000 * false_suspects / sum(len(s.points) for s in corpus)}
 
@@ -620,7 +549,22 @@ def main(argv: list[str] | None = None) -> int:
                          "(the server's PERFCI_CONFIRM_PAIRED=true)")
     ap.add_argument("--adaptive", action="store_true",
                     help=f"perfci with and without adaptive re-measurement, {ADAPTIVE_REPS} repetitions per commit")
+    ap.add_argument("--reps", type=int,
+                    help="every commit of the synthetic noisy families gets this many repetitions instead of the "
+                         "drawn mix (1, 3, 5 or 1-7 per series); the series are otherwise drawn alike, not the same "
+                         "draws; --extra series keep theirs (not with --adaptive: it measures 3)")
+    ap.add_argument("--block", type=int, action="append",
+                    help=f"Settings.block, the incremental search's block (default {Settings().block}; 0: the search "
+                         "before it, the frame learned on every point). Repeat it to run perfci once per value on the "
+                         "same corpora, each against the first seed by seed (one value with --adaptive)")
     args = ap.parse_args(argv)
+    blocks = args.block or [Settings().block]
+    if any(b < 0 for b in blocks):
+        ap.error("--block must be 0 or more")
+    if args.reps is not None and (args.reps < 1 or args.adaptive):
+        ap.error("--reps must be at least 1, and does not apply to --adaptive")
+    if args.adaptive and len(blocks) > 1:
+        ap.error("--adaptive takes one --block")
     # --adaptive scores 2-3 % steps, of which a seed holds 2-6: 30 seeds make a miss 0.6 %, not 2 %
     n_seeds = args.seeds or (3 if args.quick else 30 if args.adaptive else 10)
     if n_seeds < 1:
@@ -634,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
                              Policy(max_rounds=args.max_rounds, paired=args.paired),
                              Settings(suspect_penalty=args.suspect_penalty, best_tail=args.best_tail,
                                       paired_share=args.paired_share, confirm_looks=args.confirm_looks,
-                                      suspect_commits=args.suspect_commits),
+                                      suspect_commits=args.suspect_commits, block=blocks[0]),
                              args.job_drift, not args.no_delay)
 
     peers: dict[str, Path] = {}
@@ -655,10 +599,12 @@ def main(argv: list[str] | None = None) -> int:
     by_size: dict[str, list[list[int]]] = {}
     secs: dict[str, float] = {}
     started = time.monotonic()
+    variants = {("perfci" if len(blocks) == 1 else f"perfci block {b}"): partial(perfci_changes, settings=Settings(block=b))
+                for b in blocks}
     for seed in seeds:
-        corpus = build_corpus(seed, per_family, lengths, extra, real_noise)
+        corpus = build_corpus(seed, per_family, lengths, extra, real_noise, args.reps)
         runs: dict[str, tuple[list[list[int]], list[list[int | None]]]] = {}
-        for name, fn in (("perfci", perfci_changes), ("Perfherder", perfherder_changes)):
+        for name, fn in (*variants.items(), ("Perfherder", perfherder_changes)):
             t0 = time.monotonic()
             runs[name] = local_run(fn, corpus)
             secs[name] = secs.get(name, 0.0) + time.monotonic() - t0
@@ -671,24 +617,31 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             secs[labels[tool]] = secs.get(labels[tool], 0.0) + time.monotonic() - t0
         for name, (changes, delays) in runs.items():
+            noisy = [i for i, s in enumerate(corpus) if s.noisy and s.sizes]
+            counts = recall_by_size([corpus[i] for i in noisy], [changes[i] for i in noisy])
             for table, keep in tables.items():
                 idx = [i for i, s in enumerate(corpus) if keep(s)]
                 fig = figures([corpus[i] for i in idx], [changes[i] for i in idx], [delays[i] for i in idx])
-                rows[table].setdefault(name, []).append(fig)
+                rows[table].setdefault(name, []).append(fig | (size_recall(counts) if table == "noisy" else {}))
             for fam in sorted({s.family for s in corpus}):
                 idx = [i for i, s in enumerate(corpus) if s.family == fam]
                 f1 = figures([corpus[i] for i in idx], [changes[i] for i in idx], [delays[i] for i in idx])["F1"]
                 by_family.setdefault(name, {}).setdefault(fam, []).append(f1)
-            noisy = [i for i, s in enumerate(corpus) if s.noisy and s.sizes]
-            counts = recall_by_size([corpus[i] for i in noisy], [changes[i] for i in noisy])
             acc = by_size.setdefault(name, [[0, 0] for _ in SIZE_BINS])
             for a, (hit, total) in zip(acc, counts):
                 a[0] += hit
                 a[1] += total
         print(f"seed {seed}: {len(corpus)} series, {sum(len(s.points) for s in corpus)} commits, "
               f"{sum(len(s.steps) for s in corpus)} steps ({time.monotonic() - started:.0f} s)", flush=True)
+        base = next(iter(variants))
+        for other in list(variants)[1:]:  # the series whose verdicts the variants' figures differ by
+            for s, a, b in zip(corpus, runs[base][0], runs[other][0]):
+                if a != b:
+                    print(f"  {s.name} ({len(s.points)} commits, steps "
+                          + ", ".join(f"{k}: {100 * r:+.1f} %" for k, r in s.sizes.items())
+                          + f"): {base} {a}, {other} {b}", flush=True)
 
-    corpus = build_corpus(seeds[0], per_family, lengths, extra, real_noise)
+    corpus = build_corpus(seeds[0], per_family, lengths, extra, real_noise, args.reps)
     for table, keep in tables.items():
         part = [s for s in corpus if keep(s)]
         fams = ", ".join(sorted({s.family for s in part}))
@@ -698,18 +651,21 @@ def main(argv: list[str] | None = None) -> int:
     print("F1, prec, recall, FA/1k: detection at the labelled first commit; ±1: within one commit. FA/1k: false "
           "alerts per 1000 commits. delay: median commits measured after the step before it was reported "
           f"(checked at {DELAY_CHECKS}), over the steps found. sec: all seeds, both tables.")
+    for other in list(variants)[1:]:
+        print_paired(f"NOISY families{f', {args.reps} repetition(s) per commit' if args.reps else ''}",
+                     next(iter(variants)), other, rows["noisy"])
 
     fams = NOISY_FAMILIES + DETERMINISTIC_FAMILIES + (["extra"] if extra else [])
     print(f"\nF1 (exact) by family, mean over {len(seeds)} seeds:")
-    print(f"{'detector':<12} " + " ".join(f"{f:>9}" for f in fams))
+    print(f"{'detector':<16} " + " ".join(f"{f:>9}" for f in fams))
     for name, per in by_family.items():
-        print(f"{name:<12} " + " ".join(f"{np.mean(per[f]):9.3f}" if f in per else f"{'-':>9}" for f in fams))
+        print(f"{name:<16} " + " ".join(f"{np.mean(per[f]):9.3f}" if f in per else f"{'-':>9}" for f in fams))
 
     bins = [f"{100 * lo:.0f}-{100 * hi:.0f} %" if hi < 1 else f">={100 * lo:.0f} %" for lo, hi in SIZE_BINS]
     print(f"\nrecall within ±1 by step size, noisy families, all {len(seeds)} seeds pooled (found/steps):")
-    print(f"{'detector':<12} " + " ".join(f"{b:>13}" for b in bins))
+    print(f"{'detector':<16} " + " ".join(f"{b:>13}" for b in bins))
     for name, acc in by_size.items():
-        print(f"{name:<12} " + " ".join(f"{h / t if t else math.nan:6.3f} {h:>3}/{t:<3}" for h, t in acc))
+        print(f"{name:<16} " + " ".join(f"{h / t if t else math.nan:6.3f} {h:>3}/{t:<3}" for h, t in acc))
     for n in notes:
         print(n)
     print(f"took {time.monotonic() - started:.0f} s")
