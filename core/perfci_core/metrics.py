@@ -38,6 +38,12 @@ class Backend(str, Enum):
     TSC = "tsc"
 
 
+# The order an ``auto`` job takes the backends a host can run in: the PMU's counters, else simulated
+# counts, else the dataplane's rdtsc accounting (the agent offers and picks in this order; the server
+# reads it to know what an ``auto`` job will run on a machine).
+AUTO_PREFERENCE: tuple[str, ...] = (Backend.PMU.value, Backend.SIM.value, Backend.TSC.value)
+
+
 class Direction(str, Enum):
     LOWER_IS_BETTER = "lower"
     HIGHER_IS_BETTER = "higher"

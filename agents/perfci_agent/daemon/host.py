@@ -16,6 +16,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from perfci_core.metrics import AUTO_PREFERENCE
 from perfci_core.result import Tuning
 
 from .. import events as ev
@@ -23,8 +24,6 @@ from .. import tuning
 from ..backends import valgrind_version
 from ..cpuinfo import read_cpuid
 from .identity import Machine
-
-PREFERENCE = ("pmu", "sim", "tsc")
 
 
 def probe_backends(machine: Machine, cache_dir: Path, core: int | None = None) -> dict[str, str | None]:
@@ -40,8 +39,8 @@ def probe_backends(machine: Machine, cache_dir: Path, core: int | None = None) -
 
 def usable_backends(wanted: Sequence[str], availability: dict[str, str | None]) -> tuple[list[str], list[str]]:
     """(backends to offer, best first; one line per wanted backend that cannot run here)."""
-    names = PREFERENCE if "auto" in wanted else wanted
-    usable = [b for b in PREFERENCE if b in names and availability.get(b) is None]
+    names = AUTO_PREFERENCE if "auto" in wanted else wanted
+    usable = [b for b in AUTO_PREFERENCE if b in names and availability.get(b) is None]
     problems = [f"backend {b} is configured but cannot run here: {availability[b]}"
                 for b in wanted if b != "auto" and availability.get(b) is not None]
     return usable, problems

@@ -5,10 +5,9 @@ from __future__ import annotations
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from ..models import Agent, Machine
+from perfci_core.metrics import AUTO_PREFERENCE
 
-# The order an agent prefers its backends in for an ``auto`` job (the agent's daemon.host.PREFERENCE).
-AUTO_PREFERENCE = ("pmu", "sim", "tsc")
+from ..models import Agent, Machine
 
 
 def machines_statement(enabled: bool | None = None) -> Select[tuple[Machine]]:
