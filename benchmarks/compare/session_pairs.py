@@ -1,0 +1,66 @@
+"""What one interleaved session of n pairs can decide: a pull request's head against its merge-base,
+or a server bisect's two new commits, each measured as one session on one agent.
+
+    .venv/bin/python benchmarks/compare/session_pairs.py [--trials 400] [--seed 1] [--pairs 5,8,11]
+
+A session measures the two commits A B A B ...; both runs of a pair share the host's moment. Each
+pair here runs on a host slower or faster by ``--host`` (lognormal, relative sd; a loaded host
+between pairs), each run with its own ``--noise``. The verdict is the one the server gives a pull
+request (:func:`perfci_core.analysis.paired.paired_compare`, Wilcoxon signed-rank at alpha 0.01,
+minimum effect ``--min-effect``). Printed per number of pairs: the share of trials called SAME /
+UNKNOWN / DIFFERENT without a change and with a ``--step`` regression. Below 8 pairs the test's
+smallest p (2 / 2^n) is above alpha: such a session can never be DIFFERENT, and a pull request
+measured with a config's 5 repetitions was ``neutral`` on every noisy backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "core")]
+
+from perfci_core.analysis.compare import Verdict  # noqa: E402
+from perfci_core.analysis.paired import paired_compare  # noqa: E402
+
+
+def shares(rng: np.random.Generator, pairs: int, step: float, args: argparse.Namespace) -> Counter[Verdict]:
+    out: Counter[Verdict] = Counter()
+    for _ in range(args.trials):
+        host = np.exp(args.host * rng.standard_normal(pairs))
+        base = 100.0 * host * (1 + args.noise * rng.standard_normal(pairs))
+        head = 100.0 * (1 + step) * host * (1 + args.noise * rng.standard_normal(pairs))
+        out[paired_compare(base, head, "cpp", min_effect=args.min_effect).verdict] += 1
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=400)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--pairs", default="5,8,11", help="comma-separated numbers of pairs per session")
+    ap.add_argument("--host", type=float, default=0.10, help="the host's relative speed sd between pairs")
+    ap.add_argument("--noise", type=float, default=0.005, help="each run's own relative noise sd")
+    ap.add_argument("--step", type=float, default=0.03, help="the head's regression (relative)")
+    ap.add_argument("--min-effect", type=float, default=0.01)
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    print(f"{args.trials} trials a cell; host sd {args.host:.0%} between pairs, run noise {args.noise:.1%}, "
+          f"minimum effect {args.min_effect:.1%}, alpha 0.01")
+    print(f"{'pairs':>5}  {'no change: same / unknown / different':>40}  {f'+{args.step:.0%}: same / unknown / different':>40}")
+    for n in (int(x) for x in args.pairs.split(",")):
+        row = []
+        for step in (0.0, args.step):
+            c = shares(rng, n, step, args)
+            row.append(" / ".join(f"{c[v] / args.trials:.3f}" for v in (Verdict.SAME, Verdict.UNKNOWN, Verdict.DIFFERENT)))
+        print(f"{n:>5}  {row[0]:>40}  {row[1]:>40}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
