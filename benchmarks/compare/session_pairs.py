@@ -1,12 +1,12 @@
 """What one interleaved session of n pairs can decide: a pull request's head against its merge-base,
 or a server bisect's two new commits, each measured as one session on one agent.
 
-    .venv/bin/python benchmarks/compare/session_pairs.py [--trials 400] [--seed 1] [--pairs 5,8,11]
+    .venv/bin/python benchmarks/compare/session_pairs.py [--trials 400] [--seed 1] [--pairs 5,8,11] [--alpha 0.01]
 
 A session measures the two commits A B A B ...; both runs of a pair share the host's moment. Each
 pair here runs on a host slower or faster by ``--host`` (lognormal, relative sd; a loaded host
 between pairs), each run with its own ``--noise``. The verdict is the one the server gives a pull
-request (:func:`perfci_core.analysis.paired.paired_compare`, Wilcoxon signed-rank at alpha 0.01,
+request (:func:`perfci_core.analysis.paired.paired_compare`, Wilcoxon signed-rank at ``--alpha``,
 minimum effect ``--min-effect``). Printed per number of pairs: the share of trials called SAME /
 UNKNOWN / DIFFERENT without a change and with a ``--step`` regression. Below 8 pairs the test's
 smallest p (2 / 2^n) is above alpha: such a session can never be DIFFERENT, and a pull request
@@ -35,7 +35,7 @@ def shares(rng: np.random.Generator, pairs: int, step: float, args: argparse.Nam
         host = np.exp(args.host * rng.standard_normal(pairs))
         base = 100.0 * host * (1 + args.noise * rng.standard_normal(pairs))
         head = 100.0 * (1 + step) * host * (1 + args.noise * rng.standard_normal(pairs))
-        out[paired_compare(base, head, "cpp", min_effect=args.min_effect).verdict] += 1
+        out[paired_compare(base, head, "cpp", alpha=args.alpha, min_effect=args.min_effect).verdict] += 1
     return out
 
 
@@ -48,10 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--noise", type=float, default=0.005, help="each run's own relative noise sd")
     ap.add_argument("--step", type=float, default=0.03, help="the head's regression (relative)")
     ap.add_argument("--min-effect", type=float, default=0.01)
+    ap.add_argument("--alpha", type=float, default=0.01,
+                    help="the test's level (a pull request's first of 3 sessions: 0.0045)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     print(f"{args.trials} trials a cell; host sd {args.host:.0%} between pairs, run noise {args.noise:.1%}, "
-          f"minimum effect {args.min_effect:.1%}, alpha 0.01")
+          f"minimum effect {args.min_effect:.1%}, alpha {args.alpha:g}")
     print(f"{'pairs':>5}  {'no change: same / unknown / different':>40}  {f'+{args.step:.0%}: same / unknown / different':>40}")
     for n in (int(x) for x in args.pairs.split(",")):
         row = []

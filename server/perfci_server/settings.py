@@ -93,6 +93,9 @@ class Settings(BaseSettings):
     # A suspect's k - 1 and k measured interleaved in each round (alerts.confirm; analysis.adaptive.Policy.paired
     # says why it is off by default).
     confirm_paired: bool = False
+    # Pull requests: interleaved sessions a head may take per machine x config while a metric perfci alerts on
+    # stays undecided on a noisy backend (pulls.sessions: alpha is spent over them; 3 sessions of 9 pairs).
+    pull_sessions: int = Field(3, ge=1, le=10)
     # Explanation: measured commits on each side of a range whose medians feed the lean model.
     explanation_window_commits: int = Field(10, ge=1, le=200)
 

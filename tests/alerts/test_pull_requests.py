@@ -23,7 +23,7 @@ from perfci_server.celery_app import registered_tasks
 from perfci_server.db import session_scope
 from perfci_server.models import BenchConfig, Branch, Commit, Job, PullRequest
 from server_conftest import _settings_env
-from server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
+from server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers, result_document
 
 pytestmark = pytest.mark.services
 
@@ -199,8 +199,9 @@ def test_a_pull_request_is_measured_head_against_merge_base_with_one_comment_edi
 
 def test_a_pull_requests_session_on_a_noisy_backend_takes_the_pairs_that_can_reach_alpha(world):
     """5 interleaved pairs cannot reach alpha = 0.01 (the signed-rank test's smallest p is 2 / 2^5): on a noisy
-    backend every verdict of a config's 5 repetitions stayed "undecided". Its session takes 8 pairs; sim keeps one
-    repetition; an ``auto`` config runs on the best backend the machine's agents offer."""
+    backend every verdict of a config's 5 repetitions stayed "undecided". Its session takes the 9 pairs that reach
+    the first of 3 sessions' share of alpha; sim keeps one repetition; an ``auto`` config runs on the best backend
+    the machine's agents offer."""
     create_config(world.client, name="tsc-64B", backend="tsc", repetitions=5)
     create_config(world.client, name="auto-64B", backend="auto", repetitions=5)
     main = world.git.commit(1)
@@ -217,17 +218,60 @@ def test_a_pull_requests_session_on_a_noisy_backend_takes_the_pairs_that_can_rea
         return dict(rows)
 
     world.pull_request("opened", 5, "feature", first)
-    assert session_pairs(first) == {"sim-64B": None, "tsc-64B": 8, "auto-64B": None}  # the agent offers sim only
+    assert session_pairs(first) == {"sim-64B": None, "tsc-64B": 9, "auto-64B": None}  # the agent offers sim only
     enroll(world.client, name="dut-01-pmu", machine=MACHINE, backends=["pmu", "sim", "tsc"])  # auto runs on pmu there
     second = world.git.commit(1, "feature again")[0]
     world.push("feature", first, [second])
     world.pull_request("synchronize", 5, "feature", second)
-    assert session_pairs(second) == {"sim-64B": None, "tsc-64B": 8, "auto-64B": 8}
+    assert session_pairs(second) == {"sim-64B": None, "tsc-64B": 9, "auto-64B": 9}
     claimed = {}  # what the sim agent (no tsc) is given of the new head's sessions: the claim carries the pairs
     while (claim := world.client.post("/api/v1/agent/jobs/claim", headers=world.agent["headers"])).status_code == 200:
         if claim.json()["partner"]:
             claimed[claim.json()["config"]["name"]] = claim.json()["repetitions"]
-    assert claimed == {"sim-64B": 1, "auto-64B": 8}
+    assert claimed == {"sim-64B": 1, "auto-64B": 9}
+
+
+def test_an_undecided_pull_request_gets_another_session_and_is_decided_on_all_its_pairs(world):
+    """A +1 % head in 5 of 9 pairs is undecided at the first session's share of alpha (p = 0.06): the head gets a
+    second session instead of a neutral verdict, and the 18 pairs decide it (p = 0.002 <= 0.0031)."""
+    main = world.git.commit(1)
+    world.push("main", ZERO, main)
+    world.git.git("checkout", "--quiet", "-b", "feature")
+    [head] = world.git.commit(1, "fwd: one more branch per packet")
+    world.push("feature", ZERO, [head])
+    world.measure()
+    tsc = create_config(world.client, name="tsc-64B", backend="tsc", repetitions=5, packets=100_000, warmup=2_000)
+    agent = enroll(world.client, name="dut-01-tsc", machine=MACHINE, backends=["tsc"])
+    world.pull_request("opened", 9, "feature", head)
+    world.measure()  # the sim session: unchanged
+    host = [0.8, 1.2, 0.9, 1.1, 1.0, 0.85, 1.15, 0.95, 1.05]  # the host's speed, pair by pair
+    slower = [1.01, 1.0] * 4 + [1.01]
+
+    def measure_tsc_session() -> None:
+        claim = world.client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).json()
+        assert claim["repetitions"] == 9 and claim["partner"] is not None
+        for side in (claim, {**claim, **claim["partner"]}):
+            cpp = [12.0 * h * (f if side["commit"] == head else 1.0) for h, f in zip(host, slower)]
+            doc = result_document(side["commit"], config={k: tsc[k] for k in ("name", "packets", "warmup")},
+                                  machine_id=agent["fingerprint"], reps=9, values={"cpp": cpp})
+            upload = world.client.put(f"/api/v1/agent/jobs/{side['job_id']}/attempts/{side['attempt']}/result",
+                                      json=doc, headers=agent["headers"])
+            assert upload.status_code == 201, upload.text
+        world.run_tasks()
+
+    measure_tsc_session()
+    status = world.statuses(head)["perfci/pr/dut-01"]
+    # the first evaluation after the session found cpp undecided and queued a second session; the next one says so
+    # while that session waits
+    assert status["state"] == "pending" and status["description"].endswith("1 more session(s) for an undecided metric")
+    measure_tsc_session()
+    status = world.statuses(head)["perfci/pr/dut-01"]
+    assert status["state"] == "failure", status
+    assert status["description"].startswith("regression: cpp +1.00% (tsc-64B, tsc)")
+    with session_scope() as session:
+        sessions = session.scalars(select(Job.id).join(BenchConfig, BenchConfig.id == Job.config_id)
+                                   .where(Job.pull_request_id.is_not(None), BenchConfig.name == "tsc-64B")).all()
+    assert len(sessions) == 4  # two sessions of two jobs
 
 
 def test_a_new_head_drops_the_queued_jobs_of_the_old_one_and_a_close_drops_the_rest(world):

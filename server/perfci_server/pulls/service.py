@@ -8,9 +8,10 @@ minimum effect learned from the base branch's series (the exact rule on ``sim``)
 head commit as a status of its own context (``perfci/pr/<machine>``) and into one comment on the
 pull request, edited in place on every new head:
 
-- ``pending`` as soon as the jobs exist, ``failure`` when a metric the catalogue alerts on got
-  worse, ``success`` when none did and every one was decided, ``neutral`` (with the reason) when
-  there is no answer: a side did not build or run, too few pairs to decide, head = merge-base.
+- ``pending`` as soon as the jobs exist (and while another session measures a metric that stayed
+  undecided: :mod:`.sessions`), ``failure`` when a metric the catalogue alerts on got worse,
+  ``success`` when none did and every one was decided, ``neutral`` (with the reason) when there is
+  no answer: a side did not build or run, undecided after the last session, head = merge-base.
 - A new head drops the old head's queued jobs; a close drops them all. The mirror fetch that finds
   the merge-base runs in a task, never in the webhook's request.
 """
@@ -21,18 +22,11 @@ import logging
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from perfci_core import metrics as catalogue
-from perfci_core.analysis import explain
-from perfci_core.analysis.compare import DEFAULT_ALPHA, Comparison, Kind, Verdict, compare
-from perfci_core.analysis.min_effect import min_effect_of_series
-from perfci_core.analysis.paired import paired_compare, pairs_needed
-from perfci_core.metrics import hazard_sites
 
 from .. import dispatch
 from ..configs import repository as config_sql
@@ -43,18 +37,16 @@ from ..jobs import repository as job_sql
 from ..machines import repository as machine_sql
 from ..models import BenchConfig, CommitState, Forge, JobState, Machine, PullRequest, PullState, Repository, StatusScope
 from ..repos import mirror
-from ..repos import repository as repo_sql
 from ..repos.service import store_commits
-from ..results import repository as result_sql
 from ..settings import Settings
 from . import repository as pull_sql
+from . import sessions
 
 log = logging.getLogger(__name__)
 
 PREPARE_TASK = "perfci.pulls.prepare"
 EVALUATE_TASK = dispatch.PULL_EVALUATE_TASK
 COMMENT_TASK = "perfci.pulls.post_comment"
-SERIES_COMMITS = 50  # base-branch commits the minimum effect is learned from
 ACTIVE = (JobState.QUEUED.value, JobState.LEASED.value, JobState.RUNNING.value)
 
 
@@ -157,9 +149,11 @@ def schedule(session: Session, target: Target, sides: Sides, settings: Settings)
     return f"{len(machines)} machine(s) x {len(configs)} config(s)"
 
 
-def _queue_pair(session: Session, pr: PullRequest, machine_id: int, config_id: int, settings: Settings) -> int:
+def _queue_pair(session: Session, pr: PullRequest, machine_id: int, config_id: int, settings: Settings,
+                again: bool = False) -> int:
+    """One interleaved session of the head and the merge-base: the first (none yet), or ``again`` one more."""
     assert pr.head_commit_id is not None and pr.base_commit_id is not None
-    if pull_sql.has_pair(session, pr.id, pr.head_commit_id, machine_id, config_id):
+    if not again and pull_sql.has_pair(session, pr.id, pr.head_commit_id, machine_id, config_id):
         return 0
     head_round = pull_sql.next_pull_round(session, pr.head_commit_id, machine_id, config_id)
     base_round = pull_sql.next_pull_round(session, pr.base_commit_id, machine_id, config_id)
@@ -167,45 +161,18 @@ def _queue_pair(session: Session, pr: PullRequest, machine_id: int, config_id: i
              (pr.head_commit_id, head_round, f"pull request #{pr.number}: head")]
     added = job_sql.insert_pull_jobs(session, pr.id, machine_id, config_id, sides, settings.max_attempts)
     job_sql.link_partners(session, machine_id, config_id, [((pr.base_commit_id, base_round), (pr.head_commit_id, head_round))],
-                          repetitions=_session_pairs(session, machine_id, config_id))
+                          repetitions=sessions.session_pairs(session, machine_id, config_id, settings.pull_sessions))
     return added
-
-
-def _session_pairs(session: Session, machine_id: int, config_id: int) -> int | None:
-    """The pairs of a pull request's session on a noisy backend: at least those whose signed-rank test can reach
-    alpha (8 at 0.01; a config's 5 cannot: 2 / 2^5 = 0.06, every such verdict stayed "undecided"). None: the
-    config's repetitions (``sim``: one repetition decides)."""
-    config = config_sql.by_id(session, config_id)
-    if config is None:
-        return None
-    backend = machine_sql.auto_backend(session, machine_id) if config.backend == "auto" else config.backend
-    if backend not in (catalogue.Backend.PMU.value, catalogue.Backend.TSC.value):
-        return None
-    return max(config.repetitions, pairs_needed(DEFAULT_ALPHA))
 
 
 # --- evaluate (a task, after each of its jobs ends) --------------------------------------------
 
 
 @dataclass
-class Row:
-    """One metric of one machine x config that moved (or could not be decided)."""
-
-    config: str
-    metric: str
-    backend: str
-    base: float
-    head: float
-    change_pct: float
-    verdict: str  # regression / improvement / undecided
-    why: str = ""
-
-
-@dataclass
 class _Result:
     state: CommitState
     description: str
-    rows: list[Row] | None = None
+    rows: list[sessions.Row] | None = None
     unchanged: int = 0
 
 
@@ -217,7 +184,7 @@ def evaluate(session: Session, pull_request_id: int, settings: Settings) -> str:
     by_machine: dict[int, list[pull_sql.Pair]] = defaultdict(list)
     for pair in pull_sql.pairs_of_head(session, pr.id, pr.head_commit_id):
         by_machine[pair.machine_id].append(pair)
-    results = {machine_id: _decide(session, pr, pairs) for machine_id, pairs in sorted(by_machine.items())}
+    results = {machine_id: _decide(session, pr, pairs, settings) for machine_id, pairs in sorted(by_machine.items())}
     for machine_id, result in results.items():
         forge_service.write_verdicts(session, machine_id, StatusScope.PULL, {pr.head_commit_id: (result.state, result.description)},
                                      settings)
@@ -225,12 +192,15 @@ def evaluate(session: Session, pull_request_id: int, settings: Settings) -> str:
     return ", ".join(f"{m}: {r.state.value}" for m, r in results.items())
 
 
-def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair]) -> _Result:
+def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair], settings: Settings) -> _Result:
     base12 = (pr.base_sha or "")[:12]
     states = [s for p in pairs for s in (p.head_state, p.base_state)]
     if any(s in ACTIVE for s in states):
         done = sum(s == JobState.DONE.value for s in states)
-        return _Result(CommitState.PENDING, f"measuring the head against its merge-base {base12}: {done} of {len(states)} job(s) done")
+        again = len(pairs) - len({p.config_id for p in pairs})
+        more = f", {again} more session(s) for an undecided metric" if again else ""
+        return _Result(CommitState.PENDING,
+                       f"measuring the head against its merge-base {base12}: {done} of {len(states)} job(s) done{more}")
     jobs = [j for p in pairs for j in (p.head_job, p.base_job)]
     runs = pull_sql.ok_runs(session, jobs)
     failed = [(p, side) for p in pairs for side, job in (("head", p.head_job), ("merge-base", p.base_job)) if job not in runs]
@@ -241,13 +211,19 @@ def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair]) -> _R
         what = "did not build" if last is not None and last.status == "build_failed" else "has no result"
         return _Result(CommitState.NEUTRAL, f"no verdict: the {side} {what} ({len(failed)} job(s) without a result)")
     names = _config_names(session, [p.config_id for p in pairs])
-    rows: list[Row] = []
-    unchanged = 0
+    by_config: dict[int, list[sessions.Measured]] = defaultdict(list)  # each config's sessions, oldest first
     for pair in pairs:
-        head, base = runs[pair.head_job], runs[pair.base_job]
-        config_rows, same = _compare_pair(session, pr, pair, base, head, names.get(pair.config_id, str(pair.config_id)))
+        by_config[pair.config_id].append(sessions.Measured(pair, runs[pair.base_job], runs[pair.head_job]))
+    rows: list[sessions.Row] = []
+    unchanged = 0
+    undecided_configs = []
+    for config_id, measured in by_config.items():
+        config_rows, same = sessions.compare_sessions(session, pr, measured, names.get(config_id, str(config_id)),
+                                                      settings.pull_sessions)
         rows += config_rows
         unchanged += same
+        if any(r.verdict == "undecided" and _alerts_on(r.metric) for r in config_rows):
+            undecided_configs.append(config_id)
     rows.sort(key=_lead_first)
     regressions = [r for r in rows if r.verdict == "regression" and _alerts_on(r.metric)]
     undecided = [r for r in rows if r.verdict == "undecided" and _alerts_on(r.metric)]
@@ -257,14 +233,21 @@ def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair]) -> _R
         text = f"regression: {lead.metric} {change_text(lead.change_pct)} ({lead.config}, {lead.backend}){more} vs merge-base {base12}"
         return _Result(CommitState.FAILURE, text, rows, unchanged)
     if undecided:
-        return _Result(CommitState.NEUTRAL, f"undecided: {undecided[0].metric} needs more pairs (vs merge-base {base12})", rows, unchanged)
+        again = [c for c in undecided_configs if len(by_config[c]) < settings.pull_sessions]
+        for config_id in again:  # another session; its jobs keep the verdict pending until they are measured
+            _queue_pair(session, pr, pairs[0].machine_id, config_id, settings, again=True)
+        if again:
+            return _Result(CommitState.PENDING, f"undecided: {undecided[0].metric} after {len(by_config[again[0]])} "
+                                                f"session(s); measuring one more (vs merge-base {base12})", rows, unchanged)
+        return _Result(CommitState.NEUTRAL, f"undecided: {undecided[0].metric} after {settings.pull_sessions} sessions "
+                                            f"(vs merge-base {base12})", rows, unchanged)
     return _Result(CommitState.SUCCESS, f"no regression against merge-base {base12}", rows, unchanged)
 
 
 _ORDER = {name: i for i, name in enumerate(catalogue.CATALOGUE)}
 
 
-def _lead_first(row: Row) -> tuple[bool, bool, float, int]:
+def _lead_first(row: sessions.Row) -> tuple[bool, bool, float, int]:
     """Regressions first, then undecided; the largest move first (a move from zero largest), then
     the catalogue's order (a per-packet count before its per-1000-instructions rate)."""
     size = abs(row.change_pct) if math.isfinite(row.change_pct) else math.inf
@@ -274,74 +257,6 @@ def _lead_first(row: Row) -> tuple[bool, bool, float, int]:
 def _alerts_on(metric: str) -> bool:
     known = catalogue.CATALOGUE.get(metric)
     return known is not None and known.alerts
-
-
-def _compare_pair(session: Session, pr: PullRequest, pair: pull_sql.Pair, base: pull_sql.RunValues, head: pull_sql.RunValues,
-                  config: str) -> tuple[list[Row], int]:
-    """The rows of the metrics that moved (or stayed undecided), and how many stayed the same."""
-    interleaved = head.paired_with == pair.base_job and base.paired_with == pair.head_job
-    rows, same = [], 0
-    moved_backends: set[str] = set()
-    medians: dict[str, tuple[dict[str, float], dict[str, float]]] = defaultdict(lambda: ({}, {}))
-    for (metric, backend) in sorted(base.values.keys() & head.values.keys()):
-        if metric not in catalogue.CATALOGUE:
-            continue
-        a, b = _finite_pairs(base.values[(metric, backend)], head.values[(metric, backend)], interleaved)
-        if not a.size or not b.size:
-            continue
-        medians[backend][0][metric], medians[backend][1][metric] = float(np.median(a)), float(np.median(b))
-        result = _test(session, pr, pair, metric, backend, a, b, interleaved)
-        if result.verdict is Verdict.DIFFERENT:
-            verdict = "regression" if result.kind is Kind.REGRESSION else "improvement"
-        elif result.verdict is Verdict.UNKNOWN and backend != catalogue.Backend.SIM.value:
-            verdict = "undecided"
-        else:
-            same += 1
-            continue
-        moved_backends.add(backend)
-        rows.append(Row(config, metric, backend, result.before_median, result.after_median, result.rel_change * 100.0, verdict))
-    for backend in moved_backends:  # one explanation per config x backend, on its lead row
-        before, after = medians[backend]
-        sites: dict[str, Any] = {}
-        if backend == catalogue.Backend.SIM.value:
-            sites = {"sites_before": hazard_sites(pull_sql.first_sample_raw(session, base.run_id)),
-                     "sites_after": hazard_sites(pull_sql.first_sample_raw(session, head.run_id))}
-        lead = next(r for r in rows if r.backend == backend)
-        lead.why = explain(before, after, **sites).sentence
-    return rows, same
-
-
-def _finite_pairs(base: list[float | None], head: list[float | None], interleaved: bool) -> tuple[np.ndarray, np.ndarray]:
-    if interleaved and len(base) == len(head):  # keep the pairs together: drop a pair with a missing side
-        kept = [(x, y) for x, y in zip(base, head) if x is not None and y is not None and math.isfinite(x) and math.isfinite(y)]
-        return np.array([x for x, _ in kept], dtype=float), np.array([y for _, y in kept], dtype=float)
-    clean = lambda v: np.array([x for x in v if x is not None and math.isfinite(x)], dtype=float)  # noqa: E731
-    return clean(base), clean(head)
-
-
-def _test(session: Session, pr: PullRequest, pair: pull_sql.Pair, metric: str, backend: str, a: np.ndarray, b: np.ndarray,
-          interleaved: bool) -> Comparison:
-    """The paired test on interleaved sides (two-sample otherwise), at the minimum effect learned
-    from the base branch's series on this machine x config; the exact rule on sim."""
-    if backend == catalogue.Backend.SIM.value:
-        return compare(a, b, metric, backend=backend)
-    effect = min_effect_of_series(_base_series(session, pr, pair, metric, backend), f"{pr.base_branch} {metric}/{backend}").value
-    if interleaved and a.size == b.size:
-        return paired_compare(a, b, metric, backend=backend, min_effect=effect)
-    return compare(a, b, metric, backend=backend, min_effect=effect)
-
-
-def _base_series(session: Session, pr: PullRequest, pair: pull_sql.Pair, metric: str, backend: str) -> list[tuple[str, list[float]]]:
-    """The base branch's last measured commits up to the merge-base: the noise the minimum effect is learned from."""
-    branch = repo_sql.branch(session, pr.repository_id, pr.base_branch)
-    at = repo_sql.position_of(session, branch.id, pr.base_commit_id) if branch is not None and pr.base_commit_id else None
-    if branch is None or at is None:
-        return []
-    points: dict[int, tuple[str, list[float]]] = {}
-    for v in result_sql.series_values(session, branch.id, pair.machine_id, pair.config_id, metric, backend,
-                                      max(0, at - SERIES_COMMITS), at):
-        points.setdefault(v.position, (v.sha, []))[1].append(v.value)
-    return [points[p] for p in sorted(points)]
 
 
 # --- the comment --------------------------------------------------------------------------------
