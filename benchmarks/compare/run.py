@@ -19,8 +19,8 @@ Two noise sources:
 
 - ``simulated`` batch drift: the host's slow-down factor per run is a random walk (1 % per run)
   plus a jump between jobs (lognormal, 8 %: another moment, other work), bursts of other work
-  (start with probability 6 % per run, last 1-4 runs, each run 1.4-2.7x slower: the 40-266 % of
-  the issue), and the run's own noise (2 %);
+  (start with probability 6 % per run, last 1-4 runs, each run 1.4-2.7x slower: 40-266 % slower,
+  as seen on a loaded host), and the run's own noise (2 %);
 - ``recorded``: cycles per packet of one build of perfci-fwd, 8 jobs x 8 runs on a loaded 2-CPU
   host (benchmarks/detection/data/tsc-noise.json). Before: 5 runs of one job against 5 of another
   job. Paired: two adjacent runs of one job form a pair (drawn from random jobs, one side chosen

@@ -90,7 +90,7 @@ def print_table(title: str, rows: dict[str, list[dict[str, float]]], secs: dict[
 
 def size_recall(counts: list[tuple[int, int]]) -> dict[str, float]:
     """Recall within ±1 of the 2-3 % steps and of the steps of 3 % or more, with their counts,
-    from :func:`recall_by_size`'s counts (the sizes the issue's recall targets name)."""
+    from :func:`recall_by_size`'s counts (the sizes the recall targets name)."""
     two, big = counts[2], [sum(c[i] for c in counts[3:]) for i in (0, 1)]
     return {"recall±1 2-3%": two[0] / two[1] if two[1] else math.nan,
             "recall±1 >=3%": big[0] / big[1] if big[1] else math.nan,
