@@ -76,7 +76,9 @@ def closest_rounds_test(run: AdaptiveRun, k: int, settings: Settings) -> str:
     return best[1] if best else "no rounds' test (no unconfirmed suspect near it)"
 
 
-def diagnose_series(s: Series, real_noise, policy: Policy, settings: Settings, show_all: bool) -> list[str]:
+def diagnose_series(s: Series, real_noise, policy: Policy, settings: Settings,
+                    show_all: bool) -> list[tuple[str, bool, str]]:
+    """Per 2-3 % step of ``s``: (its outcome, found within ±1, the line that describes it)."""
     run = AdaptiveRun(s, real_noise, policy, settings)
     run.trace = []
     final = run.walk()
@@ -84,8 +86,9 @@ def diagnose_series(s: Series, real_noise, policy: Policy, settings: Settings, s
     for k in small_steps(s):
         off = min((j - k for j in final), key=abs, default=None)
         found = "not found" if off is None or abs(off) > 1 else "exact" if off == 0 else f"off by {off:+d}"
+        within = off is not None and abs(off) <= 1
         if found == "exact" and not show_all:
-            lines.append(f"{s.name} step {k} {s.sizes[k]:+.1%} cv {s.cv:g}: exact")
+            lines.append((found, within, f"{s.name} step {k} {s.sizes[k]:+.1%} cv {s.cv:g}: exact"))
             continue
         seen = [(pts.positions[-1] + 1, ch.by_rounds) for pts, r, _, _ in run.trace for ch in r.changes
                 if abs(ch.index - k) <= 1]
@@ -101,18 +104,20 @@ def diagnose_series(s: Series, real_noise, policy: Policy, settings: Settings, s
                 if abs(run.position[sus.suspect] - k) <= SUSPECT_SLACK:
                     full = all(had.get(c, 0) >= policy.max_rounds for c in sus.commits)
                     why.add("max_rounds" if full else "budget")
-        lines.append(f"{s.name} step {k} {s.sizes[k]:+.1%} cv {s.cv:g}: {found}; walk {walk}; suspect in {len(near)} "
-                     f"detections, {rounds} rounds, stopped by {'/'.join(sorted(why)) or '-'}; closest "
-                     f"{closest_rounds_test(run, k, settings)}")
+        lines.append((found, within,
+                      f"{s.name} step {k} {s.sizes[k]:+.1%} cv {s.cv:g}: {found}; walk {walk}; suspect in {len(near)} "
+                      f"detections, {rounds} rounds, stopped by {'/'.join(sorted(why)) or '-'}; closest "
+                      f"{closest_rounds_test(run, k, settings)}"))
     return lines
 
 
 def diagnose_seed(seed: int, per_family: int, lengths: tuple[int, int], real_noise, job_drift: float,
-                  policy: Policy, settings: Settings, show_all: bool) -> list[str]:
+                  policy: Policy, settings: Settings, show_all: bool) -> list[tuple[str, float, bool, str]]:
+    """(outcome, the series' per-run noise, found within ±1, line) per 2-3 % step of the seed's synthetic series."""
     corpus = [s for s in adaptive_corpus(seed, per_family, lengths, real_noise, job_drift)
               if s.family != "real" and small_steps(s)]
-    return [f"seed {seed}: " + line for s in corpus
-            for line in diagnose_series(s, real_noise, policy, settings, show_all)]
+    return [(found, s.cv, within, f"seed {seed}: {line}") for s in corpus
+            for found, within, line in diagnose_series(s, real_noise, policy, settings, show_all)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,22 +138,21 @@ def main(argv: list[str] | None = None) -> int:
     settings = replace(Settings(), suspect_commits=args.suspect_commits, confirm_looks=args.max_rounds)
     seeds = [args.seed + i for i in range(args.seeds)]
     counts: dict[str, int] = {}
-    by_cv: dict[str, list[int]] = {}  # per-run noise -> [within ±1, steps]
+    by_cv: dict[float, list[int]] = {}  # per-run noise -> [within ±1, steps]
     work = partial(diagnose_seed, per_family=per_family, lengths=lengths, real_noise=load_real_noise(args.real_noise),
                    job_drift=args.job_drift, policy=policy, settings=settings, show_all=args.all)
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        for lines in pool.map(work, seeds):
-            for line in lines:
+        for steps in pool.map(work, seeds):
+            for outcome, noise, within, line in steps:
                 print(line, flush=True)
-                outcome = line.split(": ", 2)[2].split(";")[0]
                 key = "off by" if outcome.startswith("off by") else outcome
                 counts[key] = counts.get(key, 0) + 1
-                cv = by_cv.setdefault(line.split(" cv ")[1].split(":")[0], [0, 0])
-                cv[0] += outcome == "exact" or outcome in ("off by -1", "off by +1")
+                cv = by_cv.setdefault(noise, [0, 0])
+                cv[0] += within
                 cv[1] += 1
     print("2-3 % steps of the synthetic families: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     print("within ±1 by the series' per-run noise (cv): "
-          + ", ".join(f"{cv} {hit}/{n}" for cv, (hit, n) in sorted(by_cv.items(), key=lambda x: float(x[0]))))
+          + ", ".join(f"{cv:g} {hit}/{n}" for cv, (hit, n) in sorted(by_cv.items())))
     return 0
 
 
