@@ -317,11 +317,11 @@ class AdaptiveRun:
             rounds = {q.commit: q.round for q in p.requests}
             for q in p.requests:
                 i = self.position[q.commit]
-                if q.partner is None:
+                if q.partner is None:  # a location round: one more job of the commit's own
                     self.add_job(i, s.extra(i, q.round, ADAPTIVE_REPS, self.real_noise), 0)
-                elif i < self.position[q.partner]:  # the session's two sides, once, from the earlier commit's request
+                elif i < self.position[q.partner]:  # a session of the bracket, once, from its earlier side
                     j = self.position[q.partner]
-                    a, b = s.extra_pair(i, j, (q.round, rounds[q.partner]), ADAPTIVE_REPS, self.real_noise)
+                    a, b = s.extra_pair(i, j, (q.round, rounds[q.partner]), q.repetitions, self.real_noise)
                     self.sessions += 1
                     self.add_job(i, a, self.sessions)
                     self.add_job(j, b, self.sessions)
@@ -528,7 +528,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                     help="--adaptive: seeds measured in parallel processes (default: one per CPU)")
     ap.add_argument("--max-rounds", type=int, default=Policy().max_rounds,
-                    help="--adaptive: extra rounds per commit (the policy's default; other values compare settings)")
+                    help="--adaptive: extra jobs per commit (the policy's default; other values compare settings)")
+    ap.add_argument("--pairs", type=int, default=Policy().pairs,
+                    help="--adaptive: pairs per confirmation session (the policy's default; other values compare settings)")
     ap.add_argument("--suspect-penalty", type=float, default=Settings().suspect_penalty,
                     help="--adaptive: the suspects' search penalty (detection's default; other values compare settings)")
     ap.add_argument("--best-tail", type=int, default=Settings().best_tail,
@@ -537,16 +539,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="--adaptive: every job (an interleaved session: both its sides) runs on a host slower or faster "
                          "by this relative standard deviation (a loaded host's batch drift)")
     ap.add_argument("--confirm-looks", type=int, default=Settings().confirm_looks,
-                    help="looks a confirmation by rounds spends its alpha over (Settings.confirm_looks)")
-    ap.add_argument("--paired-share", type=float, default=Settings().paired_share,
-                    help="--adaptive: the share of a confirmation's alpha the interleaved pairs' test gets (detection's default)")
-    ap.add_argument("--suspect-commits", type=int, default=Settings().suspect_commits,
-                    help="--adaptive: commits re-measured per suspect (detection's default)")
+                    help="--adaptive: sessions a bracket may take; its alpha is spent over them (Settings.confirm_looks)")
+    ap.add_argument("--confirm-alpha", type=float, default=Settings().confirm_alpha,
+                    help="--adaptive: the level of a confirmation over all its sessions (Settings.confirm_alpha)")
     ap.add_argument("--no-delay", action="store_true",
                     help="--adaptive: skip the delays (the walk alone, for tuning runs; the delay columns read '-')")
-    ap.add_argument("--paired", action="store_true",
-                    help="--adaptive: every round measures the suspect's k - 1 and k as one interleaved session "
-                         "(the server's PERFCI_CONFIRM_PAIRED=true)")
     ap.add_argument("--adaptive", action="store_true",
                     help=f"perfci with and without adaptive re-measurement, {ADAPTIVE_REPS} repetitions per commit")
     ap.add_argument("--reps", type=int,
@@ -575,10 +572,9 @@ def main(argv: list[str] | None = None) -> int:
     real_noise = load_real_noise(args.real_noise)
     if args.adaptive:
         return adaptive_main(seeds, per_family, lengths, real_noise, max(1, args.workers),
-                             Policy(max_rounds=args.max_rounds, paired=args.paired),
+                             Policy(pairs=args.pairs, looks=args.confirm_looks, max_rounds=args.max_rounds),
                              Settings(suspect_penalty=args.suspect_penalty, best_tail=args.best_tail,
-                                      paired_share=args.paired_share, confirm_looks=args.confirm_looks,
-                                      suspect_commits=args.suspect_commits, block=blocks[0]),
+                                      confirm_looks=args.confirm_looks, confirm_alpha=args.confirm_alpha, block=blocks[0]),
                              args.job_drift, not args.no_delay)
 
     peers: dict[str, Path] = {}
