@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metrics", type=int, default=10, help="alerting metrics measured (the tsc catalogue's: 10)")
     ap.add_argument("--sessions", type=int, default=3, help="sessions a head may take (PERFCI_PULL_SESSIONS)")
     ap.add_argument("--drift", type=float, default=0.02, help="the host's relative speed sd between sessions")
-    ap.add_argument("--equivalence", type=float, default=0.02, help="the smallest margin shown (PERFCI_PULL_EQUIVALENCE)")
+    ap.add_argument("--equivalence", type=float, default=0.03, help="the smallest margin shown (PERFCI_PULL_EQUIVALENCE)")
     ap.add_argument("--noise", type=Path, default=QUIET, help="recorded tsc runs")
     ap.add_argument("--smoke", action="store_true", help="a few pull requests per step, one seed: seconds, premise checked")
     args = ap.parse_args(argv)

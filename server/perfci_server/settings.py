@@ -99,7 +99,7 @@ class Settings(BaseSettings):
     pull_sessions: int = Field(3, ge=1, le=10)
     # The smallest margin an unchanged head is shown within ("unchanged within +/- x %", pulls.sessions): each
     # metric's learned minimum effect, at least this (relative).
-    pull_equivalence: float = Field(0.02, ge=0.0, le=0.5)
+    pull_equivalence: float = Field(0.03, ge=0.0, le=0.5)
     # Explanation: measured commits on each side of a range whose medians feed the lean model.
     explanation_window_commits: int = Field(10, ge=1, le=200)
 
