@@ -36,7 +36,7 @@ The server sends its Celery tasks to the Redis broker as in production (`--redis
 ingest alone: the regression detection each upload triggers runs on the workers, not in the API.
 The benchmark schedules the pushed commits' jobs itself (what the worker's task would do), checks
 that every upload left its run awaiting detection and that one detection task waits per machine
-(uploads coalesce: alerts.detection.schedule_detection), and empties the queue afterwards.
+(uploads coalesce: dispatch.send_once_after_commit), and empties the queue afterwards.
 `--worker N` instead runs a real Celery worker (`perfci worker --concurrency N`) on the same
 machine during the run, as Compose does, and reports side by side: its CPU per upload, the runs
 waiting for detection over time (sampled every second until none waits), upload -> detected
@@ -79,7 +79,7 @@ import owned  # noqa: E402
 from perfci_core.metrics import CATALOGUE
 from perfci_server import migrate
 from perfci_server.alerts.detection import DETECT_TASK
-from perfci_server.security import github_signature
+from perfci_server.forge.github import signature as github_signature
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN_TOKEN = "benchmark-admin-token-not-a-secret-0123456789"

@@ -266,3 +266,8 @@ def core_frequency_hz(raw: Mapping[str, float | None]) -> float | None:
     if not window or not hz:
         return None
     return _ratio(raw.get("pmu.cycles"), window / hz)
+
+
+def change_text(change_pct: float) -> str:
+    """A relative change in percent for people: "+2.90%", or "from zero" where a count starts at zero."""
+    return f"{change_pct:+.2f}%" if math.isfinite(change_pct) else "from zero"

@@ -8,6 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from .forge.registry import Forge
+
 admin = typer.Typer(help="Administer the results service (database, repositories, configs, tokens).", no_args_is_help=True)
 
 
@@ -89,19 +91,18 @@ def admin_migrate() -> None:
 
 @admin.command("create-repo", help="Register a repository; prints its webhook secret once.")
 def create_repo(
-    name: Annotated[str, typer.Argument(help="GitHub/Gitea full_name or GitLab path_with_namespace")],
+    name: Annotated[str, typer.Argument(help="The repository as its forge's webhooks name it (owner/name)")],
     clone_url: Annotated[str, typer.Option(help="URL agents clone from")],
-    forge: Annotated[str, typer.Option(help="github, gitlab or gitea")] = "github",
+    forge: Annotated[Forge, typer.Option(help="The forge that hosts it")] = Forge.GITHUB,
     webhook_secret: Annotated[Optional[str], typer.Option(help="Use this secret instead of generating one")] = None,
     track_tags: Annotated[bool, typer.Option(help="Also benchmark pushed tags")] = False,
     default_branch: Annotated[str, typer.Option(help="The base other branches are judged against")] = "main",
 ) -> None:
     from .db import session_scope
-    from .models import Forge
     from .repos.schemas import RepositoryCreate, RepositoryCreated
     from .repos.service import create_repository
 
-    data = RepositoryCreate(name=name, forge=Forge(forge), clone_url=clone_url, webhook_secret=webhook_secret, track_tags=track_tags,
+    data = RepositoryCreate(name=name, forge=forge, clone_url=clone_url, webhook_secret=webhook_secret, track_tags=track_tags,
                             default_branch=default_branch)
     with session_scope() as session:
         repository = create_repository(session, data)

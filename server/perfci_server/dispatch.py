@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from . import db
-from .settings import get_settings
+from .settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 PULL_EVALUATE_TASK = "perfci.pulls.evaluate"  # a pull request's job ended: decide its verdict again
 BACKFILL_TASK = "perfci.jobs.backfill"  # a config was added: history for it (machine ids, config ids)
 FORGET_ABANDONED_TASK = "perfci.alerts.forget_abandoned"  # a force push took commits off a branch
+DETECT_TASK = "perfci.alerts.detect_pending"  # a run was stored: detect on its machine's new runs (machine id)
 
 # A mark outlives a lost task by at most this long; the sweeps that go with coalesced tasks
 # (alerts' detection sweep) resend sooner than that.
@@ -115,3 +116,20 @@ def _redis() -> Any:
 
             client = _redis_clients[url] = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
         return client
+
+
+def retry_later(task: Any, settings: Settings, what: str, error: Exception, used_up: str) -> str:
+    """Retry a bound Celery ``task`` that waits on a forge (a post, a fetch) after the backoff
+    (doubling, capped) while it has retries left; then say so and answer ``used_up``: the sweep
+    that goes with the task takes over."""
+    retries = task.request.retries
+    if retries >= settings.forge_max_retries:
+        log.warning("%s: %s; retries used up, the sweep takes over", what, error)
+        return used_up
+    delay = retry_delay(settings, retries)
+    log.warning("%s: %s; retry %d in %.1f s", what, error, retries + 1, delay)
+    raise task.retry(countdown=delay, exc=error)
+
+
+def retry_delay(settings: Settings, retries: int) -> float:
+    return min(settings.forge_retry_backoff_seconds * 2 ** retries, settings.forge_retry_backoff_max_seconds)

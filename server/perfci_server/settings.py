@@ -73,8 +73,8 @@ class Settings(BaseSettings):
     # mirror (and read the commit messages of) a repository on the server's own disk: only the demo
     # and tests, which serve their repositories from a directory, turn this on.
     allow_local_clone_urls: bool = False
-    # SSH clone URLs: the deploy key to fetch with (https URLs on the forge's host use
-    # github_token / gitlab_token below).
+    # SSH clone URLs: the deploy key to fetch with (https URLs on the forge's host use its token
+    # below).
     mirror_ssh_key_file: Path | None = None
 
     # Detection: how many measured commits of a branch each series run looks back over.
@@ -99,20 +99,18 @@ class Settings(BaseSettings):
     # Explanation: measured commits on each side of a range whose medians feed the lean model.
     explanation_window_commits: int = Field(10, ge=1, le=200)
 
-    # Forge feedback: commit statuses (GitHub statuses API, GitLab commit status API). No token
-    # for a forge means its verdicts are kept but not posted.
     # Start a server bisect (on the alert's machine) for every new regression alert group.
     auto_bisect_regressions: bool = False
     # Base URL of this server as a browser reaches it: status and comment links lead to its
     # read-only verdict pages (/v/{id}); without it, statuses carry no link.
     public_url: str | None = Field(None, description="Base URL of this server, for status links")
+    # Each forge of forge/registry.py: its API root and a token (statuses, the pull-request comment,
+    # fetching private repositories). No token for a forge: its verdicts are kept, not posted.
     github_api_url: str = "https://api.github.com"
     github_token: SecretStr | None = None
     gitlab_api_url: str = "https://gitlab.com/api/v4"
     gitlab_token: SecretStr | None = None
-    # Gitea (and Forgejo): its API root, e.g. https://gitea.example.com/api/v1, and a token with
-    # write:repository and write:issue (statuses, the pull-request comment).
-    gitea_api_url: str = "http://127.0.0.1:3000/api/v1"
+    gitea_api_url: str = "http://127.0.0.1:3000/api/v1"  # e.g. https://gitea.example.com/api/v1 (also Forgejo)
     gitea_token: SecretStr | None = None
     # Grafana's base URL: the read-only verdict pages link each alert to its Alerts dashboard.
     grafana_url: str | None = None

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from alerts_support import SIM, TSC, Lab, sim_values, tsc_values
 from perfci_server.alerts import detection as alert_detection
-from perfci_server.forge import service as forge_service
+from perfci_server.forge import statuses as forge_statuses
 from perfci_server.models import Alert, AlertGroup, CommitStatus, Suspect
 from perfci_server.settings import get_settings
 from server_support import ADMIN
@@ -103,7 +103,7 @@ def test_every_measured_commit_gets_a_verdict_failure_only_at_the_regression(sim
     [bad] = failing
     assert "regression: ipp +2.90% (sim-64B, sim)" in bad.description
     assert all(r.delivery == "disabled" for r in rows.values())  # no forge token configured: kept, not posted
-    assert lab.sent_tasks.named(forge_service.POST_TASK) == []
+    assert lab.sent_tasks.named(forge_statuses.POST_TASK) == []
     check = lab.client.get("/api/v1/alerts/check", params={"commit": shas[STEP]}).json()
     assert (check["state"], check["exit_code"]) == ("regressed", 1)
     assert [g["id"] for g in check["regressions"]] == [lab.alerts()[0]["id"]]

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from perfci_server.security import github_signature
+from perfci_server.forge.github import signature as github_signature
 from perfci_server.settings import get_settings
 
 TEST_DATABASE_URL = os.environ.get("PERFCI_TEST_DATABASE_URL", "postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test")

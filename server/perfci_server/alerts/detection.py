@@ -79,7 +79,7 @@ from .window import Window, WindowSeries, version_of
 
 log = logging.getLogger(__name__)
 
-DETECT_TASK = "perfci.alerts.detect_pending"
+DETECT_TASK = dispatch.DETECT_TASK
 DETECTION = DetectionSettings(unknown_metric="report")  # the server's default settings (PERFCI_CONFIRM_MAX_ROUNDS=12)
 STALE_MARGIN = 20  # measured commits after a truncated window's start before an absence counts
 PENDING_BATCH = 1000  # runs one detection task takes at most (keeps it well inside its time limit)
@@ -94,12 +94,6 @@ def detection_settings(settings: Settings) -> DetectionSettings:
 @functools.cache
 def _detection(confirm_looks: int) -> DetectionSettings:
     return dataclasses.replace(DETECTION, confirm_looks=confirm_looks)
-
-
-def schedule_detection(session: Session, machine_id: int) -> None:
-    """After an upload commits, detect on the machine's new runs (unless a detection of the
-    machine is already waiting: it will see this run too)."""
-    dispatch.send_once_after_commit(session, DETECT_TASK, machine_id)
 
 
 def resend_stragglers(session: Session, settings: Settings) -> list[int]:
@@ -152,7 +146,7 @@ def request_redetection(session: Session, branch_id: int, machine_id: int) -> No
     transaction, and the detection task (resent by the straggler sweep if lost) re-examines
     those series."""
     series_sql.mark_newest_runs_pending(session, branch_id, machine_id)
-    schedule_detection(session, machine_id)
+    dispatch.send_once_after_commit(session, DETECT_TASK, machine_id)
 
 
 def forget_abandoned(session: Session, branch_id: int, commit_ids: list[int]) -> int:
@@ -162,17 +156,6 @@ def forget_abandoned(session: Session, branch_id: int, commit_ids: list[int]) ->
     log.info("branch %s: %d commit(s) were forced off it; %d untriaged alert group(s) about them dropped", branch_id,
              len(commit_ids), dropped)
     return dropped
-
-
-def redetect(session: Session, branch_id: int, machine_id: int, settings: Settings) -> Outcome:
-    """Detection over every config measured on a branch x machine (after a detector change)."""
-    outcome = Outcome()
-    series_sql.lock_branch_machine(session, branch_id, machine_id)
-    for config_id in alert_sql.configs_of_machine_on_branch(session, branch_id, machine_id):
-        detect_config(session, branch_id, machine_id, config_id, settings, outcome)
-    verdicts.record_verdicts(session, machine_id, outcome.commits, settings)
-    log.info("redetection of branch %s x machine %s: %s", branch_id, machine_id, outcome.as_dict())
-    return outcome
 
 
 def detect_config(session: Session, branch_id: int, machine_id: int, config_id: int, settings: Settings,

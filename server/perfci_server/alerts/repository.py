@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Select, and_, delete, exists, func, select
 from sqlalchemy.orm import Session, aliased
@@ -255,3 +255,30 @@ def drop_untriaged_groups_of(session: Session, branch_id: int, commit_ids: Seque
         AlertGroup.first_bad_commit_id.in_(list(commit_ids)) | AlertGroup.last_good_commit_id.in_(list(commit_ids)),
     ).returning(AlertGroup.id)
     return len(session.execute(statement).all())
+
+
+class Baseline(NamedTuple):
+    measured: bool  # an earlier commit of one of its branches is measured on the machine
+    waiting_for: str | None  # else: the sha of the nearest earlier commit with a job under way
+
+
+def baselines(session: Session, commit_ids: Sequence[int], machine_id: int) -> dict[int, Baseline]:
+    """Per commit (on at least one branch): whether it has a measured baseline on the machine, or
+    one being measured. Both lookups walk back from the commit's position on each branch it is on
+    (the (branch, position) key), and stop at the first match."""
+    here, earlier = aliased(BranchCommit), aliased(BranchCommit)
+    before_it = and_(earlier.branch_id == here.branch_id, earlier.position < here.position)
+    on_machine = and_(Job.commit_id == earlier.commit_id, Job.machine_id == machine_id)
+    measured = exists().where(before_it, on_machine, Job.state == JobState.DONE.value)
+    waiting = (
+        select(Commit.sha).select_from(earlier).join(Job, on_machine).join(Commit, Commit.id == earlier.commit_id)
+        .where(before_it, Job.state.in_((JobState.QUEUED.value, *ACTIVE_STATES)))
+        .order_by(earlier.position.desc()).limit(1).correlate(here).scalar_subquery()
+    )
+    out: dict[int, Baseline] = {}
+    rows = session.execute(select(here.commit_id, measured.correlate(here), waiting).where(here.commit_id.in_(list(commit_ids))))
+    for commit_id, is_measured, waiting_sha in rows:
+        seen = out.get(commit_id)
+        if seen is None or (is_measured and not seen.measured) or (not seen.measured and not seen.waiting_for):
+            out[commit_id] = Baseline(bool(is_measured), waiting_sha)
+    return out

@@ -60,7 +60,7 @@ def check_commit(
     session: SessionDep,
     _: ReaderDep,
     commit: Annotated[str, _SHA],
-    repository: Annotated[str | None, Query(description="Repository name (GitHub full_name / GitLab path)")] = None,
+    repository: Annotated[str | None, Query(description="Repository name, as its forge names it (owner/name)")] = None,
     machine: Annotated[str | None, Query(description="Machine name or id; default every machine")] = None,
 ) -> CheckResult:
     """The CI gate: regressed (an untriaged regression implicates the commit), clean, or pending (not analysed

@@ -6,7 +6,7 @@ that machine names it (its confirmation rounds decide; the CI gate answers ``pen
 it depends on the commit's baseline: ``success`` when an earlier commit of one of its branches is
 measured on the machine (there was something to compare with, and nothing moved), ``pending``
 while one is being measured, ``neutral`` when none is or will be ("no baseline": never green by
-absence). :func:`..forge.service.write_verdicts` stores and delivers it.
+absence). :func:`..forge.statuses.write_verdicts` stores and delivers it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from collections.abc import Iterable
 
 from sqlalchemy.orm import Session
 
-from ..forge import repository as status_sql
-from ..forge.service import change_text, write_verdicts
+from perfci_core.metrics import change_text
+
+from ..forge.statuses import write_verdicts
+from ..machines import repository as machine_sql
 from ..models import AlertGroup, BenchConfig, CommitState, StatusScope, Suspect
 from ..settings import Settings
 from . import repository as alert_sql
@@ -33,13 +35,13 @@ def record_verdicts(session: Session, machine_id: int, commit_ids: Iterable[int]
     ids = sorted(set(commit_ids))
     if not ids:
         return []
-    machine = status_sql.machine_name(session, machine_id)
+    machine = machine_sql.name_of(session, machine_id)
     groups_of = alert_sql.implicating_groups_by_commit(session, ids, machine_id)
     suspects_of: dict[int, list[Suspect]] = {}
     for suspect in alert_sql.pending_suspects(session, ids, [machine_id]):
         for commit_id in {suspect.suspect_commit_id, *suspect.commit_ids}:
             suspects_of.setdefault(commit_id, []).append(suspect)
-    baselines = status_sql.baselines(session, ids, machine_id)
+    baselines = alert_sql.baselines(session, ids, machine_id)
     named: dict[tuple[int, ...], str] = {}  # a batch's commits mostly share the same few groups
     wanted: dict[int, tuple[CommitState, str]] = {}
     for commit_id in ids:

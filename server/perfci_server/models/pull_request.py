@@ -1,4 +1,4 @@
-"""Pull requests (GitLab: merge requests): the head measured against its merge-base before merge.
+"""Pull requests (merge requests on some forges): the head measured against its merge-base before merge.
 
 One row per (repository, number). Each new head supersedes the previous one: its jobs (the head
 and the merge-base as interleaved partners, per machine x config, ``jobs.pull_request_id``) are
@@ -32,7 +32,7 @@ class PullRequest(IdMixin, CreatedAtMixin, Base):
     )
 
     repository_id: Mapped[int] = mapped_column(BigId, ForeignKey("repositories.id", ondelete="CASCADE"))
-    number: Mapped[int] = mapped_column(BigId)  # GitHub/Gitea number, GitLab iid
+    number: Mapped[int] = mapped_column(BigId)  # the number the forge shows (a merge request's iid)
     title: Mapped[str] = mapped_column(String(255), default="")
     state: Mapped[str] = mapped_column(String(16), default=PullState.OPEN.value)
     base_branch: Mapped[str] = mapped_column(String(255))
@@ -44,7 +44,7 @@ class PullRequest(IdMixin, CreatedAtMixin, Base):
     base_commit_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("commits.id", ondelete="SET NULL"))
     # Why the head has no jobs yet (the mirror could not be fetched, ...); "" once it has them.
     waiting_for: Mapped[str] = mapped_column(Text, default="")
-    # The one comment on the forge (GitHub/Gitea issue comment id, GitLab note id), edited in place.
+    # The one comment on the forge (an issue comment's or a note's id), edited in place.
     comment_id: Mapped[str | None] = mapped_column(String(64))
     comment_body: Mapped[str] = mapped_column(Text, default="")
     comment_version: Mapped[int] = mapped_column(Integer, default=0)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from enum import Enum
 
 from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -11,24 +10,17 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from .base import Base, BigId, CreatedAtMixin, IdMixin, utcnow
 
 
-class Forge(str, Enum):
-    GITHUB = "github"
-    GITLAB = "gitlab"
-    GITEA = "gitea"  # speaks GitHub's dialect (statuses, comments) under its own API URL and token
-
-
 class Repository(IdMixin, CreatedAtMixin, Base):
     __tablename__ = "repositories"
 
-    # GitHub `repository.full_name` / GitLab `project.path_with_namespace`: how webhooks find us.
+    # The repository as its forge's deliveries name it (owner/name): how webhooks find us.
     name: Mapped[str] = mapped_column(String(255), unique=True)
-    forge: Mapped[str] = mapped_column(String(16))
+    forge: Mapped[str] = mapped_column(String(16))  # a name of forge.registry.KINDS
     clone_url: Mapped[str] = mapped_column(String(1024))
     webhook_secret: Mapped[str] = mapped_column(String(255))
     track_tags: Mapped[bool] = mapped_column(Boolean, default=False)
     # The branch every other branch is judged against (its base) unless a pull request names
-    # another; kept up to date from the deliveries (GitHub/Gitea repository.default_branch, GitLab
-    # project.default_branch).
+    # another; kept up to date from the deliveries (each forge's record reads it).
     default_branch: Mapped[str] = mapped_column(String(255), default="main", server_default="main")
 
     branches: Mapped[list[Branch]] = relationship(back_populates="repository", lazy="raise")

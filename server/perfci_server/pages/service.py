@@ -20,12 +20,13 @@ from markdown_it import MarkdownIt
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from perfci_core.metrics import change_text
+
 from ..alerts import repository as alert_sql
 from ..bisect import repository as bisect_sql
 from ..bisect import service as bisect_service
 from ..errors import NotFound
 from ..forge import repository as status_sql
-from ..forge.service import change_text
 from ..models import AlertGroup, BenchConfig, Commit, CommitStatus, Machine, PullRequest, Repository, StatusScope
 from ..settings import Settings
 

@@ -27,15 +27,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from perfci_core import metrics as catalogue
+from perfci_core.metrics import change_text
 
 from .. import dispatch
 from ..configs import repository as config_sql
-from ..forge import service as forge_service
-from ..forge.client import CommentPost
-from ..forge.service import change_text
+from ..forge import comments as forge_comments
+from ..forge import statuses as forge_statuses
+from ..forge.events import PullEvent
 from ..jobs import repository as job_sql
 from ..machines import repository as machine_sql
-from ..models import BenchConfig, CommitState, Forge, JobState, Machine, PullRequest, PullState, Repository, StatusScope
+from ..models import BenchConfig, CommitState, JobState, Machine, PullRequest, PullState, Repository, StatusScope
 from ..repos import mirror
 from ..repos.service import store_commits
 from ..settings import Settings
@@ -46,25 +47,25 @@ log = logging.getLogger(__name__)
 
 PREPARE_TASK = "perfci.pulls.prepare"
 EVALUATE_TASK = dispatch.PULL_EVALUATE_TASK
-COMMENT_TASK = "perfci.pulls.post_comment"
 ACTIVE = (JobState.QUEUED.value, JobState.LEASED.value, JobState.RUNNING.value)
 
 
 # --- events ---------------------------------------------------------------------------------
 
 
-def on_event(session: Session, repository: Repository, number: int, action: str, title: str, base_branch: str,
-             head_branch: str, head_sha: str) -> str:
+def on_event(session: Session, repository: Repository, event: PullEvent) -> str:
     """Record a pull request event in the webhook's transaction; the work follows in tasks.
     Returns what was done, for the delivery's answer."""
+    number, head_sha = event.number, event.head_sha
+    title, base_branch, head_branch = event.title[:255], event.base_branch[:255], event.head_branch[:255]
     pr = pull_sql.lock_or_create(session, repository.id, number, {
-        "title": title[:255], "base_branch": base_branch[:255], "head_branch": head_branch[:255], "head_sha": head_sha})
-    if action == "close":
+        "title": title, "base_branch": base_branch, "head_branch": head_branch, "head_sha": head_sha})
+    if event.action == "close":
         pr.state = PullState.CLOSED.value
         dropped = pull_sql.drop_queued_jobs(session, pr.id)
         return f"pull request #{number} closed: {dropped} queued job(s) dropped"
     reopened = pr.state == PullState.CLOSED.value  # its queued jobs were dropped: measure again
-    pr.state, pr.title, pr.base_branch, pr.head_branch = PullState.OPEN.value, title[:255], base_branch[:255], head_branch[:255]
+    pr.state, pr.title, pr.base_branch, pr.head_branch = PullState.OPEN.value, title, base_branch, head_branch
     if pr.head_sha == head_sha and pr.head_commit_id is not None and not reopened:
         return f"pull request #{number}: head {head_sha[:12]} is measured already"
     dropped = pull_sql.drop_queued_jobs(session, pr.id) if pr.head_sha != head_sha else 0
@@ -144,8 +145,8 @@ def schedule(session: Session, target: Target, sides: Sides, settings: Settings)
         log.info("pull request #%s of %s: %d job(s) queued, head %s against merge-base %s", pr.number, repository.name, queued,
                  pr.head_sha[:12], base12)
     for machine_id, verdict in verdicts.items():
-        forge_service.write_verdicts(session, machine_id, StatusScope.PULL, {pr.head_commit_id: verdict}, settings)
-    _set_comment(session, pr, render_comment(session, pr, {m: _Result(*v) for m, v in verdicts.items()}, settings))
+        forge_statuses.write_verdicts(session, machine_id, StatusScope.PULL, {pr.head_commit_id: verdict}, settings)
+    forge_comments.write_comment(session, pr, render_comment(session, pr, {m: _Result(*v) for m, v in verdicts.items()}, settings))
     return f"{len(machines)} machine(s) x {len(configs)} config(s)"
 
 
@@ -186,9 +187,9 @@ def evaluate(session: Session, pull_request_id: int, settings: Settings) -> str:
         by_machine[pair.machine_id].append(pair)
     results = {machine_id: _decide(session, pr, pairs, settings) for machine_id, pairs in sorted(by_machine.items())}
     for machine_id, result in results.items():
-        forge_service.write_verdicts(session, machine_id, StatusScope.PULL, {pr.head_commit_id: (result.state, result.description)},
+        forge_statuses.write_verdicts(session, machine_id, StatusScope.PULL, {pr.head_commit_id: (result.state, result.description)},
                                      settings)
-    _set_comment(session, pr, render_comment(session, pr, results, settings))
+    forge_comments.write_comment(session, pr, render_comment(session, pr, results, settings))
     return ", ".join(f"{m}: {r.state.value}" for m, r in results.items())
 
 
@@ -278,8 +279,8 @@ def render_comment(session: Session, pr: PullRequest, results: dict[int, _Result
         lines += [f"| {name} | {r.config} ({r.backend}) | {r.metric} | {_num(r.base)} | {_num(r.head)} | "
                   f"{change_text(r.change_pct)} | {r.verdict} | {_cell(r.why)} |" for name, r in table]
         lines.append("")
-    links = {s.machine_id: forge_service.page_url(settings, s.public_id)
-             for s in forge_service.statuses_of(session, pr.head_commit_id, StatusScope.PULL)} if pr.head_commit_id else {}
+    links = {s.machine_id: forge_statuses.page_url(settings, s.public_id)
+             for s in forge_statuses.statuses_of(session, pr.head_commit_id, StatusScope.PULL)} if pr.head_commit_id else {}
     for machine_id, result in results.items():
         name = machines.get(machine_id, str(machine_id))
         link = links.get(machine_id)
@@ -308,31 +309,6 @@ def _num(value: float) -> str:
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _set_comment(session: Session, pr: PullRequest, body: str) -> None:
-    if body == pr.comment_body:
-        return
-    pr.comment_body, pr.comment_version = body, pr.comment_version + 1
-    dispatch.send_once_after_commit(session, COMMENT_TASK, pr.id)
-
-
-# --- the comment's delivery ---------------------------------------------------------------------
-
-
-def comment_post(session: Session, pr: PullRequest, settings: Settings) -> CommentPost | None:
-    """What to send for the pull request's comment, or None when it is sent (or cannot be: no token)."""
-    if pr.comment_version == 0 or pr.comment_sent_version == pr.comment_version:
-        return None
-    repository = session.get(Repository, pr.repository_id)
-    assert repository is not None
-    forge = Forge(repository.forge)
-    token = forge_service.token_of(settings, forge)
-    if token is None:
-        pr.comment_error = f"no {forge.value} token configured: the comment is kept, not posted"
-        return None
-    return CommentPost(forge=forge, api_url=forge_service.api_url(settings, forge), token=token, project=repository.name,
-                       number=pr.number, comment_id=pr.comment_id, body=pr.comment_body)
 
 
 def _config_names(session: Session, ids: list[int]) -> dict[int, str]:

@@ -5,9 +5,9 @@ repository per registered repository under ``<data_dir>/mirrors/<id>.git``, fetc
 tags) when a push arrives; a file lock keeps two fetches of one mirror apart.
 
 Credentials: http(s) clone URLs on the forge's own host (scheme, host and port of its API URL)
-are fetched with the forge token from the settings (GitHub ``x-access-token``, GitLab ``oauth2``),
-passed to git in its environment, never on a command line, scoped to that host, without
-following redirects; ssh URLs with ``mirror_ssh_key_file``. git never prompts.
+are fetched with the forge token from the settings, as the user the forge's record names
+(:mod:`..forge.registry`), passed to git in its environment, never on a command line, scoped to
+that host, without following redirects; ssh URLs with ``mirror_ssh_key_file``. git never prompts.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from ..models import Forge, Repository
+from ..forge.kind import base_of
+from ..forge.registry import kind_of
+from ..models import Repository
 from ..settings import Settings
 
 _FIELDS = "%H%x1f%P%x1f%an%x1f%ae%x1f%cI%x1f%B%x1e"
@@ -48,12 +49,6 @@ def mirror_path(settings: Settings, repository_id: int) -> Path:
     return (settings.data_dir / "mirrors" / f"{repository_id}.git").resolve()
 
 
-# What a fetch brings besides branches and tags: each forge's pull/merge request heads, so that the
-# head of a pull request from a fork is in the mirror too.
-_PULL_REFSPECS = {Forge.GITLAB.value: "+refs/merge-requests/*/head:refs/pull/*/head"}
-_PULL_REFSPEC_DEFAULT = "+refs/pull/*/head:refs/pull/*/head"  # GitHub and Gitea
-
-
 def fetch(settings: Settings, repository: Repository, want: str, timeout: float) -> Path:
     """Bring the mirror up to date (creating it on first use) so that it has commit ``want``."""
     path = mirror_path(settings, repository.id)
@@ -63,9 +58,10 @@ def fetch(settings: Settings, repository: Repository, want: str, timeout: float)
             _git(None, "init", "--quiet", "--bare", str(path), timeout=timeout)
         if not has_commit(path, want):
             env = _credentials(settings, repository)
+            # Besides branches and tags, the pull requests' heads: a fork's head is in the mirror too.
             _git(path, "fetch", "--quiet", "--no-tags", "--", repository.clone_url,
-                 "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
-                 _PULL_REFSPECS.get(repository.forge, _PULL_REFSPEC_DEFAULT), timeout=timeout, env=env)
+                 "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", kind_of(repository.forge).pull_refspec,
+                 timeout=timeout, env=env)
     if not has_commit(path, want):
         raise MirrorUnavailable(f"{repository.clone_url} has no commit {want} on any branch or tag")
     return path
@@ -148,32 +144,13 @@ def _credentials(settings: Settings, repository: Repository) -> dict[str, str]:
     if settings.mirror_ssh_key_file and (url.startswith("ssh://") or ("@" in url and "://" not in url)):
         env["GIT_SSH_COMMAND"] = f"ssh -i {settings.mirror_ssh_key_file} -o IdentitiesOnly=yes -o BatchMode=yes"
     elif url.startswith(("https://", "http://")):
-        user, token, api = {
-            Forge.GITHUB.value: ("x-access-token", settings.github_token, settings.github_api_url),
-            Forge.GITLAB.value: ("oauth2", settings.gitlab_token, settings.gitlab_api_url),
-            Forge.GITEA.value: ("perfci", settings.gitea_token, settings.gitea_api_url),  # Gitea takes a token as the password
-        }[repository.forge]
-        base = _forge_base(api)
-        if token is not None and _base_of(url) == base:  # never send a token to another host
-            basic = base64.b64encode(f"{user}:{token.get_secret_value()}".encode()).decode()
+        kind = kind_of(repository.forge)
+        token, base = kind.token(settings), kind.git_base(kind.api_url(settings))
+        if token is not None and base_of(url) == base:  # never send a token to another host
+            basic = base64.b64encode(f"{kind.git_user}:{token}".encode()).decode()
             env.update({"GIT_CONFIG_COUNT": "2",
                         "GIT_CONFIG_KEY_0": f"http.{base}/.extraHeader", "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
                         "GIT_CONFIG_KEY_1": "http.followRedirects", "GIT_CONFIG_VALUE_1": "false"})
     else:
         env["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"
     return env
-
-
-def _base_of(url: str) -> str:
-    """scheme://host:port of a URL, the port made explicit (git matches config URLs that way)."""
-    parts = urlsplit(url)
-    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
-    return f"{parts.scheme}://{parts.hostname}:{port}"
-
-
-def _forge_base(api_url: str) -> str:
-    """The forge's git host from its API URL (api.github.com -> github.com; GitLab and GitHub
-    Enterprise serve both from one host)."""
-    parts = urlsplit(api_url)
-    host = (parts.hostname or "").removeprefix("api.")
-    return _base_of(parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host).geturl())

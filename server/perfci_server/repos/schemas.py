@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..models import Forge
+from ..forge.registry import Forge
 from ..settings import get_settings
 
 # git's scp-like syntax: [user@]host:path, no slash before the colon (git reads that as a path).
@@ -17,7 +17,7 @@ _SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:")
 class RepositoryCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=255, description="GitHub/Gitea full_name / GitLab path_with_namespace")
+    name: str = Field(min_length=1, max_length=255, description="The repository as its forge's webhooks name it (owner/name)")
     forge: Forge
     clone_url: str = Field(min_length=1, max_length=1024, description="http(s), ssh or scp-like (git@host:path); "
                            "file:// and local paths only with PERFCI_ALLOW_LOCAL_CLONE_URLS")
@@ -96,7 +96,7 @@ class PushRead(BaseModel):
     branch: str
     before: str | None = Field(description="The branch's previous head; null for a new branch")
     after: str
-    listed_commits: int = Field(description="Commits the forge's payload listed (GitHub and GitLab list at most 20)")
+    listed_commits: int = Field(description="Commits the forge's payload listed (forges list at most 20)")
     recorded_commits: int = Field(description="Commits of the push recorded on the branch")
     complete: bool = Field(description="Every first-parent commit of before..after is recorded, with git's parents")
     fetch_attempts: int

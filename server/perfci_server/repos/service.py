@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from .. import dispatch
 from ..errors import Conflict, NotFound
+from ..forge.events import PushedCommit
 from ..jobs.service import schedule_commits
 from ..models import Branch, Push, Repository, utcnow
 from ..security import new_webhook_secret
@@ -21,15 +22,6 @@ from . import repository as repo_sql
 from .schemas import RepositoryCreate
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class PushedCommit:
-    sha: str
-    message: str
-    author_name: str
-    author_email: str
-    committed_at: datetime | None
 
 
 def create_repository(session: Session, data: RepositoryCreate) -> Repository:

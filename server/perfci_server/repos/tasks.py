@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from ..celery_app import COMPLETE_PUSHES_TASK, celery_app
 from ..db import session_scope
-from ..forge.service import retry_later
+from ..dispatch import retry_later
 from ..settings import Settings, get_settings
 from . import mirror
 from . import repository as repo_sql

@@ -10,7 +10,6 @@ from fastapi.responses import Response
 from perfci_core.metrics import Backend
 from perfci_core.result import ResultDocument
 
-from ..alerts.detection import schedule_detection
 from ..bodies import limited_body
 from ..deps import AgentTokenDep, ReaderDep, SessionDep, authenticate_agent, committed
 from ..errors import Conflict, Forbidden, NotFound, PayloadTooLarge, Unauthorized, Unprocessable, responses
@@ -41,10 +40,7 @@ async def upload_result(job_id: DbId, attempt: DbInt, body: UploadBody, session:
     def upload() -> UploadAccepted:
         agent = authenticate_agent(session, token)
         document = service.parse_result_document(body)
-        accepted = service.ingest(session, agent, job_id, attempt, document)
-        if accepted.run_status == "ok" and not accepted.duplicate:
-            schedule_detection(session, agent.machine_id)  # sent after the upload commits
-        return accepted
+        return service.ingest(session, agent, job_id, attempt, document)
 
     accepted = await committed(session, upload)
     return Response(accepted.model_dump_json(), status_code=200 if accepted.duplicate else 201, media_type="application/json")

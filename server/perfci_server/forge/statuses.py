@@ -1,4 +1,4 @@
-"""Delivery of commit verdicts to the forge.
+"""Commit statuses: the verdicts perfci posts on the forge, stored first, then delivered.
 
 A verdict (a commit's state and description on a machine, in a scope: ``series`` for the commit
 on its branch's series, ``pull`` for a pull request's head) is decided elsewhere — the series
@@ -15,19 +15,20 @@ before any post was attempted). Every status links to its read-only page (``/v/{
 from __future__ import annotations
 
 import logging
-import math
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from sqlalchemy.orm import Session
 
 from .. import dispatch
-from ..models import CommitState, CommitStatus, Delivery, Forge, StatusScope, utcnow
+from ..machines import repository as machine_sql
+from ..models import CommitState, CommitStatus, Delivery, StatusScope, utcnow
 from ..settings import Settings
 from . import repository as status_sql
-from .client import StatusPost
+from .kind import ApiCall
+from .registry import kind_of
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +43,10 @@ def write_verdicts(session: Session, machine_id: int, scope: StatusScope, wanted
     order, so concurrent batches cannot deadlock), updates only where the verdict changed."""
     if not wanted:
         return []
-    machine = status_sql.machine_name(session, machine_id)
+    machine = machine_sql.name_of(session, machine_id)
     context = f"{settings.status_context}/{machine}" if scope is StatusScope.SERIES else f"{settings.status_context}/pr/{machine}"
     commits = status_sql.commits_with_repository(session, list(wanted))
-    delivery_of = {c.id: Delivery.PENDING if token_of(settings, Forge(c.forge)) else Delivery.DISABLED for c in commits}
+    delivery_of = {c.id: Delivery.PENDING if kind_of(c.forge).token(settings) else Delivery.DISABLED for c in commits}
     new = status_sql.insert_missing_statuses(session, machine_id, [
         {"repository_id": c.repository_id, "commit_id": c.id, "scope": scope.value, "context": context,
          "state": wanted[c.id][0].value, "description": wanted[c.id][1], "delivery": delivery_of[c.id].value,
@@ -83,40 +84,35 @@ def page_url(settings: Settings, public_id: str) -> str | None:
     return f"{settings.public_url.rstrip('/')}/v/{public_id}" if settings.public_url else None
 
 
-def change_text(change_pct: float) -> str:
-    """"+2.90%", or "from zero" where a count starts at zero."""
-    return f"{change_pct:+.2f}%" if math.isfinite(change_pct) else "from zero"
-
-
-def token_of(settings: Settings, forge: Forge) -> str | None:
-    secret = {Forge.GITHUB: settings.github_token, Forge.GITLAB: settings.gitlab_token, Forge.GITEA: settings.gitea_token}[forge]
-    return secret.get_secret_value() if secret is not None and secret.get_secret_value() else None
-
-
-def api_url(settings: Settings, forge: Forge) -> str:
-    return {Forge.GITHUB: settings.github_api_url, Forge.GITLAB: settings.gitlab_api_url, Forge.GITEA: settings.gitea_api_url}[forge]
-
-
 # --- delivery (the post task and the resend sweep) ------------------------------------------
 
 
-def prepare(session: Session, status_id: int, settings: Settings) -> tuple[StatusPost, int] | None:
-    """What to post for a status and the version it is, or None when nothing is left to post."""
+@dataclass(frozen=True)
+class StatusPost:
+    """One status to post: the call, and what the log says of it."""
+
+    forge: str
+    call: ApiCall
+    version: int
+    summary: str  # "failure perfci/m1 on 1a2b3c4d5e6f of owner/repo"
+
+
+def prepare(session: Session, status_id: int, settings: Settings) -> StatusPost | None:
+    """What to post for a status, or None when nothing is left to post."""
     row = status_sql.status_for_delivery(session, status_id)
     if row is None:
         return None
     status: CommitStatus = row[0]
-    forge = Forge(row.forge)
-    token = token_of(settings, forge)
     if status.delivery != Delivery.PENDING.value:
         return None
+    kind = kind_of(row.forge)
+    token = kind.token(settings)
     if token is None:
         status.delivery = Delivery.DISABLED.value
         return None
-    post = StatusPost(forge=forge, api_url=api_url(settings, forge), token=token, project=row.name, sha=row.sha,
-                      state=CommitState(status.state), context=status.context, description=status.description,
-                      target_url=status.target_url)
-    return post, status.version
+    call = kind.status_call(kind.api_url(settings), token, row.name, row.sha, status.state, status.context,
+                            status.description, status.target_url)
+    return StatusPost(kind.name, call, status.version, f"{status.state} {status.context} on {row.sha[:12]} of {row.name}")
 
 
 def record_sent(session: Session, status_id: int, version: int) -> None:
@@ -137,22 +133,6 @@ def record_failure(session: Session, status_id: int, version: int, error: str, p
     status.last_error = error[:2000]
     if permanent and status.version == version:
         status.delivery = Delivery.FAILED.value
-
-
-def retry_later(task: Any, settings: Settings, what: str, error: Exception, used_up: str) -> str:
-    """Retry ``task`` after the backoff (doubling, capped) while it has retries left; then say so
-    and answer ``used_up``: the sweep that goes with the task takes over."""
-    retries = task.request.retries
-    if retries >= settings.forge_max_retries:
-        log.warning("%s: %s; retries used up, the sweep takes over", what, error)
-        return used_up
-    delay = retry_delay(settings, retries)
-    log.warning("%s: %s; retry %d in %.1f s", what, error, retries + 1, delay)
-    raise task.retry(countdown=delay, exc=error)
-
-
-def retry_delay(settings: Settings, retries: int) -> float:
-    return min(settings.forge_retry_backoff_seconds * 2 ** retries, settings.forge_retry_backoff_max_seconds)
 
 
 def resend_pending(session: Session, settings: Settings) -> list[int]:
