@@ -15,6 +15,7 @@ from .settings import get_settings
 
 REQUEUE_TASK = "perfci.jobs.requeue_expired_leases"
 RESEND_STATUSES_TASK = "perfci.forge.resend_pending"
+SETTLE_STATUSES_TASK = "perfci.forge.settle_pending"
 BISECT_SWEEP_TASK = "perfci.bisect.advance_running"
 DETECTION_SWEEP_TASK = "perfci.alerts.detect_stragglers"
 COMPLETE_PUSHES_TASK = "perfci.repos.complete_pushes"
@@ -53,6 +54,7 @@ def make_celery() -> Celery:
         beat_schedule={
             "requeue-expired-leases": {"task": REQUEUE_TASK, "schedule": settings.requeue_interval_seconds},
             "resend-pending-commit-statuses": {"task": RESEND_STATUSES_TASK, "schedule": settings.forge_resend_interval_seconds},
+            "settle-pending-commit-statuses": {"task": SETTLE_STATUSES_TASK, "schedule": settings.detection_sweep_interval_seconds},
             "advance-running-bisects": {"task": BISECT_SWEEP_TASK, "schedule": settings.requeue_interval_seconds},
             "detect-stragglers": {"task": DETECTION_SWEEP_TASK, "schedule": settings.detection_sweep_interval_seconds},
             "complete-incomplete-pushes": {"task": COMPLETE_PUSHES_TASK, "schedule": settings.push_retry_interval_seconds},

@@ -28,6 +28,7 @@ PULL_EVALUATE_TASK = "perfci.pulls.evaluate"  # a pull request's job ended: deci
 BACKFILL_TASK = "perfci.jobs.backfill"  # a config was added: history for it (machine ids, config ids)
 FORGET_ABANDONED_TASK = "perfci.alerts.forget_abandoned"  # a force push took commits off a branch
 DETECT_TASK = "perfci.alerts.detect_pending"  # a run was stored: detect on its machine's new runs (machine id)
+DECIDE_SERIES_TASK = "perfci.alerts.decide_series"  # series verdicts left pending: decide again (machine id, commit ids)
 
 # A mark outlives a lost task by at most this long; the sweeps that go with coalesced tasks
 # (alerts' detection sweep) resend sooner than that.

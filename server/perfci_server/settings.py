@@ -125,6 +125,9 @@ class Settings(BaseSettings):
     forge_retry_backoff_max_seconds: float = Field(600.0, gt=0)
     forge_max_retries: int = Field(6, ge=0, le=50)
     forge_resend_interval_seconds: float = Field(300.0, gt=0)
+    # A pending status whose commit has had nothing queued or running on its machine this long is
+    # decided again (forge.statuses.settle_pending): every status ends.
+    status_settle_seconds: float = Field(600.0, gt=0)
 
     _env_implied: bool = PrivateAttr(False)
 

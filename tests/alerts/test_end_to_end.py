@@ -103,8 +103,12 @@ def test_upload_to_alert_to_forge_status_through_a_real_worker(committed_client,
     assert (alert["metric"], alert["backend"], alert["change_pct"]) == ("ipp", "sim", pytest.approx(2.9))
 
     # Every measured commit gets its status on the forge, despite the two 503s (retried with backoff).
-    _wait("every status to be posted", lambda: len({r.path for r in forge.accepted()}) == N, worker)
-    posted = {r.path.rsplit("/", 1)[1]: r.body for r in forge.accepted()}
+    def newest() -> dict[str, dict]:  # the newest accepted post per commit: pending once its job was queued, then its verdict
+        return {r.path.rsplit("/", 1)[1]: r.body for r in forge.accepted()}
+
+    _wait("every verdict to be posted",
+          lambda: len(newest()) == N and all(b["state"] != "pending" for b in newest().values()), worker)
+    posted = newest()
     assert posted[shas[STEP]]["state"] == "failure" and "regression: ipp +2.90%" in posted[shas[STEP]]["description"]
     assert posted[shas[0]]["state"] == "error"  # the first measured commit has no baseline: no verdict, never success
     assert {posted[s]["state"] for s in shas[1:] if s != shas[STEP]} == {"success"}

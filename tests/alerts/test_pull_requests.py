@@ -167,14 +167,14 @@ def test_a_pull_request_is_measured_head_against_merge_base_with_one_comment_edi
         assert pr.base_sha == main[-1] and pr.waiting_for == ""
         assert [(j.purpose, j.round < 0, j.state) for j in jobs] == [("pull", True, "queued")] * 2
         assert jobs[0].partner_job_id == jobs[1].id  # measured interleaved, on one agent
-    assert world.statuses(bad)["perfci/pr/dut-01"]["state"] == "pending"
+    assert world.statuses(bad)["perfci/pr/dut-01/main"]["state"] == "pending"
     [first] = world.comments()
     assert first.method == "POST" and first.path == "/repos/perfci-org/dataplane/issues/7/comments"
     assert "measuring" in first.body["body"]
     comment = f"/repos/perfci-org/dataplane/issues/comments/{world.forge.requests.index(first) + 1}"  # the id it answered
 
     assert world.measure() == 2
-    verdict = world.statuses(bad)["perfci/pr/dut-01"]
+    verdict = world.statuses(bad)["perfci/pr/dut-01/main"]
     assert verdict["state"] == "failure"
     assert verdict["description"] == f"regression: sf_blocks_pp from zero (sim-64B, sim) vs merge-base {main[-1][:12]}"
     edit = world.comments()[-1]
@@ -190,7 +190,7 @@ def test_a_pull_request_is_measured_head_against_merge_base_with_one_comment_edi
     world.measure()
     world.pull_request("synchronize", 7, "feature", fixed)
     world.measure()
-    assert world.statuses(fixed)["perfci/pr/dut-01"]["state"] == "success"
+    assert world.statuses(fixed)["perfci/pr/dut-01/main"]["state"] == "success"
     comments = world.comments()
     assert [c.method for c in comments].count("POST") == 1
     assert comments[-1].path == comment
@@ -260,12 +260,12 @@ def test_an_undecided_pull_request_gets_another_session_and_is_decided_on_all_it
         world.run_tasks()
 
     measure_tsc_session()
-    status = world.statuses(head)["perfci/pr/dut-01"]
+    status = world.statuses(head)["perfci/pr/dut-01/main"]
     # the first evaluation after the session found cpp undecided and queued a second session; the next one says so
     # while that session waits
     assert status["state"] == "pending" and status["description"].endswith("1 more session(s) for an undecided metric")
     measure_tsc_session()
-    status = world.statuses(head)["perfci/pr/dut-01"]
+    status = world.statuses(head)["perfci/pr/dut-01/main"]
     assert status["state"] == "failure", status
     assert status["description"].startswith("regression: cpp +1.00% (tsc-64B, tsc)")
     with session_scope() as session:

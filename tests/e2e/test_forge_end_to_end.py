@@ -86,10 +86,10 @@ def test_statuses_and_the_pull_request_comment_on_a_real_gitea(gitea, database, 
     staged = _commit(work, "fwd: stage the MAC header through a vector", "a-store-forward-block.patch")
     gitea.push(repo, work, "feature-a")
     pull = gitea.open_pull(repo, "feature-a", "main", "fwd: stage the MAC header through a vector")
-    verdict = stack.wait_for("the pull request's verdict", lambda: final(staged, "perfci/pr/dut-01"), MEASURED_S, interval=2)
+    verdict = stack.wait_for("the pull request's verdict", lambda: final(staged, "perfci/pr/dut-01/main"), MEASURED_S, interval=2)
     assert verdict["status"] == "failure", verdict
     assert "sf_blocks_pp from zero" in verdict["description"], verdict
-    assert any(s["status"] == "pending" for s in gitea.commit_statuses(repo, staged) if s["context"] == "perfci/pr/dut-01")
+    assert any(s["status"] == "pending" for s in gitea.commit_statuses(repo, staged) if s["context"] == "perfci/pr/dut-01/main")
 
     def verdict_comment(head: str) -> dict[str, Any] | None:
         """The pull request's one comment once it gives the verdict on ``head``. The status and the comment are
@@ -107,7 +107,7 @@ def test_statuses_and_the_pull_request_comment_on_a_real_gitea(gitea, database, 
     again = _commit(work, "docs: note the staging")
     gitea.push(repo, work, "feature-a")
 
-    assert stack.wait_for("the new head's verdict", lambda: final(again, "perfci/pr/dut-01"), MEASURED_S, interval=2)
+    assert stack.wait_for("the new head's verdict", lambda: final(again, "perfci/pr/dut-01/main"), MEASURED_S, interval=2)
     comment = stack.wait_for("the comment to be edited for the new head", lambda: verdict_comment(again), MEASURED_S,
                              interval=2)
     assert comment["id"] == first_id

@@ -70,7 +70,7 @@ from .. import dispatch
 from ..bisect import service as bisect_service
 from ..models import AlertDirection, AlertGroup, AlertStatus, utcnow
 from ..settings import Settings
-from . import confirm, verdicts
+from . import confirm, origins, verdicts
 from . import repository as alert_sql
 from . import series_repository as series_sql
 from . import window as window_cache
@@ -116,6 +116,8 @@ def detect_pending(session: Session, machine_id: int, settings: Settings) -> Out
         return outcome
     if len(runs) == PENDING_BATCH:  # a backlog (workers were down): the rest in the next task
         dispatch.send_once_after_commit(session, DETECT_TASK, machine_id)
+    analysed = [run.id for run in runs]
+    runs = [run for run in runs if run.round >= 0]  # a pull request's rounds decide its own verdict only
     branches = series_sql.branches_of_commits(session, (run.commit_id for run in runs))
     series = sorted({(branch_id, run.config_id) for run in runs for branch_id in branches.get(run.commit_id, [])})
     for branch_id in sorted({branch_id for branch_id, _ in series}):  # ascending: tasks never wait on each other in a cycle
@@ -123,10 +125,13 @@ def detect_pending(session: Session, machine_id: int, settings: Settings) -> Out
     for branch_id, config_id in series:
         detect_config(session, branch_id, machine_id, config_id, settings, outcome)
     outcome.commits.update(run.commit_id for run in runs)
+    outcome.commits.update(origins.recheck_awaiting(session, machine_id, {run.commit_id for run in runs}, settings))
+    # Commits waiting on these (their baseline, their merged-in parent) are decided now too.
+    outcome.commits.update(alert_sql.pending_series_commits(session, machine_id, {b for b, _ in series}))
     verdicts.record_verdicts(session, machine_id, outcome.commits, settings)
     if settings.auto_bisect_regressions:
         _bisect_new_regressions(session, outcome)
-    series_sql.mark_detected(session, [run.id for run in runs], utcnow())
+    series_sql.mark_detected(session, analysed, utcnow())
     log.info("detection for %d run(s) of machine %s: %s", len(runs), machine_id, outcome.as_dict())
     return outcome
 
@@ -136,7 +141,8 @@ def _bisect_new_regressions(session: Session, outcome: Outcome) -> None:
     a group keeps the one bisect it got first)."""
     for group_id in sorted(outcome.groups):
         group = session.get(AlertGroup, group_id)
-        if group is not None and group.direction == AlertDirection.REGRESSION.value and group.status == AlertStatus.UNTRIAGED.value:
+        if (group is not None and group.direction == AlertDirection.REGRESSION.value and group.status == AlertStatus.UNTRIAGED.value
+                and group.origin_commit_id is None):  # a sighting's culprit is its origin
             bisect_service.start_for_alert_group(session, group_id)
 
 
@@ -149,10 +155,17 @@ def request_redetection(session: Session, branch_id: int, machine_id: int) -> No
     dispatch.send_once_after_commit(session, DETECT_TASK, machine_id)
 
 
-def forget_abandoned(session: Session, branch_id: int, commit_ids: list[int]) -> int:
+def forget_abandoned(session: Session, branch_id: int, commit_ids: list[int], settings: Settings) -> int:
     """A force push took these commits off the branch: its untriaged alert groups about them go
-    (triaged ones stay, as history; detection skips groups about commits off the branch)."""
+    (triaged ones stay, as history; detection skips groups about commits off the branch), and
+    their sightings elsewhere are classified again (a rebased copy becomes the change's own)."""
+    doomed = alert_sql.untriaged_groups_of(session, branch_id, commit_ids)
+    sightings = [g for g in alert_sql.sightings_of(session, doomed) if g.id not in doomed]
     dropped = alert_sql.drop_untriaged_groups_of(session, branch_id, commit_ids)
+    session.flush()
+    for machine_id in sorted({g.machine_id for g in sightings}):
+        changed = origins.reclassify(session, [g for g in sightings if g.machine_id == machine_id], settings)
+        verdicts.record_verdicts(session, machine_id, changed, settings)
     log.info("branch %s: %d commit(s) were forced off it; %d untriaged alert group(s) about them dropped", branch_id,
              len(commit_ids), dropped)
     return dropped

@@ -32,10 +32,13 @@ def list_alerts(
     branch: Annotated[str | None, Query(description="Branch name")] = None,
     config: Annotated[str | None, Query(description="Groups with an alert of this benchmark config")] = None,
     metric: Annotated[str | None, Query(description="Groups with an alert of this metric")] = None,
+    sightings: Annotated[bool, Query(description="Also later sightings of a change another commit carries first "
+                                                 "(a merge of it, a cherry-pick or rebase of it)")] = False,
 ) -> Page[AlertGroupRead]:
-    """Alert groups, newest first."""
+    """Alert groups, newest first; a change is listed once, at the first commit that carries it."""
     statement = alert_sql.groups_statement(
-        status.value if status else None, direction.value if direction else None, machine_id, repository_id, branch, config, metric
+        status.value if status else None, direction.value if direction else None, machine_id, repository_id, branch, config, metric,
+        sightings,
     )
     return reads.read_page(session, paginate(session, statement, page, lambda group: group))
 

@@ -28,11 +28,11 @@ _PENDING = (Run.status == RunStatus.OK.value) & Run.detected_at.is_(None)  # ix_
 
 
 def lock_pending_runs(session: Session, machine_id: int, limit: int) -> Sequence[Row[Any]]:
-    """(id, commit_id, config_id) of the machine's oldest ``limit`` successful runs detection has
-    not analysed, locked for the transaction; runs another detection holds are skipped (that one
-    does them)."""
+    """(id, commit_id, config_id, round) of the machine's oldest ``limit`` successful runs detection
+    has not analysed, locked for the transaction; runs another detection holds are skipped (that
+    one does them)."""
     statement = (
-        select(Run.id, Job.commit_id, Job.config_id)
+        select(Run.id, Job.commit_id, Job.config_id, Job.round)
         .join(Job, Job.id == Run.job_id)
         .where(_PENDING, Job.machine_id == machine_id)
         .order_by(Run.id)
@@ -118,7 +118,7 @@ def pending_commits(session: Session, machine_id: int, config_id: int) -> set[in
     """Commits of the machine x config with a successful run detection has not analysed yet
     (held by this detection or another)."""
     statement = select(Job.commit_id).join(Run, Run.job_id == Job.id).where(_PENDING, Job.machine_id == machine_id,
-                                                                            Job.config_id == config_id)
+                                                                            Job.config_id == config_id, Job.round >= 0)
     return set(session.scalars(statement))
 
 
@@ -164,7 +164,8 @@ def window_runs(
     pair). ``values``: the run's repetitions in repetition order, a repetition without a value
     for the metric left out (no row when none has one); ``noisy``: the run carries the agent's
     noisy mark; ``pair``: the key of the interleaved session the run was part of (the lower of
-    its job and the partner job it names; 0 when measured alone)."""
+    its job and the partner job it names; 0 when measured alone). A pull request's rounds are the
+    pull request's (round < 0): never the series'."""
     if not positions:
         return []
     statement = (
@@ -173,7 +174,9 @@ def window_runs(
         .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
         .join(Commit, Commit.id == MetricValue.commit_id)
         .join(Run, Run.id == MetricValue.run_id)
+        .join(Job, Job.id == Run.job_id)
         .where(
+            Job.round >= 0,
             BranchCommit.branch_id == branch_id,
             BranchCommit.position.in_(list(positions)),
             MetricValue.machine_id == machine_id,

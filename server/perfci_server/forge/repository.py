@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row, and_, exists, func, select
 from sqlalchemy.orm import Session
 
 from .. import db
-from ..models import Commit, CommitStatus, Delivery, PullRequest, Repository, StatusScope, utcnow
+from ..models import ACTIVE_STATES, Commit, CommitState, CommitStatus, Delivery, Job, JobState, PullRequest, Repository, StatusScope, utcnow
 
 
 def commits_with_repository(session: Session, commit_ids: Sequence[int]) -> Sequence[Row[Any]]:
@@ -26,23 +26,24 @@ def commits_with_repository(session: Session, commit_ids: Sequence[int]) -> Sequ
 
 
 def insert_missing_statuses(session: Session, machine_id: int, rows: list[dict[str, Any]]) -> set[int]:
-    """Create the (commit, machine) rows that do not exist yet; returns the commit ids created."""
+    """Create the (commit, machine, scope, base branch) rows that do not exist yet; returns the commit ids created."""
     if not rows:
         return set()
     now = utcnow()
     full = [{"machine_id": machine_id, "version": 1, "attempts": 0, "last_error": "", "created_at": now,
              "updated_at": now, **row} for row in rows]
-    inserted = db.insert_ignoring_conflicts(session, CommitStatus.__table__, full, ["commit_id", "machine_id", "scope"],
+    inserted = db.insert_ignoring_conflicts(session, CommitStatus.__table__, full, ["commit_id", "machine_id", "scope", "base_branch"],
                                             returning=CommitStatus.__table__.c.commit_id)
     return {row[0] for row in inserted}
 
 
-def lock_statuses(session: Session, machine_id: int, commit_ids: Sequence[int], scope: StatusScope) -> Sequence[CommitStatus]:
-    """The machine's status rows of these commits in one scope, locked in commit order."""
+def lock_statuses(session: Session, machine_id: int, commit_ids: Sequence[int], scope: StatusScope,
+                  base_branch: str) -> Sequence[CommitStatus]:
+    """The machine's status rows of these commits about one subject, locked in commit order."""
     statement = (
         select(CommitStatus)
         .where(CommitStatus.machine_id == machine_id, CommitStatus.commit_id.in_(list(commit_ids)),
-               CommitStatus.scope == scope.value)
+               CommitStatus.scope == scope.value, CommitStatus.base_branch == base_branch)
         .order_by(CommitStatus.commit_id)
         .with_for_update()
         .execution_options(populate_existing=True)
@@ -65,7 +66,7 @@ def lock_by_id(session: Session, status_id: int) -> CommitStatus | None:
     return session.scalar(select(CommitStatus).where(CommitStatus.id == status_id).with_for_update())
 
 
-def stale_pending(session: Session, older_than: datetime, limit: int) -> list[int]:
+def undelivered(session: Session, older_than: datetime, limit: int) -> list[int]:
     statement = (
         select(CommitStatus.id)
         .where(CommitStatus.delivery == Delivery.PENDING.value, CommitStatus.updated_at < older_than)
@@ -75,8 +76,9 @@ def stale_pending(session: Session, older_than: datetime, limit: int) -> list[in
     return list(session.scalars(statement))
 
 
-def statuses_of(session: Session, commit_id: int, scope: StatusScope) -> list[CommitStatus]:
-    statement = select(CommitStatus).where(CommitStatus.commit_id == commit_id, CommitStatus.scope == scope.value)
+def statuses_of(session: Session, commit_id: int, scope: StatusScope, base_branch: str) -> list[CommitStatus]:
+    statement = select(CommitStatus).where(CommitStatus.commit_id == commit_id, CommitStatus.scope == scope.value,
+                                           CommitStatus.base_branch == base_branch)
     return list(session.scalars(statement.order_by(CommitStatus.machine_id)))
 
 
@@ -87,3 +89,26 @@ def by_public_id(session: Session, public_id: str) -> CommitStatus | None:
 def lock_pull_request(session: Session, pull_request_id: int) -> PullRequest | None:
     statement = select(PullRequest).where(PullRequest.id == pull_request_id).with_for_update()
     return session.scalar(statement.execution_options(populate_existing=True))
+
+
+def unsettled(session: Session, quiet_since: datetime, limit: int) -> list[CommitStatus]:
+    """Pending verdicts nothing will decide: no job of their commit is queued or running on their
+    machine, and none has changed (nor the verdict) since ``quiet_since``."""
+    same = and_(Job.commit_id == CommitStatus.commit_id, Job.machine_id == CommitStatus.machine_id)
+    active = exists().where(same, Job.state.in_((JobState.QUEUED.value, *ACTIVE_STATES)))
+    last_job = select(func.max(Job.updated_at)).where(same).correlate(CommitStatus).scalar_subquery()
+    statement = (
+        select(CommitStatus)
+        .where(CommitStatus.state == CommitState.PENDING.value, ~active, CommitStatus.updated_at < quiet_since,
+               func.coalesce(last_job, CommitStatus.updated_at) < quiet_since)
+        .order_by(CommitStatus.id)
+        .limit(limit)
+    )
+    return list(session.scalars(statement))
+
+
+def pull_head(session: Session, pull_request_id: int | None) -> int | None:
+    """The head commit a pull request is measuring now (None: gone, or no head yet)."""
+    if pull_request_id is None:
+        return None
+    return session.scalar(select(PullRequest.head_commit_id).where(PullRequest.id == pull_request_id))

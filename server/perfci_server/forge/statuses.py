@@ -1,9 +1,11 @@
 """Commit statuses: the verdicts perfci posts on the forge, stored first, then delivered.
 
-A verdict (a commit's state and description on a machine, in a scope: ``series`` for the commit
-on its branch's series, ``pull`` for a pull request's head) is decided elsewhere — the series
-verdict by :mod:`..alerts.verdicts`, a pull request's by :mod:`..pulls.service` — and handed to
-:func:`write_verdicts`, which stores it and queues its post when it changed.
+A verdict (a commit's state and description on a machine, about a :class:`Subject`: the commit on
+its branch's series, or a pull request's head against its base) is decided elsewhere — the series
+verdict by :mod:`..alerts.verdicts` (and ``pending`` by the jobs room when a commit's measurement
+is queued), a pull request's by :mod:`..pulls.service` — and handed to :func:`write_verdicts`,
+which stores it and queues its post when it changed. Each subject has its own context:
+``perfci/<machine>`` on the series, ``perfci/pr/<machine>/<base branch>`` for a pull request.
 
 The verdict is written in the deciding transaction; posting it is a Celery task sent after
 commit, retried with exponential backoff, and a periodic sweep re-sends whatever is still
@@ -36,27 +38,49 @@ POST_TASK = "perfci.forge.post_status"
 RESEND_BATCH = 500
 
 
-def write_verdicts(session: Session, machine_id: int, scope: StatusScope, wanted: Mapping[int, tuple[CommitState, str]],
+@dataclass(frozen=True)
+class Subject:
+    """What a verdict judges: the commit on its branch's series, or a pull request's head against
+    its base branch."""
+
+    scope: StatusScope = StatusScope.SERIES
+    base_branch: str = ""
+    pull_request_id: int | None = None
+
+    def context(self, settings: Settings, machine: str) -> str:
+        if self.scope is StatusScope.SERIES:
+            return f"{settings.status_context}/{machine}"
+        return f"{settings.status_context}/pr/{machine}/{self.base_branch}"
+
+
+SERIES = Subject()
+
+
+def pull_subject(pull_request_id: int, base_branch: str) -> Subject:
+    return Subject(StatusScope.PULL, base_branch, pull_request_id)
+
+
+def write_verdicts(session: Session, machine_id: int, subject: Subject, wanted: Mapping[int, tuple[CommitState, str]],
                    settings: Settings) -> list[int]:
-    """Store each commit's verdict (state, description) of one scope on the machine; queue a post
-    for each that changed. One insert of the missing rows, one locking read of them all (commit
-    order, so concurrent batches cannot deadlock), updates only where the verdict changed."""
+    """Store each commit's verdict (state, description) about one subject on the machine; queue a
+    post for each that changed. One insert of the missing rows, one locking read of them all
+    (commit order, so concurrent batches cannot deadlock), updates only where the verdict changed."""
     if not wanted:
         return []
-    machine = machine_sql.name_of(session, machine_id)
-    context = f"{settings.status_context}/{machine}" if scope is StatusScope.SERIES else f"{settings.status_context}/pr/{machine}"
+    context = subject.context(settings, machine_sql.name_of(session, machine_id))[:255]
     commits = status_sql.commits_with_repository(session, list(wanted))
     delivery_of = {c.id: Delivery.PENDING if kind_of(c.forge).token(settings) else Delivery.DISABLED for c in commits}
     new = status_sql.insert_missing_statuses(session, machine_id, [
-        {"repository_id": c.repository_id, "commit_id": c.id, "scope": scope.value, "context": context,
-         "state": wanted[c.id][0].value, "description": wanted[c.id][1], "delivery": delivery_of[c.id].value,
+        {"repository_id": c.repository_id, "commit_id": c.id, "scope": subject.scope.value, "context": context,
+         "base_branch": subject.base_branch, "pull_request_id": subject.pull_request_id,
+         "state": wanted[c.id][0].value, "description": wanted[c.id][1][:255], "delivery": delivery_of[c.id].value,
          "public_id": secrets.token_urlsafe(16)}
         for c in commits])
     to_post = []
-    for status in status_sql.lock_statuses(session, machine_id, list(wanted), scope):
+    for status in status_sql.lock_statuses(session, machine_id, list(wanted), subject.scope, subject.base_branch):
         state, description = wanted[status.commit_id]
-        fields = {"state": state.value, "context": context, "description": description,
-                  "target_url": page_url(settings, status.public_id)}
+        fields = {"state": state.value, "context": context, "description": description[:255],
+                  "target_url": page_url(settings, status.public_id), "pull_request_id": subject.pull_request_id}
         delivery = delivery_of[status.commit_id]
         if all(getattr(status, k) == v for k, v in fields.items()):
             if status.commit_id not in new:
@@ -75,8 +99,9 @@ def write_verdicts(session: Session, machine_id: int, scope: StatusScope, wanted
     return to_post
 
 
-def statuses_of(session: Session, commit_id: int, scope: StatusScope) -> list[CommitStatus]:
-    return status_sql.statuses_of(session, commit_id, scope)
+def statuses_of(session: Session, commit_id: int, subject: Subject) -> list[CommitStatus]:
+    """The commit's verdicts about the subject, one per machine."""
+    return status_sql.statuses_of(session, commit_id, subject.scope, subject.base_branch)
 
 
 def page_url(settings: Settings, public_id: str) -> str | None:
@@ -137,9 +162,39 @@ def record_failure(session: Session, status_id: int, version: int, error: str, p
 
 def resend_pending(session: Session, settings: Settings) -> list[int]:
     """Statuses still pending after a quiet interval (their task was lost or gave up): post again."""
-    ids = status_sql.stale_pending(session, utcnow() - timedelta(seconds=settings.forge_resend_interval_seconds), RESEND_BATCH)
+    ids = status_sql.undelivered(session, utcnow() - timedelta(seconds=settings.forge_resend_interval_seconds), RESEND_BATCH)
     for status_id in ids:
         dispatch.send_after_commit(session, POST_TASK, status_id)
     if ids:
         log.info("forge: re-sending %d pending commit status(es)", len(ids))
     return ids
+
+
+def settle_pending(session: Session, settings: Settings) -> int:
+    """The sweep that makes every status end. A ``pending`` verdict whose commit has had nothing
+    queued or running on its machine for ``status_settle_seconds`` waits on nothing of its own: its
+    decider is asked again (the series verdict by the alerts room, a pull request's by the pull
+    request room, by task name); a pull request's verdict on a head that is no longer the pull
+    request's ends here, as ``neutral``. Returns how many were settled or asked about."""
+    quiet_since = utcnow() - timedelta(seconds=settings.status_settle_seconds)
+    series: dict[int, list[int]] = {}
+    pulls: set[int] = set()
+    rows = status_sql.unsettled(session, quiet_since, RESEND_BATCH)
+    for status in rows:
+        if status.scope == StatusScope.SERIES.value:
+            series.setdefault(status.machine_id, []).append(status.commit_id)
+            continue
+        head = status_sql.pull_head(session, status.pull_request_id)
+        if head == status.commit_id:
+            pulls.add(status.pull_request_id)  # type: ignore[arg-type]
+            continue
+        subject = Subject(StatusScope.PULL, status.base_branch, status.pull_request_id)
+        ended = (CommitState.NEUTRAL, "superseded before it was measured: the pull request has another head")
+        write_verdicts(session, status.machine_id, subject, {status.commit_id: ended}, settings)
+    for machine_id, commit_ids in sorted(series.items()):
+        dispatch.send_after_commit(session, dispatch.DECIDE_SERIES_TASK, machine_id, sorted(commit_ids))
+    for pull_request_id in sorted(pulls):
+        dispatch.send_once_after_commit(session, dispatch.PULL_EVALUATE_TASK, pull_request_id)
+    if rows:
+        log.info("forge: %d pending status(es) with nothing of their own running: decided again", len(rows))
+    return len(rows)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..celery_app import RESEND_STATUSES_TASK, celery_app
+from ..celery_app import SETTLE_STATUSES_TASK, RESEND_STATUSES_TASK, celery_app
 from ..db import session_scope
 from ..dispatch import retry_later, started
 from ..settings import get_settings
@@ -68,3 +68,9 @@ def post_comment(self: Any, pull_request_id: int) -> str:
 def resend_pending() -> int:
     with session_scope() as session:
         return len(statuses.resend_pending(session, get_settings()))
+
+
+@celery_app.task(name=SETTLE_STATUSES_TASK, time_limit=60, soft_time_limit=50)
+def settle_pending() -> int:
+    with session_scope() as session:
+        return statuses.settle_pending(session, get_settings())

@@ -21,14 +21,17 @@ from .base import Base, BigId, CreatedAtMixin, IdMixin, utcnow
 
 class PullState(str, Enum):
     OPEN = "open"
-    CLOSED = "closed"  # closed or merged: its queued jobs are dropped, its comment stays as it was
+    # Closed or merged: its queued jobs are dropped, what was still pending ends ("closed before it
+    # was measured"), the comment says so.
+    CLOSED = "closed"
+    MERGED = "merged"
 
 
 class PullRequest(IdMixin, CreatedAtMixin, Base):
     __tablename__ = "pull_requests"
     __table_args__ = (
         UniqueConstraint("repository_id", "number"),
-        CheckConstraint("state IN ('open', 'closed')", name="state"),
+        CheckConstraint("state IN ('open', 'closed', 'merged')", name="state"),
     )
 
     repository_id: Mapped[int] = mapped_column(BigId, ForeignKey("repositories.id", ondelete="CASCADE"))

@@ -49,7 +49,7 @@ class Branch(IdMixin, CreatedAtMixin, Base):
 
 class Commit(IdMixin, CreatedAtMixin, Base):
     __tablename__ = "commits"
-    __table_args__ = (UniqueConstraint("repository_id", "sha"),)
+    __table_args__ = (UniqueConstraint("repository_id", "sha"), Index("ix_commits_repository_id_patch_id", "repository_id", "patch_id"))
 
     repository_id: Mapped[int] = mapped_column(BigId, ForeignKey("repositories.id", ondelete="CASCADE"))
     sha: Mapped[str] = mapped_column(String(40))
@@ -59,6 +59,9 @@ class Commit(IdMixin, CreatedAtMixin, Base):
     author_email: Mapped[str] = mapped_column(String(255), default="")
     committed_at: Mapped[datetime | None]
     message: Mapped[str] = mapped_column(Text, default="")
+    # git's stable patch id of a commit with one parent (the mirror's): the same change under a new
+    # sha (a cherry-pick, a rebase) has the same one. None for merges and until the mirror has it.
+    patch_id: Mapped[str | None] = mapped_column(String(40))
 
 
 class BranchCommit(Base):

@@ -36,7 +36,7 @@ from ..forge import statuses as forge_statuses
 from ..forge.events import PullEvent
 from ..jobs import repository as job_sql
 from ..machines import repository as machine_sql
-from ..models import BenchConfig, CommitState, JobState, Machine, PullRequest, PullState, Repository, StatusScope
+from ..models import BenchConfig, CommitState, JobState, Machine, PullRequest, PullState, Repository
 from ..repos import mirror
 from ..repos.service import store_commits
 from ..settings import Settings
@@ -53,7 +53,7 @@ ACTIVE = (JobState.QUEUED.value, JobState.LEASED.value, JobState.RUNNING.value)
 # --- events ---------------------------------------------------------------------------------
 
 
-def on_event(session: Session, repository: Repository, event: PullEvent) -> str:
+def on_event(session: Session, repository: Repository, event: PullEvent, settings: Settings) -> str:
     """Record a pull request event in the webhook's transaction; the work follows in tasks.
     Returns what was done, for the delivery's answer."""
     number, head_sha = event.number, event.head_sha
@@ -61,19 +61,34 @@ def on_event(session: Session, repository: Repository, event: PullEvent) -> str:
     pr = pull_sql.lock_or_create(session, repository.id, number, {
         "title": title, "base_branch": base_branch, "head_branch": head_branch, "head_sha": head_sha})
     if event.action == "close":
-        pr.state = PullState.CLOSED.value
+        pr.state = (PullState.MERGED if event.merged else PullState.CLOSED).value
         dropped = pull_sql.drop_queued_jobs(session, pr.id)
-        return f"pull request #{number} closed: {dropped} queued job(s) dropped"
-    reopened = pr.state == PullState.CLOSED.value  # its queued jobs were dropped: measure again
-    pr.state, pr.title, pr.base_branch, pr.head_branch = PullState.OPEN.value, title, base_branch, head_branch
-    if pr.head_sha == head_sha and pr.head_commit_id is not None and not reopened:
+        dispatch.send_after_commit(session, EVALUATE_TASK, pr.id)  # ends what was still pending, edits the comment
+        return f"pull request #{number} {pr.state}: {dropped} queued job(s) dropped"
+    reopened = pr.state != PullState.OPEN.value  # its queued jobs were dropped: measure again
+    moved = pr.head_sha != head_sha or pr.base_branch != base_branch
+    if pr.head_commit_id is not None and moved:  # what the old head (or base) still awaited will not come
+        why = (f"superseded by {head_sha[:12]} before it was measured" if pr.head_sha != head_sha
+               else f"the pull request's base changed to {base_branch} before it was measured")
+        _end_pending(session, pr, pr.head_commit_id, pr.base_branch, why, settings)
+    pr.state, pr.title, pr.head_branch = PullState.OPEN.value, title, head_branch
+    if not moved and pr.head_commit_id is not None and not reopened:
         return f"pull request #{number}: head {head_sha[:12]} is measured already"
-    dropped = pull_sql.drop_queued_jobs(session, pr.id) if pr.head_sha != head_sha else 0
-    pr.head_sha, pr.base_sha, pr.head_commit_id, pr.base_commit_id = head_sha, None, None, None
+    dropped = pull_sql.drop_queued_jobs(session, pr.id) if moved else 0
+    pr.head_sha, pr.base_branch, pr.base_sha, pr.head_commit_id, pr.base_commit_id = head_sha, base_branch, None, None, None
     pr.waiting_for = "the server's mirror of the repository to have the head"
     dispatch.send_after_commit(session, PREPARE_TASK, pr.id)
     superseded = f"; {dropped} queued job(s) of the previous head dropped" if dropped else ""
     return f"pull request #{number}: head {head_sha[:12]} to be measured against its merge-base{superseded}"
+
+
+def _end_pending(session: Session, pr: PullRequest, commit_id: int, base_branch: str, why: str, settings: Settings) -> None:
+    """Give each machine's verdict on ``commit_id`` that is still pending its final state: nothing
+    will measure it any more (GitHub's checks do the same for a superseded head)."""
+    subject = forge_statuses.pull_subject(pr.id, base_branch)
+    for status in forge_statuses.statuses_of(session, commit_id, subject):
+        if status.state == CommitState.PENDING.value:
+            forge_statuses.write_verdicts(session, status.machine_id, subject, {commit_id: (CommitState.NEUTRAL, why)}, settings)
 
 
 # --- prepare (a task: fetch, find the merge-base, queue the pairs) -----------------------------
@@ -145,7 +160,7 @@ def schedule(session: Session, target: Target, sides: Sides, settings: Settings)
         log.info("pull request #%s of %s: %d job(s) queued, head %s against merge-base %s", pr.number, repository.name, queued,
                  pr.head_sha[:12], base12)
     for machine_id, verdict in verdicts.items():
-        forge_statuses.write_verdicts(session, machine_id, StatusScope.PULL, {pr.head_commit_id: verdict}, settings)
+        forge_statuses.write_verdicts(session, machine_id, _subject(pr), {pr.head_commit_id: verdict}, settings)
     forge_comments.write_comment(session, pr, render_comment(session, pr, {m: _Result(*v) for m, v in verdicts.items()}, settings))
     return f"{len(machines)} machine(s) x {len(configs)} config(s)"
 
@@ -177,23 +192,42 @@ class _Result:
     unchanged: int = 0
 
 
+_ENDED = {PullState.CLOSED.value: "closed before it was measured", PullState.MERGED.value: "merged before it was measured"}
+
+
 def evaluate(session: Session, pull_request_id: int, settings: Settings) -> str:
-    """Decide every machine the head's jobs are done on; write the verdicts and the comment."""
+    """Decide every machine the head's jobs are done on; write the verdicts and the comment. A
+    closed or merged pull request gets no new session: what is still pending ends there."""
     pr = pull_sql.lock(session, pull_request_id)
-    if pr is None or pr.state != PullState.OPEN.value or pr.head_commit_id is None:
+    if pr is None or pr.head_commit_id is None:
         return "nothing to decide"
+    ended = _ENDED.get(pr.state)
     by_machine: dict[int, list[pull_sql.Pair]] = defaultdict(list)
     for pair in pull_sql.pairs_of_head(session, pr.id, pr.head_commit_id):
         by_machine[pair.machine_id].append(pair)
-    results = {machine_id: _decide(session, pr, pairs, settings) for machine_id, pairs in sorted(by_machine.items())}
-    for machine_id, result in results.items():
-        forge_statuses.write_verdicts(session, machine_id, StatusScope.PULL, {pr.head_commit_id: (result.state, result.description)},
-                                     settings)
+    results = {machine_id: _decide(session, pr, pairs, settings, more_sessions=ended is None)
+               for machine_id, pairs in sorted(by_machine.items())}
+    pending = {s.machine_id for s in forge_statuses.statuses_of(session, pr.head_commit_id, _subject(pr))
+               if s.state == CommitState.PENDING.value}
+    for machine_id in pending - set(results):  # nothing measures the head there any more
+        results[machine_id] = _Result(CommitState.NEUTRAL, ended or "no verdict: no job measures the head on this machine")
+    if ended is not None:
+        for machine_id, result in results.items():
+            if result.state is CommitState.PENDING:
+                results[machine_id] = _Result(CommitState.NEUTRAL, ended, result.rows, result.unchanged)
+    for machine_id, result in sorted(results.items()):
+        forge_statuses.write_verdicts(session, machine_id, _subject(pr), {pr.head_commit_id: (result.state, result.description)},
+                                      settings)
     forge_comments.write_comment(session, pr, render_comment(session, pr, results, settings))
-    return ", ".join(f"{m}: {r.state.value}" for m, r in results.items())
+    return ", ".join(f"{m}: {r.state.value}" for m, r in sorted(results.items())) or "nothing to decide"
 
 
-def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair], settings: Settings) -> _Result:
+def _subject(pr: PullRequest) -> forge_statuses.Subject:
+    return forge_statuses.pull_subject(pr.id, pr.base_branch)
+
+
+def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair], settings: Settings,
+            more_sessions: bool = True) -> _Result:
     base12 = (pr.base_sha or "")[:12]
     states = [s for p in pairs for s in (p.head_state, p.base_state)]
     if any(s in ACTIVE for s in states):
@@ -234,7 +268,7 @@ def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair], setti
         text = f"regression: {lead.metric} {change_text(lead.change_pct)} ({lead.config}, {lead.backend}){more} vs merge-base {base12}"
         return _Result(CommitState.FAILURE, text, rows, unchanged)
     if undecided:
-        again = [c for c in undecided_configs if len(by_config[c]) < settings.pull_sessions]
+        again = [c for c in undecided_configs if len(by_config[c]) < settings.pull_sessions] if more_sessions else []
         for config_id in again:  # another session; its jobs keep the verdict pending until they are measured
             _queue_pair(session, pr, pairs[0].machine_id, config_id, settings, again=True)
         if again:
@@ -269,6 +303,8 @@ def render_comment(session: Session, pr: PullRequest, results: dict[int, _Result
     worst = _worst([r.state for r in results.values()])
     head, base = pr.head_sha[:12], (pr.base_sha or "")[:12]
     lines = [f"### perfci: {_WORDS[worst]} — head `{head}` against merge-base `{base}`", ""]
+    if pr.state in _ENDED:
+        lines += [f"The pull request was {pr.state}: nothing more is measured for it.", ""]
     if not results:
         lines.append("No enabled machine or benchmark config: nothing is measured.")
     machines = dict(session.execute(select(Machine.id, Machine.name).where(Machine.id.in_(list(results)))).all())
@@ -280,15 +316,15 @@ def render_comment(session: Session, pr: PullRequest, results: dict[int, _Result
                   f"{change_text(r.change_pct)} | {r.verdict} | {_cell(r.why)} |" for name, r in table]
         lines.append("")
     links = {s.machine_id: forge_statuses.page_url(settings, s.public_id)
-             for s in forge_statuses.statuses_of(session, pr.head_commit_id, StatusScope.PULL)} if pr.head_commit_id else {}
+             for s in forge_statuses.statuses_of(session, pr.head_commit_id, _subject(pr))} if pr.head_commit_id else {}
     for machine_id, result in results.items():
         name = machines.get(machine_id, str(machine_id))
         link = links.get(machine_id)
         verdict = f"[{result.state.value}]({link})" if link else result.state.value
         unchanged = f" · {result.unchanged} metric(s) unchanged" if result.unchanged else ""
         lines.append(f"- **{name}**: {verdict} — {result.description}{unchanged}")
-    lines += ["", "<sub>perfci measures the head and the merge-base interleaved on each machine and edits this comment "
-                  "on every push to the pull request.</sub>"]
+    lines += ["", "_perfci measures the head and the merge-base interleaved on each machine and edits this comment "
+                  "on every push to the pull request._"]
     return "\n".join(lines)
 
 

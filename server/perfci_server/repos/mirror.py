@@ -78,6 +78,13 @@ def merge_base(path: Path, a: str, b: str) -> str | None:
     return r.stdout.strip() or None if r.returncode == 0 else None
 
 
+def depth(path: Path, sha: str) -> int:
+    """How many commits ``sha`` has in its history (itself included): of two merge-bases on one
+    line, the newer one has more."""
+    r = subprocess.run(["git", "-C", str(path), "rev-list", "--count", sha], capture_output=True, text=True, timeout=120)
+    return int(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip().isdigit() else 0
+
+
 def is_ancestor(path: Path, ancestor: str, descendant: str) -> bool:
     r = subprocess.run(["git", "-C", str(path), "merge-base", "--is-ancestor", ancestor, descendant], capture_output=True, timeout=120)
     return r.returncode == 0
@@ -97,6 +104,23 @@ def first_parent_commits(path: Path, after: str, exclude: Sequence[str], limit: 
         sha, parents, name, email, date, message = record.split("\x1f", 5)
         commits.append(GitCommit(sha, parents.split(), name, email, datetime.fromisoformat(date) if date else None, message))
     return commits
+
+
+def patch_ids(path: Path, shas: Sequence[str], timeout: float = 120) -> dict[str, str]:
+    """git's stable patch id of each commit with one parent: the same change under another sha (a
+    cherry-pick, a rebase without conflicts) has the same id. Merges and empty commits get none."""
+    if not shas:
+        return {}
+    diff = subprocess.run(["git", "-C", str(path), "show", "--no-color", "--format=commit %H", "-p", *shas],
+                          capture_output=True, timeout=timeout)
+    if diff.returncode != 0:
+        raise MirrorUnavailable(f"git show failed: {diff.stderr.decode(errors='replace').strip()[-500:]}")
+    ids = subprocess.run(["git", "-C", str(path), "patch-id", "--stable"], input=diff.stdout, capture_output=True, timeout=timeout)
+    out = {}
+    for line in ids.stdout.decode(errors="replace").splitlines():
+        patch, _, commit = line.partition(" ")
+        out[commit] = patch
+    return out
 
 
 def _git(path: Path | None, *args: str, timeout: float, env: dict[str, str] | None = None) -> str:

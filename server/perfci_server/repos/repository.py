@@ -36,6 +36,13 @@ def lock_branch(session: Session, repository_id: int, name: str) -> Branch:
     return session.scalars(statement).one()
 
 
+def branches_with_heads(session: Session, repository_id: int, except_branch_id: int) -> list[Branch]:
+    """The repository's other branches perfci has seen pushed."""
+    statement = select(Branch).where(Branch.repository_id == repository_id, Branch.id != except_branch_id,
+                                     Branch.head_sha.is_not(None))
+    return list(session.scalars(statement.order_by(Branch.id)))
+
+
 def branches_statement(repository_id: int) -> Select[tuple[Branch]]:
     return select(Branch).where(Branch.repository_id == repository_id).order_by(Branch.name)
 
@@ -227,3 +234,9 @@ def abandon(session: Session, branch_id: int, entries: Sequence[tuple[int, int]]
 def abandoned_statement(branch_id: int) -> Select[Any]:
     return (select(Commit, AbandonedCommit.position).join(AbandonedCommit, AbandonedCommit.commit_id == Commit.id)
             .where(AbandonedCommit.branch_id == branch_id).order_by(AbandonedCommit.position.desc()))
+
+
+def set_patch_ids(session: Session, repository_id: int, patch_ids: dict[str, str]) -> None:
+    """Record each commit's patch id (sha -> id)."""
+    for sha, patch_id in patch_ids.items():
+        session.execute(update(Commit).where(Commit.repository_id == repository_id, Commit.sha == sha).values(patch_id=patch_id))

@@ -135,11 +135,11 @@ def complete_push(session: Session, push: Push, settings: Settings) -> list[int]
     repo_sql.lock_branch(session, repository.id, branch.name)
     push.fetch_attempts += 1
     fresh = push.before is None and branch.fork_position is None and repo_sql.first_push_of(session, branch.id) == push.id
-    base = _base_of(session, repository, branch) if fresh else None
     path = mirror.mirror_path(settings, repository.id)
     try:
         if not mirror.has_commit(path, push.after):
             raise mirror.MirrorUnavailable(f"the mirror has no commit {push.after} yet")
+        base = _base_of(session, repository, branch, path, push.after) if fresh else None
         commits = _pushed_commits(session, settings, repository, branch.id, path, push.before, push.after, base,
                                   guessed=push.listed_shas)
     except mirror.MirrorUnavailable as exc:
@@ -152,6 +152,8 @@ def complete_push(session: Session, push: Push, settings: Settings) -> list[int]
         log.info("push %d (%s %s) was forced: %d commit(s) taken off the branch (kept as abandoned)", push.id,
                  repository.name, branch.name, len(abandoned))
     ids, placed = _place_with_baseline(session, settings, repository, branch, base, path, push.after, commits)
+    single = [c.sha for c in commits if len(c.parents) == 1]
+    repo_sql.set_patch_ids(session, repository.id, mirror.patch_ids(path, single))  # a copy of a change is known as one
     schedule_commits(session, ids, settings)
     push.recorded_commits += len(placed)
     push.complete, push.completed_at, push.last_error = True, utcnow(), None
@@ -160,13 +162,26 @@ def complete_push(session: Session, push: Push, settings: Settings) -> list[int]
     return placed
 
 
-def _base_of(session: Session, repository: Repository, branch: Branch) -> Branch | None:
-    """The branch a new branch is judged against: the repository's default branch, when it is
-    another branch and perfci has seen it pushed."""
+def _base_of(session: Session, repository: Repository, branch: Branch, path: Path, after: str) -> Branch | None:
+    """The branch a new branch is judged against: the tracked branch it forked from. That is the one
+    whose merge-base with the pushed head is the newest (a branch stacked on a feature branch starts
+    from that feature branch, not from the default branch), the default branch on a tie; a branch
+    that already holds the pushed head is no base (it was pushed from this one). None for the
+    default branch, or when no other branch is tracked."""
     if branch.name == repository.default_branch:
         return None
-    base = repo_sql.branch(session, repository.id, repository.default_branch)
-    return base if base is not None and base.head_sha else None
+    best: tuple[int, bool, int] | None = None
+    chosen = None
+    for other in repo_sql.branches_with_heads(session, repository.id, branch.id):
+        if not other.head_sha or not mirror.has_commit(path, other.head_sha):
+            continue
+        fork = mirror.merge_base(path, after, other.head_sha)
+        if fork is None or fork == after:
+            continue
+        rank = (mirror.depth(path, fork), other.name == repository.default_branch, -other.id)
+        if best is None or rank > best:
+            best, chosen = rank, other
+    return chosen
 
 
 def _pushed_commits(session: Session, settings: Settings, repository: Repository, branch_id: int, path: Path,

@@ -59,7 +59,7 @@ def _accept_pull(session: Session, repository: Repository, delivery_id: str, eve
     accepted = WebhookAccepted(status="scheduled", detail=f"pull request #{pull.number} {pull.action}")
     if _record(session, repository, delivery_id, event, ref, accepted) is None:
         return WebhookAccepted(status="duplicate", detail=f"delivery {delivery_id} was already processed")
-    detail = pull_service.on_event(session, repository, pull)
+    detail = pull_service.on_event(session, repository, pull, get_settings())
     return WebhookAccepted(status="scheduled", detail=detail)
 
 
