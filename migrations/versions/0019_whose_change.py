@@ -9,6 +9,8 @@ change an alert is
   carries first (a merge's merged-in parent, the original of a cherry-pick or rebase);
   awaiting_commit_id: a merged-in parent whose measurement decides whose change it is.
 - commits.patch_id: git's stable patch id (the same change under another sha).
+- branch_commits.guessed: placed from a payload's order while the mirror could not be fetched,
+  provisional until git's order replaces it.
 
 Revision ID: 0019
 Revises: 0018
@@ -56,9 +58,13 @@ def upgrade() -> None:
     with op.batch_alter_table("commits") as batch:
         batch.add_column(sa.Column("patch_id", sa.String(40), nullable=True))
         batch.create_index(op.f("ix_commits_repository_id_patch_id"), ["repository_id", "patch_id"])
+    with op.batch_alter_table("branch_commits") as batch:
+        batch.add_column(sa.Column("guessed", sa.Boolean(), nullable=False, server_default=sa.text("false")))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("branch_commits") as batch:
+        batch.drop_column("guessed")
     with op.batch_alter_table("commits") as batch:
         batch.drop_index(op.f("ix_commits_repository_id_patch_id"))
         batch.drop_column("patch_id")

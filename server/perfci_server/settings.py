@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     # clone can be large), retried with backoff, and beat retries what is still incomplete every
     # push_retry_interval_seconds.
     mirror_fetch_timeout_seconds: float = Field(240.0, gt=0, le=540)
+    # Fetches from one forge host at a time across every worker: a hanging forge holds at most this
+    # many worker slots (keep it below the workers' concurrency); the others serve other forges.
+    fetches_per_forge_host: int = Field(1, ge=1, le=64)
     push_retry_interval_seconds: float = Field(120.0, gt=0)
     # At most this many commits from one push (a new branch of a repository whose other branches
     # are not tracked yet would otherwise bring its whole history).

@@ -100,7 +100,7 @@ def test_statuses_and_the_pull_request_comment_on_a_real_gitea(gitea, database, 
         return comments[0] if f"head `{head[:12]}`" in body and not body.startswith("### perfci: measuring") else None
 
     comment = stack.wait_for("the pull request's comment", lambda: verdict_comment(staged), MEASURED_S, interval=2)
-    assert "store-forward" in comment["body"] and "mac_rewrite" in comment["body"], comment["body"]
+    assert "store-forward" in comment["body"] and "mac\\_rewrite" in comment["body"], comment["body"]
     first_id = comment["id"]
 
     # 4. A second push to the pull request: the same comment is edited for the new head.

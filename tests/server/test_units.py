@@ -72,3 +72,19 @@ def test_result_document_parsing_reports_what_is_wrong():
     assert all(not s.metrics for s in flagged.samples) and "not a finite number" in flagged.notes[0]  # flagged, not a 422
 
 
+
+
+def test_text_from_outside_is_shown_in_markdown_never_applied():
+    from markdown_it import MarkdownIt
+
+    from perfci_server.markdown_text import escape
+
+    render = MarkdownIt("commonmark", {"html": False}).enable("table").render
+    hostile = ["dut-01 | x", "[click](https://evil.example)", "![i](https://evil.example/i.png)", "<script>x</script>",
+               "# heading", "- item", "1. item", "**bold** _it_ `code`", "a\nb"]
+    for text in hostile:
+        html = render(f"| machine |\n|---|\n| {escape(text)} |\n\n{escape(text)}\n")
+        assert "<a " not in html and "<img" not in html and "<script>" not in html and "<h1>" not in html
+        assert "<li>" not in html and "<strong>" not in html and "<em>" not in html and "<code>" not in html
+        assert html.count("<td>") == 1  # the text stayed in its cell
+    assert escape("mac_rewrite (fwd.c:104)") == "mac\\_rewrite (fwd.c:104)"  # readable in the raw comment

@@ -128,10 +128,10 @@ def detect_pending(session: Session, machine_id: int, settings: Settings) -> Out
     outcome.commits.update(origins.recheck_awaiting(session, machine_id, {run.commit_id for run in runs}, settings))
     # Commits waiting on these (their baseline, their merged-in parent) are decided now too.
     outcome.commits.update(alert_sql.pending_series_commits(session, machine_id, {b for b, _ in series}))
+    series_sql.mark_detected(session, analysed, utcnow())  # analysed: their commits' verdicts can be given now
     verdicts.record_verdicts(session, machine_id, outcome.commits, settings)
     if settings.auto_bisect_regressions:
         _bisect_new_regressions(session, outcome)
-    series_sql.mark_detected(session, analysed, utcnow())
     log.info("detection for %d run(s) of machine %s: %s", len(runs), machine_id, outcome.as_dict())
     return outcome
 
@@ -153,6 +153,14 @@ def request_redetection(session: Session, branch_id: int, machine_id: int) -> No
     those series."""
     series_sql.mark_newest_runs_pending(session, branch_id, machine_id)
     dispatch.send_once_after_commit(session, DETECT_TASK, machine_id)
+
+
+def redetect_branch(session: Session, branch_id: int) -> list[int]:
+    """Detection again over a branch on every machine that measured it; returns the machines."""
+    machines = series_sql.machines_of_branch(session, branch_id)
+    for machine_id in machines:
+        request_redetection(session, branch_id, machine_id)
+    return machines
 
 
 def forget_abandoned(session: Session, branch_id: int, commit_ids: list[int], settings: Settings) -> int:

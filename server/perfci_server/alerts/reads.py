@@ -141,6 +141,8 @@ def triage(session: Session, group_id: int, data: Triage, settings: Settings) ->
     lg, fb = explanation.candidate_span(session, group)
     commits = series_sql.commits_at(session, group.branch_id, lg, fb)
     verdicts.record_verdicts(session, group.machine_id, commits, settings)
+    for sighting in alert_sql.sightings_of(session, [group.id]):  # a copy of the change follows its triage
+        verdicts.record_verdicts(session, sighting.machine_id, alert_sql.range_commits(session, sighting), settings)
     log.info("alert group %s triaged %s by %s", group.id, group.status, group.triaged_by)
     return read_groups(session, [group])[0]
 

@@ -303,7 +303,7 @@ def baselines(session: Session, commit_ids: Sequence[int], machine_id: int) -> d
 class OwnMeasurement(NamedTuple):
     """A commit's own series jobs on a machine (round 0, every config)."""
 
-    active: int  # queued, leased or running
+    active: int  # queued, leased or running, or measured and not yet analysed by detection
     done: int
     failed: int
     failure: str  # why the last failed one failed ("" when none did)
@@ -323,7 +323,12 @@ def own_measurements(session: Session, commit_ids: Sequence[int], machine_id: in
         counts.setdefault(commit_id, {})[state] = n
         if state == JobState.FAILED.value:
             failure[commit_id] = "it did not build" if status == RunStatus.BUILD_FAILED.value else f"its run ended {status or 'without a result'}"
-    active = (JobState.QUEUED.value, *ACTIVE_STATES)
+    undetected = select(Job.commit_id).distinct().join(Run, Run.job_id == Job.id).where(
+        Job.commit_id.in_(list(commit_ids)), Job.machine_id == machine_id, Job.round == 0, Run.status == RunStatus.OK.value,
+        Run.detected_at.is_(None))
+    for commit_id in session.scalars(undetected):  # measured, not yet analysed: detection decides it next
+        counts.setdefault(commit_id, {})["analysing"] = 1
+    active = (JobState.QUEUED.value, *ACTIVE_STATES, "analysing")
     return {c: OwnMeasurement(sum(n for s, n in by.items() if s in active), by.get(JobState.DONE.value, 0),
                               by.get(JobState.FAILED.value, 0), failure.get(c, ""))
             for c, by in counts.items()}
@@ -331,15 +336,18 @@ def own_measurements(session: Session, commit_ids: Sequence[int], machine_id: in
 
 def pending_series_commits(session: Session, machine_id: int, branch_ids: Iterable[int]) -> list[int]:
     """Commits of these branches whose series verdict on the machine is pending (what they wait
-    for may have been measured since)."""
+    for may have been measured since), and whose own runs detection has seen."""
     ids = list(branch_ids)
     if not ids:
         return []
+    undetected = exists().where(Job.commit_id == CommitStatus.commit_id, Job.machine_id == machine_id, Run.job_id == Job.id,
+                                Run.status == RunStatus.OK.value, Run.detected_at.is_(None))
     statement = (
         select(CommitStatus.commit_id).distinct()
         .join(BranchCommit, BranchCommit.commit_id == CommitStatus.commit_id)
         .where(CommitStatus.machine_id == machine_id, CommitStatus.scope == StatusScope.SERIES.value,
-               CommitStatus.state == "pending", BranchCommit.branch_id.in_(ids))
+               CommitStatus.state == "pending", BranchCommit.branch_id.in_(ids),
+               ~undetected)  # a commit whose own run detection has not seen yet is decided when it does
     )
     return list(session.scalars(statement))
 

@@ -62,6 +62,18 @@ def mark_newest_runs_pending(session: Session, branch_id: int, machine_id: int) 
     return len(run_ids)
 
 
+def machines_of_branch(session: Session, branch_id: int) -> list[int]:
+    """Machines with a successful run of a commit on the branch."""
+    statement = (
+        select(Job.machine_id).distinct()
+        .join(Run, Run.job_id == Job.id)
+        .join(BranchCommit, BranchCommit.commit_id == Job.commit_id)
+        .where(BranchCommit.branch_id == branch_id, Run.status == RunStatus.OK.value)
+        .order_by(Job.machine_id)
+    )
+    return list(session.scalars(statement))
+
+
 def machines_with_pending_runs(session: Session, received_before: datetime) -> list[int]:
     """Machines with a successful run received before ``received_before`` and still not analysed."""
     statement = (

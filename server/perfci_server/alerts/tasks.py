@@ -8,7 +8,7 @@ from typing import Any
 from .. import dispatch
 from ..celery_app import DETECTION_SWEEP_TASK, celery_app
 from ..db import session_scope
-from ..dispatch import DECIDE_SERIES_TASK, FORGET_ABANDONED_TASK
+from ..dispatch import DECIDE_SERIES_TASK, FORGET_ABANDONED_TASK, REDETECT_BRANCH_TASK
 from ..settings import get_settings
 from . import detection, verdicts
 
@@ -41,3 +41,11 @@ def decide_series(machine_id: int, commit_ids: list[int]) -> int:
     decide them again (what they waited for may have ended without telling them)."""
     with session_scope() as session:
         return len(verdicts.record_verdicts(session, machine_id, commit_ids, get_settings()))
+
+
+@celery_app.task(name=REDETECT_BRANCH_TASK, time_limit=60, soft_time_limit=50)
+def redetect_branch(branch_id: int) -> list[int]:
+    """A branch's order changed (commits placed from payloads replaced by git's order): detection
+    again on every machine that measured it."""
+    with session_scope() as session:
+        return detection.redetect_branch(session, branch_id)

@@ -69,6 +69,8 @@ def record_verdicts(session: Session, machine_id: int, commit_ids: Iterable[int]
         elif awaiting := [g for g in groups if g.awaiting_commit_id is not None]:
             sha = alert_sql.commits_by_id(session, [awaiting[0].awaiting_commit_id])[awaiting[0].awaiting_commit_id].sha
             wanted[commit_id] = (CommitState.PENDING, f"measuring its merged-in parent {sha[:12]}: whose change it is")
+        elif copies := _untriaged_copies(session, groups):  # the same change landed again: it still costs what it did
+            wanted[commit_id] = (CommitState.FAILURE, copies)
         elif commit_id in suspects_of:
             wanted[commit_id] = (CommitState.PENDING, _name_suspect(suspects_of[commit_id]))
         else:
@@ -96,6 +98,20 @@ def _name_regression(session: Session, groups: list[AlertGroup]) -> str:
     if more:
         text += f", +{more} more metric{'s' if more > 1 else ''}"
     return text
+
+
+def _untriaged_copies(session: Session, sightings: list[AlertGroup]) -> str | None:
+    """"regression: a copy of 1a2b3c4d5e6f, alert 7" when a sighting copies a change (a cherry-pick,
+    a rebase) whose own group is still untriaged; None otherwise (a merge only carries it along)."""
+    for group in sightings:
+        if group.origin_group_id is None:
+            continue
+        first_bad = alert_sql.commits_by_id(session, [group.first_bad_commit_id])[group.first_bad_commit_id]
+        origin = alert_sql.group_by_id(session, group.origin_group_id)
+        if origin is not None and origin.status == "untriaged" and len(first_bad.parents) < 2:
+            sha = alert_sql.commits_by_id(session, [origin.first_bad_commit_id])[origin.first_bad_commit_id].sha
+            return f"regression: a copy of {sha[:12]}, alert {origin.id}"
+    return None
 
 
 def _name_sighting(session: Session, groups: list[AlertGroup]) -> str:

@@ -76,6 +76,9 @@ class BranchCommit(Base):
     branch_id: Mapped[int] = mapped_column(BigId, ForeignKey("branches.id", ondelete="CASCADE"), primary_key=True)
     commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"), primary_key=True)
     position: Mapped[int] = mapped_column(Integer)
+    # Placed from a push payload's order while the mirror could not be fetched: provisional until
+    # git's order replaces it (repos.service.complete_push).
+    guessed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
 
 
 class AbandonedCommit(Base):

@@ -35,6 +35,7 @@ from ..forge import comments as forge_comments
 from ..forge import statuses as forge_statuses
 from ..forge.events import PullEvent
 from ..jobs import repository as job_sql
+from ..markdown_text import escape
 from ..machines import repository as machine_sql
 from ..models import BenchConfig, CommitState, JobState, Machine, PullRequest, PullState, Repository
 from ..repos import mirror
@@ -312,8 +313,8 @@ def render_comment(session: Session, pr: PullRequest, results: dict[int, _Result
     if table:
         lines += ["| machine | config | metric | base | head | change | verdict | why |",
                   "|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {name} | {r.config} ({r.backend}) | {r.metric} | {_num(r.base)} | {_num(r.head)} | "
-                  f"{change_text(r.change_pct)} | {r.verdict} | {_cell(r.why)} |" for name, r in table]
+        lines += [f"| {escape(name)} | {escape(r.config)} ({r.backend}) | {r.metric} | {_num(r.base)} | {_num(r.head)} | "
+                  f"{change_text(r.change_pct)} | {r.verdict} | {escape(r.why)} |" for name, r in table]
         lines.append("")
     links = {s.machine_id: forge_statuses.page_url(settings, s.public_id)
              for s in forge_statuses.statuses_of(session, pr.head_commit_id, _subject(pr))} if pr.head_commit_id else {}
@@ -322,7 +323,7 @@ def render_comment(session: Session, pr: PullRequest, results: dict[int, _Result
         link = links.get(machine_id)
         verdict = f"[{result.state.value}]({link})" if link else result.state.value
         unchanged = f" · {result.unchanged} metric(s) unchanged" if result.unchanged else ""
-        lines.append(f"- **{name}**: {verdict} — {result.description}{unchanged}")
+        lines.append(f"- **{escape(name)}**: {verdict} — {escape(result.description)}{unchanged}")
     lines += ["", "_perfci measures the head and the merge-base interleaved on each machine and edits this comment "
                   "on every push to the pull request._"]
     return "\n".join(lines)
@@ -341,10 +342,6 @@ def _worst(states: list[CommitState]) -> CommitState:
 
 def _num(value: float) -> str:
     return f"{value:.4g}" if math.isfinite(value) else "—"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _config_names(session: Session, ids: list[int]) -> dict[int, str]:

@@ -26,6 +26,9 @@ def prepare(self: Any, pull_request_id: int) -> str:
         return "nothing to prepare"
     try:
         sides = service.read_sides(settings, target, settings.mirror_fetch_timeout_seconds)
+    except mirror.ForgeBusy as exc:  # its forge holds every fetch slot (it may hang): free this worker
+        prepare.apply_async(args=(pull_request_id,), countdown=mirror.ForgeBusy.retry_seconds)
+        return f"waiting: {exc}"
     except mirror.MirrorUnavailable as exc:
         with session_scope() as session:
             service.note_waiting(session, pull_request_id, target.head_sha, str(exc))

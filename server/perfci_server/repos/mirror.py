@@ -13,8 +13,10 @@ that host, without following redirects; ssh URLs with ``mirror_ssh_key_file``. g
 from __future__ import annotations
 
 import base64
+import ctypes
 import fcntl
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -22,7 +24,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from .. import dispatch
 from ..forge.kind import base_of
 from ..forge.registry import kind_of
 from ..models import Repository
@@ -33,6 +37,12 @@ _FIELDS = "%H%x1f%P%x1f%an%x1f%ae%x1f%cI%x1f%B%x1e"
 
 class MirrorUnavailable(Exception):
     """The mirror could not be fetched (or lacks the pushed commit); the message says why."""
+
+
+class ForgeBusy(MirrorUnavailable):
+    """Every fetch slot of the forge's host is taken (it may hang): nothing was tried; come back soon."""
+
+    retry_seconds = 2.0
 
 
 @dataclass(frozen=True)
@@ -58,13 +68,25 @@ def fetch(settings: Settings, repository: Repository, want: str, timeout: float)
             _git(None, "init", "--quiet", "--bare", str(path), timeout=timeout)
         if not has_commit(path, want):
             env = _credentials(settings, repository)
-            # Besides branches and tags, the pull requests' heads: a fork's head is in the mirror too.
-            _git(path, "fetch", "--quiet", "--no-tags", "--", repository.clone_url,
-                 "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", kind_of(repository.forge).pull_refspec,
-                 timeout=timeout, env=env)
+            host = host_of(repository.clone_url)
+            with dispatch.slot(f"fetch:{host}", settings.fetches_per_forge_host, timeout + 30) as free:
+                if not free:
+                    raise ForgeBusy(f"every fetch slot of {host} is taken (PERFCI_FETCHES_PER_FORGE_HOST)")
+                # Besides branches and tags, the pull requests' heads: a fork's head is in the mirror too.
+                _git(path, "fetch", "--quiet", "--no-tags", "--", repository.clone_url,
+                     "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", kind_of(repository.forge).pull_refspec,
+                     timeout=timeout, env=env)
     if not has_commit(path, want):
         raise MirrorUnavailable(f"{repository.clone_url} has no commit {want} on any branch or tag")
     return path
+
+
+def host_of(url: str) -> str:
+    """The host a clone URL fetches from (scp-like ``user@host:path`` included)."""
+    if "://" in url:
+        parts = urlsplit(url)
+        return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+    return url.split("@", 1)[-1].split(":", 1)[0]
 
 
 def has_commit(path: Path, sha: str) -> bool:
@@ -74,14 +96,15 @@ def has_commit(path: Path, sha: str) -> bool:
 
 def merge_base(path: Path, a: str, b: str) -> str | None:
     """The best common ancestor of two commits, or None when they share no history."""
-    r = subprocess.run(["git", "-C", str(path), "merge-base", a, b], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(["git", "-C", str(path), "merge-base", a, b], capture_output=True, text=True, errors="replace", timeout=120)
     return r.stdout.strip() or None if r.returncode == 0 else None
 
 
 def depth(path: Path, sha: str) -> int:
     """How many commits ``sha`` has in its history (itself included): of two merge-bases on one
     line, the newer one has more."""
-    r = subprocess.run(["git", "-C", str(path), "rev-list", "--count", sha], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(["git", "-C", str(path), "rev-list", "--count", sha], capture_output=True, text=True, errors="replace",
+                       timeout=120)
     return int(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip().isdigit() else 0
 
 
@@ -124,17 +147,51 @@ def patch_ids(path: Path, shas: Sequence[str], timeout: float = 120) -> dict[str
 
 
 def _git(path: Path | None, *args: str, timeout: float, env: dict[str, str] | None = None) -> str:
-    command = ["git", *(["-C", str(path)] if path else []), *args]
+    """Run git with no prompt, in a process group of its own that dies with it: on the timeout the
+    whole group is killed (git and its remote helper), and a worker that is killed takes git with it
+    (the parent-death signal); a transfer that stalls gives up after the timeout on its own
+    (``http.lowSpeedTime``). Its output is read as UTF-8, undecodable bytes replaced."""
+    low_speed = ["-c", "http.lowSpeedLimit=1", "-c", f"http.lowSpeedTime={max(1, int(timeout))}"]
+    command = ["git", *low_speed, *(["-C", str(path)] if path else []), *args]
     full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", **(env or {})}
     try:
-        r = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=full_env)
-    except subprocess.TimeoutExpired:
-        raise MirrorUnavailable(f"git {args[0]} took longer than {timeout:g} s") from None
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env,
+                                   start_new_session=True, preexec_fn=_die_with_parent)
     except OSError as exc:
         raise MirrorUnavailable(f"git cannot run: {exc}") from None
-    if r.returncode != 0:
-        raise MirrorUnavailable(f"git {args[0]} failed: {r.stderr.strip()[-500:] or r.returncode}")
-    return r.stdout
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise MirrorUnavailable(f"git {args[0]} took longer than {timeout:g} s") from None
+    except BaseException:  # the task itself is being stopped: git goes with it
+        _kill_group(process)
+        raise
+    if process.returncode != 0:
+        message = err.decode("utf-8", errors="replace").strip()[-500:]
+        raise MirrorUnavailable(f"git {args[0]} failed: {message or process.returncode}")
+    return out.decode("utf-8", errors="replace")
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.communicate()
+
+
+_PR_SET_PDEATHSIG = 1
+try:  # looked up here, not in the child: a forked child of a threaded process must not load libraries
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (AttributeError, OSError):  # not Linux: the timeout still bounds git
+    _PRCTL = None
+
+
+def _die_with_parent() -> None:
+    """In the child, before git starts: SIGKILL it when the process that started it dies (Linux)."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @contextmanager

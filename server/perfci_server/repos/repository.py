@@ -240,3 +240,20 @@ def set_patch_ids(session: Session, repository_id: int, patch_ids: dict[str, str
     """Record each commit's patch id (sha -> id)."""
     for sha, patch_id in patch_ids.items():
         session.execute(update(Commit).where(Commit.repository_id == repository_id, Commit.sha == sha).values(patch_id=patch_id))
+
+
+def mark_guessed(session: Session, branch_id: int, commit_ids: Sequence[int]) -> None:
+    if commit_ids:
+        session.execute(update(BranchCommit).where(BranchCommit.branch_id == branch_id, BranchCommit.commit_id.in_(list(commit_ids)))
+                        .values(guessed=True))
+
+
+def take_guesses_off(session: Session, branch_id: int) -> list[int]:
+    """Remove the branch's provisional entries (their commits and jobs stay); returns their commit ids."""
+    statement = delete(BranchCommit).where(BranchCommit.branch_id == branch_id, BranchCommit.guessed.is_(True))
+    return [row[0] for row in session.execute(statement.returning(BranchCommit.commit_id))]
+
+
+def incomplete_pushes_of(session: Session, branch_id: int, except_push_id: int) -> list[Push]:
+    statement = select(Push).where(Push.branch_id == branch_id, Push.complete.is_(False), Push.id != except_push_id)
+    return list(session.scalars(statement.order_by(Push.id).with_for_update()))

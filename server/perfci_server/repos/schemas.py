@@ -12,6 +12,8 @@ from ..settings import get_settings
 
 # git's scp-like syntax: [user@]host:path, no slash before the colon (git reads that as a path).
 _SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:")
+# https://<token>@host/...: a token in the user part (GitHub and GitLab accept one there).
+_TOKEN_AS_USER = re.compile(r"^https?://[^/@:]{20,}@")
 
 
 class RepositoryCreate(BaseModel):
@@ -35,7 +37,16 @@ class RepositoryCreate(BaseModel):
                              "set PERFCI_ALLOW_LOCAL_CLONE_URLS=true to allow it (the demo and tests do)")
         if kind is None:
             raise ValueError("not a clone URL git fetches over the network: use https://, http://, ssh:// or user@host:path")
+        if kind == "remote" and _carries_credentials(url):
+            raise ValueError("a clone URL carries no credentials (every API token holder could read them back): the "
+                             "server fetches with the forge's token setting (PERFCI_<FORGE>_TOKEN) or the deploy key of "
+                             "PERFCI_MIRROR_SSH_KEY_FILE")
         return url
+
+
+def _carries_credentials(url: str) -> bool:
+    """A password in the URL, or a token as its user name (https://<token>@host/...)."""
+    return ("://" in url and urlsplit(url).password is not None) or _TOKEN_AS_USER.match(url) is not None
 
 
 def clone_url_kind(url: str) -> str | None:

@@ -89,6 +89,7 @@ def place_listed(session: Session, push: Push, settings: Settings) -> list[int]:
     repo_sql.lock_branch(session, push.repository_id, branch.name)
     ids = repo_sql.commit_ids(session, push.repository_id, push.listed_shas)
     placed = repo_sql.place_on_branch(session, branch.id, ids)
+    repo_sql.mark_guessed(session, branch.id, placed)  # git's order replaces them once the mirror answers
     push.recorded_commits += len(placed)
     schedule_commits(session, ids, settings)
     return placed
@@ -128,20 +129,44 @@ def complete_push(session: Session, push: Push, settings: Settings) -> list[int]
     """Record an incomplete push from the mirror, which the caller fetched (outside any
     transaction): every first-parent commit of ``before..after`` with git's parents, the ones the
     payload did not list placed where they belong, and the push's baseline, with their jobs.
-    Returns the commits added; [] (still incomplete) when the mirror lacks the pushed head."""
+    Returns the commits added; [] (still incomplete) when the mirror lacks the pushed head.
+
+    Commits placed from payloads while the mirror could not be fetched (this push's or any other's)
+    are provisional: they come off the branch first, and every incomplete push of the branch the
+    mirror can now complete is recorded from git in the same transaction, so the branch is in git's
+    order whatever was guessed meanwhile (a forced push's abandoned commits leave it too), and its
+    detection runs again over the order git gives."""
     repository = get_repository(session, push.repository_id)
     branch = session.get(Branch, push.branch_id)
     assert branch is not None, "a push's branch is deleted with it"
     repo_sql.lock_branch(session, repository.id, branch.name)
+    path = mirror.mirror_path(settings, repository.id)
+    if not mirror.has_commit(path, push.after):
+        push.fetch_attempts += 1
+        push.last_error = f"the mirror has no commit {push.after} yet"
+        return []
+    guesses = repo_sql.take_guesses_off(session, branch.id)
+    pushes = [push]
+    if guesses:
+        pushes += [p for p in repo_sql.incomplete_pushes_of(session, branch.id, push.id) if mirror.has_commit(path, p.after)]
+        pushes.sort(key=lambda p: p.id)
+        dispatch.send_after_commit(session, dispatch.REDETECT_BRANCH_TASK, branch.id)
+        log.info("branch %s of %s: %d commit(s) placed from payloads taken off; %d push(es) recorded from git instead",
+                 branch.name, repository.name, len(guesses), len(pushes))
+    added: list[int] = []
+    for each in pushes:
+        placed = _complete(session, repository, branch, each, path, settings)
+        if each is push:
+            added = placed
+    return added
+
+
+def _complete(session: Session, repository: Repository, branch: Branch, push: Push, path: Path, settings: Settings) -> list[int]:
     push.fetch_attempts += 1
     fresh = push.before is None and branch.fork_position is None and repo_sql.first_push_of(session, branch.id) == push.id
-    path = mirror.mirror_path(settings, repository.id)
     try:
-        if not mirror.has_commit(path, push.after):
-            raise mirror.MirrorUnavailable(f"the mirror has no commit {push.after} yet")
         base = _base_of(session, repository, branch, path, push.after) if fresh else None
-        commits = _pushed_commits(session, settings, repository, branch.id, path, push.before, push.after, base,
-                                  guessed=push.listed_shas)
+        commits = _pushed_commits(session, settings, repository, branch.id, path, push.before, push.after, base)
     except mirror.MirrorUnavailable as exc:
         push.last_error = str(exc)
         return []
@@ -185,7 +210,7 @@ def _base_of(session: Session, repository: Repository, branch: Branch, path: Pat
 
 
 def _pushed_commits(session: Session, settings: Settings, repository: Repository, branch_id: int, path: Path,
-                    before: str | None, after: str, base: Branch | None, guessed: Sequence[str] = ()) -> list[mirror.GitCommit]:
+                    before: str | None, after: str, base: Branch | None) -> list[mirror.GitCommit]:
     """The push's first-parent commits, oldest first: since the branch's newest recorded commit
     that git has before ``after``, else since ``before``, else since the base branch, else what no
     other branch has. Up to the branch's newest recorded commit that ``after`` leads to, when
@@ -193,8 +218,7 @@ def _pushed_commits(session: Session, settings: Settings, repository: Repository
     missing ones in git's order (``place_on_branch`` inserts them before the first known one)."""
     newest = repo_sql.newest_shas(session, branch_id, RECORDED_LOOKBACK)
     top = next((sha for sha in newest if mirror.has_commit(path, sha) and mirror.is_ancestor(path, after, sha)), after)
-    recorded = next((sha for sha in newest if sha not in guessed and mirror.has_commit(path, sha)
-                     and mirror.is_ancestor(path, sha, after)), None)
+    recorded = next((sha for sha in newest if mirror.has_commit(path, sha) and mirror.is_ancestor(path, sha, after)), None)
     if recorded is not None:
         exclude = [recorded]
     elif before and mirror.has_commit(path, before):
