@@ -74,7 +74,8 @@ def has_commit(path: Path, sha: str) -> bool:
 
 def merge_base(path: Path, a: str, b: str) -> str | None:
     """The best common ancestor of two commits, or None when they share no history."""
-    r = subprocess.run(["git", "-C", str(path), "merge-base", a, b], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(["git", "-C", str(path), "merge-base", a, b], capture_output=True, text=True, errors="replace",
+                       timeout=120)
     return r.stdout.strip() or None if r.returncode == 0 else None
 
 
@@ -127,7 +128,7 @@ def _git(path: Path | None, *args: str, timeout: float, env: dict[str, str] | No
     command = ["git", *(["-C", str(path)] if path else []), *args]
     full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", **(env or {})}
     try:
-        r = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=full_env)
+        r = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout, env=full_env)
     except subprocess.TimeoutExpired:
         raise MirrorUnavailable(f"git {args[0]} took longer than {timeout:g} s") from None
     except OSError as exc:
