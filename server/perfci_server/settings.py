@@ -16,7 +16,8 @@ Env = Literal["development", "test", "production"]
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PERFCI_", extra="ignore")
+    # An invalid setting is reported by name and rule, never with its value (a token, a URL's password).
+    model_config = SettingsConfigDict(env_prefix="PERFCI_", extra="ignore", hide_input_in_errors=True)
 
     # Unset: development with the embedded database (the development admin token then works only
     # on loopback connections, deps.py), production with any other (PERFCI_ADMIN_TOKEN required):
