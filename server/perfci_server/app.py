@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from . import errors, readiness
+from . import bodies, errors, readiness
 from .alerts.router import router as alerts_router
 from .agents.router import admin_router as agents_admin_router
 from .agents.router import agent_router as agents_agent_router
@@ -78,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(api)
     app.include_router(pages_router)  # the verdict pages forges link to, outside the API
+    bodies.refuse_bodies_parsed_first(app.routes)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -90,6 +91,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         components.update(document.pop("$defs", {}))
         components["ResultDocument"] = document
+        bodies.document(schema, app.routes)
         _document_validation_errors(schema)
         _integer_bounds(schema)
         app.openapi_schema = schema
