@@ -82,7 +82,8 @@ def merge_base(path: Path, a: str, b: str) -> str | None:
 def depth(path: Path, sha: str) -> int:
     """How many commits ``sha`` has in its history (itself included): of two merge-bases on one
     line, the newer one has more."""
-    r = subprocess.run(["git", "-C", str(path), "rev-list", "--count", sha], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(["git", "-C", str(path), "rev-list", "--count", sha], capture_output=True, text=True, errors="replace",
+                       timeout=120)
     return int(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip().isdigit() else 0
 
 
