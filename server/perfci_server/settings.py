@@ -16,7 +16,8 @@ Env = Literal["development", "test", "production"]
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PERFCI_", extra="ignore")
+    # An invalid setting is reported by name and rule, never with its value (a token, a URL's password).
+    model_config = SettingsConfigDict(env_prefix="PERFCI_", extra="ignore", hide_input_in_errors=True)
 
     # Unset: development with the embedded database (the development admin token then works only
     # on loopback connections, deps.py), production with any other (PERFCI_ADMIN_TOKEN required):
@@ -54,8 +55,11 @@ class Settings(BaseSettings):
     requeue_interval_seconds: float = Field(30.0, gt=0)
     enrollment_token_ttl_seconds: int = Field(24 * 3600, ge=60)
 
-    webhook_max_bytes: int = Field(5 * 1024 * 1024, ge=1024)
-    upload_max_bytes: int = Field(2 * 1024 * 1024, ge=1024)
+    # Request bodies: the most each route reads (413 beyond, before anything parses it; bodies.py).
+    webhook_max_bytes: int = Field(5 * 1024 * 1024, ge=1024)  # forge deliveries (GitHub sends up to 25 MB)
+    upload_max_bytes: int = Field(2 * 1024 * 1024, ge=1024)  # result documents and failure reports
+    enroll_max_bytes: int = Field(16 * 1024, ge=1024)  # enrollment, unauthenticated: a name and a fingerprint (~1 KB)
+    body_max_bytes: int = Field(128 * 1024, ge=1024)  # every other body: admin requests, heartbeats, leases
 
     task_time_limit_seconds: int = Field(120, ge=5)
 

@@ -286,7 +286,7 @@ def perf_shares(binary: Path, config: BenchConfig, core: int, workdir: Path, eve
         spec = runner.RunSpec(binary, core, config, workdir=workdir, wrapper=[perf, "record", "-q", "-e", event, "-o", str(data), "--"])
         runner.run(spec)
         report = subprocess.run([perf, "report", "-i", str(data), "--stdio", "--sort", "symbol,dso", "--percent-limit", "0.1"],
-                                capture_output=True, text=True, timeout=300)
+                                capture_output=True, text=True, errors="replace", timeout=300)
         if report.returncode != 0:
             raise RunFailed(f"perf report failed: {report.stderr.strip()[:500]}")
     return parse_perf_report(report.stdout)

@@ -119,7 +119,7 @@ def _wait_healthy(client: ApiClient, proc: subprocess.Popen[bytes], log: Path, t
 
 
 def _run_cli(args: list[str], env: dict[str, str], log: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([*_perfci(), *args], env=env, capture_output=True, text=True)
+    done = subprocess.run([*_perfci(), *args], env=env, capture_output=True, text=True, errors="replace")
     log.write_text(f"$ perfci {' '.join(args)}\n{done.stderr}\n{done.stdout}")
     return done
 

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
+from ..bodies import json_body
 from ..bounded import DbId
 from ..deps import AdminDep, PageDep, ReaderDep, SessionDep, SettingsDep
 from ..errors import NotFound, Unauthorized, responses
@@ -18,6 +19,9 @@ from .schemas import AlertGroupRead, CheckResult, Redetect, RedetectAccepted, Su
 router = APIRouter(prefix="/alerts", tags=["alerts"])
 
 _SHA = Query(pattern=r"^[0-9a-f]{40}$", description="Full commit sha")
+# Read once the caller is an admin (bodies.py).
+RedetectBody = Annotated[Redetect, json_body(Redetect)]
+TriageBody = Annotated[Triage, json_body(Triage)]
 
 
 @router.get("", responses=responses(Unauthorized))
@@ -72,7 +76,7 @@ def check_commit(
 
 
 @router.post("/detect", status_code=status.HTTP_202_ACCEPTED, responses=responses(Unauthorized, NotFound))
-def redetect(data: Redetect, session: SessionDep, _: AdminDep) -> RedetectAccepted:
+def redetect(_: AdminDep, data: RedetectBody, session: SessionDep) -> RedetectAccepted:
     """Run detection again over every series of a branch x machine (e.g. after a detector upgrade)."""
     branch_id = reads.branch_id_of(session, data.repository_id, data.branch)
     configs = alert_sql.configs_of_machine_on_branch(session, branch_id, data.machine_id)
@@ -86,6 +90,6 @@ def get_alert_group(group_id: DbId, session: SessionDep, _: ReaderDep) -> AlertG
 
 
 @router.post("/{group_id}/triage", responses=responses(Unauthorized, NotFound))
-def triage(group_id: DbId, data: Triage, session: SessionDep, _: AdminDep, settings: SettingsDep) -> AlertGroupRead:
+def triage(group_id: DbId, _: AdminDep, data: TriageBody, session: SessionDep, settings: SettingsDep) -> AlertGroupRead:
     """Set untriaged / acknowledged / invalid / fixed with a note and who; commit statuses follow."""
     return reads.triage(session, group_id, data, settings)
