@@ -170,7 +170,7 @@ def measure(
             raise Stopped(0, n)
         say("calibrate")
         impl.prepare(build.binary, core, cfg, workdir)
-        runs = lcores.Runs(impl, build.binary, allotted, lcore_counts, cfg, workdir, energy_source)
+        runs = lcores.Runs(impl, build.binary, allotted, lcore_counts, cfg, workdir, energy_source, tool_cache=ws.cache_dir / "tools")
         for rep in range(n):
             if stop():
                 raise Stopped(rep, n)
