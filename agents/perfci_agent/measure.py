@@ -34,7 +34,7 @@ CONFIGS: dict[str, BenchConfig] = {
     "self-64B-short": BenchConfig(name="self-64B-short", packets=500_000, warmup=50_000),
     "self-512B": BenchConfig(name="self-512B", pkt_size=512),
     "self-1518B": BenchConfig(name="self-1518B", pkt_size=1518),
-    # 1..N lcores (N: every allotted core) per repetition: Amdahl's serial fraction
+    # 1, 2, 4, ... N lcores (N: every allotted core) per repetition: Amdahl's serial fraction from 3 or more counts
     "self-64B-scaling": BenchConfig(name="self-64B-scaling", scaling=True),
     "self-64B-short-scaling": BenchConfig(name="self-64B-short-scaling", packets=500_000, warmup=50_000, scaling=True),
 }

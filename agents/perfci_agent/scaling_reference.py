@@ -70,9 +70,7 @@ def summary(ref: dict) -> str:
     else:
         ci = ref["interval"]
         interval = f" (95 % interval {ci[0]:.3f}-{ci[1]:.3f} over {ref['repetitions']} repetitions)" if ci else " (one repetition: no interval)"
-        head = f"serial fraction B = {ref['serial_fraction']:.3f}{interval}"
-        if ref["serial_fraction_calibrated"] is not None:
-            head += f", {ref['serial_fraction_calibrated']:.3f} on the calibrated throughput"
+        head = f"serial fraction B = {ref['serial_fraction']:.3f}{interval}"  # B on both: the attribution's end
     text = (f"{head}; median PPS {pps}; efficiency at {ref['lcores'][-1]} lcores {ref['scaling_efficiency']:.2f} "
             f"(commit {ref['commit'][:12]}, backend {ref['backend']})")
     return text + (f". {ref['calibration']}" if ref["calibration"] else "; no calibration loop figures")

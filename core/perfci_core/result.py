@@ -68,9 +68,9 @@ class BenchConfig(BaseModel):
     routes: str = "default"  # "default" (built-in table) or a path relative to dataplane/
     packets: int = Field(2_000_000, ge=1, le=BIGINT_MAX)
     warmup: int = Field(200_000, ge=0, le=BIGINT_MAX)
-    # Forwarding lcores. A `scaling` config runs every repetition at 1, 2, ..., lcores lcores and
-    # fits Amdahl's serial fraction (None: as many as the agent is allotted); otherwise every run
-    # forwards on `lcores` lcores (None: one).
+    # Forwarding lcores. A `scaling` config runs every repetition at 1, 2, 4, ... and `lcores` lcores
+    # and fits Amdahl's serial fraction from three or more counts (None: as many as the agent is
+    # allotted); otherwise every run forwards on `lcores` lcores (None: one).
     lcores: int | None = Field(None, ge=1, le=64)
     scaling: bool = False
 
