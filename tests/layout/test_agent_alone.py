@@ -115,9 +115,11 @@ def test_each_package_is_found_and_shipped(package: str) -> None:
     assert any(package.startswith(pattern.rstrip("*")) for pattern in tool["packages"]["find"]["include"])
 
 
-def test_memhazard_sources_stay_package_data() -> None:
+def test_the_c_tools_sources_stay_package_data() -> None:
+    """memhazard and the calibration loop: the agent builds both from its installed package."""
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["perfci_agent"]
-    tool = ROOT / "agents" / "perfci_agent" / "hazards" / "tool"
-    assert sorted(p.name for pattern in data for p in (ROOT / "agents" / "perfci_agent").glob(pattern)) == sorted(
-        p.name for p in tool.iterdir() if p.suffix == ".c" or p.name == "meson.build")
-    assert (tool / "meson.build").exists()
+    package = ROOT / "agents" / "perfci_agent"
+    tools = (package / "hazards" / "tool", package / "clockcal")
+    assert sorted(str(p.relative_to(package)) for pattern in data for p in package.glob(pattern)) == sorted(
+        str(p.relative_to(package)) for tool in tools for p in tool.iterdir() if p.suffix == ".c" or p.name == "meson.build")
+    assert all((tool / "meson.build").exists() for tool in tools)

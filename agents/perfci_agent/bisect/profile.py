@@ -177,7 +177,7 @@ def callgrind_profile(parent: Path, culprit: Path, config: BenchConfig, core: in
 
 HAZARD_WORDS = {"sf_blocks": "store-forward blocks", "split_loads": "split loads", "split_stores": "split stores",
                 "alias_4k": "4K aliases", "line_transfers": "line transfers between lcores",
-                "read_transfers": "read transfers between lcores"}
+                "read_transfers": "read transfers between lcores", "nt_reloads": "non-temporal reloads"}
 
 
 SiteKey = tuple[str, str, str, str]  # (hazard kind, function, file, the line's source text or its number)

@@ -1,7 +1,8 @@
 """memhazard's output file -> :class:`HazardReport`.
 
-The file (``memhazard 4``) is ``key value`` lines (totals, and the model: family, sizes, store-commit rule)
-followed by one ``site KIND COUNT | FRAME | FRAME ...`` line per instruction address and hazard kind; a
+The file (``memhazard 4``) is ``key value`` lines (totals, and the model: family, sizes, store-commit rule;
+the non-temporal stores and their reloads where the tool models them) followed by one ``site KIND COUNT |
+FRAME | FRAME ...`` line per instruction address and hazard kind; a
 blocked load's line also has ``dist=MIN,MEDIAN,MAX`` after its count, the distances in instructions from
 the load back to the store it waited for. Each frame is valgrind's description of the
 address, ``0xADDR: FUNCTION (FILE:LINE)`` (``???`` and ``(in OBJECT)`` without debug info), the
@@ -17,6 +18,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 KINDS = ("sf_blocked", "sf_forwarded", "split_loads", "split_stores", "alias_4k", "line_transfers", "read_transfers")
+# Non-temporal stores (tool/mh_main.c, "Non-temporal stores"): how many the window made, the loads of
+# the lines they wrote (a kind with sites of its own), and the lines beyond the tool's table. A file
+# without them is of a tool that had no such model: absent, not zero.
+NONTEMPORAL_KEYS = ("nt_stores", "nt_reloads", "nt_untracked")
+SITE_KINDS = (*KINDS, "nt_reloads")
 HEADER = "memhazard 4"
 # When a store leaves the buffer (tool/mh_main.c, "Store commit"): estimated time, or ROB instructions.
 COMMIT_RULES = ("time", "rob")
@@ -99,6 +105,7 @@ class HazardReport:
     sites: tuple[Site, ...] = field(default=())
     sharing: dict[str, int] = field(default_factory=dict)  # SHARING_KEYS
     fences: dict[str, int] = field(default_factory=dict)  # FENCE_KEYS
+    nontemporal: dict[str, int] = field(default_factory=dict)  # NONTEMPORAL_KEYS, when the tool has the model
 
     def top_sites(self, kind: str, n: int) -> list[Site]:
         """The ``n`` sites of ``kind`` with the most events; sites of one function and line merged."""
@@ -122,7 +129,7 @@ def parse_report(text: str) -> HazardReport:
     for line in lines[1:]:
         if line.startswith("site "):
             m = _SITE.match(line)
-            if not m or m.group(1) not in KINDS:
+            if not m or m.group(1) not in SITE_KINDS:
                 raise ValueError(f"malformed site line: {line!r}")
             function, where = site_of(m.group(6).split(" | ")[1:])
             distance = Distance(*(int(m.group(i)) for i in (3, 4, 5))) if m.group(3) else None
@@ -142,8 +149,9 @@ def parse_report(text: str) -> HazardReport:
             loads=int(values["loads"]), stores=int(values["stores"]), counts={k: int(values[k]) for k in KINDS},
             sites=tuple(sites), sharing={k: int(values[k]) for k in SHARING_KEYS},
             fences={k: int(values[k]) for k in FENCE_KEYS},
+            nontemporal={k: int(values[k]) for k in NONTEMPORAL_KEYS} if NONTEMPORAL_KEYS[0] in values else {},
         )
-    except KeyError as exc:
+    except KeyError as exc:  # a non-temporal model is all three keys or none
         raise ValueError(f"memhazard output lacks {exc.args[0]!r}") from None
     except ValueError as exc:
         raise ValueError(f"memhazard output has a malformed count: {exc}") from None

@@ -45,6 +45,7 @@ COUNTERS: dict[str, str] = {
     "split_loads_pp": "cache-line-split loads per packet",
     "split_stores_pp": "cache-line-split stores per packet",
     "alias_4k_pp": "4K-aliasing loads per packet",
+    "nt_reloads_pp": "non-temporal reloads per packet",
     "line_transfers_pp": "line transfers per packet",
     "read_transfers_pp": "read transfers per packet",
     "cache_misses_pp": "cache misses per packet",
@@ -57,6 +58,8 @@ COUNTERS: dict[str, str] = {
 # (perfci_core.metrics.hazard_sites): the explanation says where they happen.
 HAZARDS: dict[str, str] = {"sf_blocks_pp": "sf_blocks", "sf_blocks_pki": "sf_blocks", "split_loads_pp": "split_loads",
                            "split_stores_pp": "split_stores", "alias_4k_pp": "alias_4k",
+                           # a load of what a non-temporal store wrote: no forwarding, a memory round trip
+                           "nt_reloads_pp": "nt_reloads",
                            # cache lines passed between lcores: a store waits for the line, a load for the data
                            "line_transfers_pp": "line_transfers", "read_transfers_pp": "read_transfers"}
 
