@@ -120,7 +120,7 @@ def create_config(
     packets: Annotated[int, typer.Option()] = 2_000_000,
     warmup: Annotated[int, typer.Option()] = 200_000,
     lcores: Annotated[Optional[int], typer.Option(help="forwarding lcores (scaling: the most; default: one, or the agent's allotted cores)")] = None,
-    scaling: Annotated[bool, typer.Option(help="run each repetition at 1..lcores lcores and fit Amdahl's serial fraction")] = False,
+    scaling: Annotated[bool, typer.Option(help="run each repetition at 1, 2, 4, ... lcores and fit Amdahl's serial fraction (three counts or more)")] = False,
     backend: Annotated[str, typer.Option(help="auto, pmu, sim or tsc")] = "auto",
     repetitions: Annotated[int, typer.Option()] = 5,
 ) -> None:
