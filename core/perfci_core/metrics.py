@@ -284,6 +284,27 @@ def hazard_sites(raw: Mapping[str, float | None], packets_key: str = "sim.fwd_pa
     return out
 
 
+# Raw keys ``sim.fn.<function>``: the window's self instructions of the largest functions, and
+# ``sim.fn_other`` those of the rest (present only when some were left out).
+FUNCTION_PREFIX = "sim.fn."
+OTHER_FUNCTIONS_KEY = "sim.fn_other"
+OTHER_FUNCTIONS = "(other functions)"
+
+
+def function_instructions(raw: Mapping[str, float | None], packets_key: str = "sim.fwd_packets") -> dict[str, float]:
+    """Self instructions per packet by function from a sample's ``sim.fn.*`` keys ({} when it has none),
+    with the rest as :data:`OTHER_FUNCTIONS` when some were left out: a function absent then is unknown, not 0."""
+    packets = raw.get(packets_key)
+    if not packets:
+        return {}
+    out = {key[len(FUNCTION_PREFIX):]: value / packets for key, value in raw.items()
+           if key.startswith(FUNCTION_PREFIX) and value is not None}
+    other = raw.get(OTHER_FUNCTIONS_KEY)
+    if out and other:
+        out[OTHER_FUNCTIONS] = other / packets
+    return out
+
+
 def core_frequency_hz(raw: Mapping[str, float | None]) -> float | None:
     """Average core clock over the window: pmu cycles per window second (the lean model's Freq)."""
     window, hz = raw.get("tsc.window_cycles"), raw.get("tsc.tsc_hz")

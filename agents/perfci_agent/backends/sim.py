@@ -10,8 +10,12 @@ cache misses.
   trip), and the functions and lines where they happen (with, per blocked-load site, the distance
   in instructions back to the store: ``sim.sf_dist_<min|median|max>.<site>``). When a store has left
   the buffer follows the backend's ``commit_rule`` (``time``, the default, or ``rob``: memhazard's
-  "Store commit"), recorded as ``sim.hz_commit_rule.<rule>``. Bit-identical run to run (EAL init,
-  which varies, is not collected). One memhazard pass costs less than one callgrind pass did.
+  "Store commit"), recorded as ``sim.hz_commit_rule.<rule>``. It also counts the window's
+  instructions by function (each symbol's self instructions, what is inlined into it included, as
+  callgrind counts them): the :data:`FUNCTIONS` largest as ``sim.fn.<function>``, the rest as one
+  ``sim.fn_other``, so an IPP move is explained by where the instructions came and went.
+  Bit-identical run to run (EAL init, which varies, is not collected). One memhazard pass costs
+  less than one callgrind pass did.
 - cachegrind ``--cache-sim=yes`` with an explicit geometry (``--I1 --D1 --LL``; its
   auto-detection is wrong in VMs) simulates the caches; the agent sums the D1 and LL *read*
   misses (``D1mr``, ``DLmr``) of the lines attributed to ``fwd_burst`` (its own code and what is
@@ -59,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfci_core import metrics
-from perfci_core.metrics import SITE_PREFIX
+from perfci_core.metrics import FUNCTION_PREFIX, OTHER_FUNCTIONS_KEY, SITE_PREFIX
 from perfci_core.result import BenchConfig, Sample
 
 from .. import runner
@@ -224,6 +228,23 @@ def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
     return raw
 
 
+FUNCTIONS = 16  # the functions named in the raw keys (most instructions first); fwd_burst's window runs 2 or 3
+
+
+def function_raw(report: HazardReport) -> dict[str, float]:
+    """Self instructions of the window by function: the :data:`FUNCTIONS` largest
+    (``sim.fn.<function>``) and the sum of the others (``sim.fn_other``, only when there are others)."""
+    ranked = sorted(report.functions.items(), key=lambda kv: (-kv[1], kv[0]))
+    raw: dict[str, float] = {}
+    for name, count in ranked[:FUNCTIONS]:
+        key = f"{FUNCTION_PREFIX}{name}"[:128]
+        raw[key] = raw.get(key, 0.0) + float(count)
+    rest = sum(count for _, count in ranked[FUNCTIONS:])
+    if rest:
+        raw[OTHER_FUNCTIONS_KEY] = float(rest)
+    return raw
+
+
 def block_distances(raw: Mapping[str, float | None]) -> dict[str, str]:
     """``min/median/max`` instructions from the blocked loads back to their stores, by site label, from a
     sample's raw keys (:func:`hazard_raw` writes them)."""
@@ -334,6 +355,7 @@ class SimBackend:
             raw["sim.fwd_packets"] = packets
             raw["sim.lcores"] = float(len(results[0].report.get("lcores") or [None]))
             raw.update(hazard_raw(report, self.family))
+            raw.update(function_raw(report))
             if self.cache_sim:
                 try:
                     sums = parse_cachegrind_function(cg_out.read_text())

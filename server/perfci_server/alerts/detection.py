@@ -46,8 +46,8 @@ never dropped nor re-opened: their alerts' numbers are refreshed, nothing else.
 
 Changes of a metric the catalogue does not know (no better-direction) are logged, not alerted:
 an alert must say regression or improvement. Metrics the catalogue keeps as context
-(``alerts=False``: 4K aliases, which move with code layout) are not analysed for alerts; the
-explanations of other alerts still name their moves.
+(``alerts=False``: 4K aliases, which move with code layout) are not analysed for alerts; an
+explanation names their moves where eIPC moved too, never for an IPP move.
 """
 
 from __future__ import annotations

@@ -241,6 +241,23 @@ def sim_sample_raw(
     return (newest.raw if newest is not None else None) or {}
 
 
+def sim_configs_measuring(session: Session, branch_id: int, machine_id: int, metric: str, lo: int | None,
+                          hi: int | None) -> list[int]:
+    """The configs with a ``sim`` value of ``metric`` on the machine at a branch position in [lo, hi] (None: unbounded)."""
+    statement = (
+        select(MetricValue.config_id).distinct()
+        .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
+        .where(BranchCommit.branch_id == branch_id, MetricValue.machine_id == machine_id, MetricValue.backend == "sim",
+               MetricValue.metric == metric)
+        .order_by(MetricValue.config_id)
+    )
+    if lo is not None:
+        statement = statement.where(BranchCommit.position >= lo)
+    if hi is not None:
+        statement = statement.where(BranchCommit.position <= hi)
+    return list(session.scalars(statement))
+
+
 def measured_positions_between(
     session: Session, branch_id: int, machine_id: int, config_id: int, lo: int | None, hi: int | None,
     limit: int, newest_first: bool,

@@ -10,8 +10,9 @@ pull request, edited in place on every new head:
 
 - ``pending`` as soon as the jobs exist (and while another session measures a metric that stayed
   undecided: :mod:`.sessions`), ``failure`` when a metric the catalogue alerts on got worse,
-  ``success`` when none did and every one was decided, ``neutral`` (with the reason) when there is
-  no answer: a side did not build or run, undecided after the last session, head = merge-base.
+  ``success`` when none did and every one was decided (said "improvement" when one got better),
+  ``neutral`` (with the reason) when there is no answer: a side did not build or run, undecided
+  after the last session, head = merge-base.
 - A new head drops the old head's queued jobs; a close drops them all. The mirror fetch that finds
   the merge-base runs in a task, never in the webhook's request.
 """
@@ -277,6 +278,12 @@ def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair], setti
                                                 f"session(s); measuring one more (vs merge-base {base12})", rows, unchanged)
         return _Result(CommitState.NEUTRAL, f"undecided: {undecided[0].metric} after {settings.pull_sessions} sessions "
                                             f"(vs merge-base {base12})", rows, unchanged)
+    improved = [r for r in rows if r.verdict == "improvement" and _alerts_on(r.metric)]
+    if improved:
+        more = f", +{len(improved) - 1} more" if len(improved) > 1 else ""
+        lead = improved[0]
+        return _Result(CommitState.SUCCESS, f"improvement: {lead.metric} {change_text(lead.change_pct)} ({lead.config}, "
+                                            f"{lead.backend}){more} vs merge-base {base12}", rows, unchanged)
     return _Result(CommitState.SUCCESS, f"no regression against merge-base {base12}", rows, unchanged)
 
 
@@ -303,7 +310,9 @@ def render_comment(session: Session, pr: PullRequest, results: dict[int, _Result
     the lean model's why, and each machine's verdict with a link to its read-only page."""
     worst = _worst([r.state for r in results.values()])
     head, base = pr.head_sha[:12], (pr.base_sha or "")[:12]
-    lines = [f"### perfci: {_WORDS[worst]} — head `{head}` against merge-base `{base}`", ""]
+    improved = worst is CommitState.SUCCESS and any(r.verdict == "improvement" and _alerts_on(r.metric)
+                                                    for result in results.values() for r in result.rows or [])
+    lines = [f"### perfci: {'improvement' if improved else _WORDS[worst]} — head `{head}` against merge-base `{base}`", ""]
     if pr.state in _ENDED:
         lines += [f"The pull request was {pr.state}: nothing more is measured for it.", ""]
     if not results:

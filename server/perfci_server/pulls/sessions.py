@@ -15,18 +15,16 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from sqlalchemy.orm import Session
 
 from perfci_core import metrics as catalogue
-from perfci_core.analysis import explain
 from perfci_core.analysis.compare import DEFAULT_ALPHA, Comparison, Kind, Verdict, compare
 from perfci_core.analysis.min_effect import min_effect_of_series
 from perfci_core.analysis.paired import paired_compare, pairs_needed
 from perfci_core.analysis.sequential import look_alpha
-from perfci_core.metrics import hazard_sites
 
 from ..configs import repository as config_sql
 from ..machines import repository as machine_sql
@@ -34,6 +32,7 @@ from ..models import PullRequest
 from ..repos import repository as repo_sql
 from ..results import repository as result_sql
 from . import repository as pull_sql
+from .why import Whys
 
 SERIES_COMMITS = 50  # base-branch commits the minimum effect is learned from
 NOISY = (catalogue.Backend.PMU.value, catalogue.Backend.TSC.value)
@@ -90,7 +89,6 @@ def compare_sessions(session: Session, pr: PullRequest, measured: list[Measured]
     interleaved = all(m.interleaved for m in measured)
     alpha = level(len(measured), sessions)
     rows, same = [], 0
-    moved_backends: set[str] = set()
     medians: dict[str, tuple[dict[str, float], dict[str, float]]] = defaultdict(lambda: ({}, {}))
     keys = set.intersection(*(set(m.base.values) & set(m.head.values) for m in measured))
     for (metric, backend) in sorted(keys):
@@ -101,6 +99,8 @@ def compare_sessions(session: Session, pr: PullRequest, measured: list[Measured]
         if not a.size or not b.size:
             continue
         medians[backend][0][metric], medians[backend][1][metric] = float(np.median(a)), float(np.median(b))
+        if not catalogue.CATALOGUE[metric].alerts:
+            continue  # context (4K aliases move with layout): named in the whys it explains, never a row
         result = _test(session, pr, measured[0].pair, metric, backend, a, b, interleaved, alpha)
         if result.verdict is Verdict.DIFFERENT:
             verdict = "regression" if result.kind is Kind.REGRESSION else "improvement"
@@ -109,16 +109,10 @@ def compare_sessions(session: Session, pr: PullRequest, measured: list[Measured]
         else:
             same += 1
             continue
-        moved_backends.add(backend)
         rows.append(Row(config, metric, backend, result.before_median, result.after_median, result.rel_change * 100.0, verdict))
-    for backend in moved_backends:  # one explanation per config x backend, on its lead row
-        before, after = medians[backend]
-        sites: dict[str, Any] = {}
-        if backend == catalogue.Backend.SIM.value:
-            sites = {"sites_before": hazard_sites(pull_sql.first_sample_raw(session, measured[0].base.run_id)),
-                     "sites_after": hazard_sites(pull_sql.first_sample_raw(session, measured[0].head.run_id))}
-        lead = next(r for r in rows if r.backend == backend)
-        lead.why = explain(before, after, **sites).sentence
+    whys = Whys(session, measured[0].base.run_id, measured[0].head.run_id, medians)
+    for row in rows:  # each row explains its own metric
+        row.why = whys.of(row.metric, row.backend)
     return rows, same
 
 

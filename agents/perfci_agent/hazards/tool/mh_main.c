@@ -24,8 +24,9 @@
  * The window is callgrind's --toggle-collect: it opens at the function's first
  * instruction (recording the stack pointer) and closes at the first superblock
  * whose stack pointer is above it (the function returned). Instructions in the
- * window are counted too, so one run yields instructions per packet and the
- * hazards; the counts are exact and identical from run to run.
+ * window are counted too, in all and by function, so one run yields
+ * instructions per packet, where they were spent, and the hazards; the counts
+ * are exact and identical from run to run.
  *
  * With several threads (one per forwarding lcore) it also counts the cache-line
  * transfers a coherent cache would make between them (see "Sharing" below):
@@ -1106,6 +1107,122 @@ on_superblock(Addr sp)
 }
 
 /* ------------------------------------------------------------------ */
+/* Instructions per function                                           */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The window's instructions by the function they belong to, named by its
+ * symbol as callgrind and cachegrind name a function's self cost: code
+ * inlined into a function is that function's, an instruction without a
+ * symbol is "??? (OBJECT)".
+ *
+ * Each run of consecutive instructions of a superblock, up to a point where
+ * window_instrs is added to (flush_instrs, with the same `collecting`), gets
+ * a counter that the instrumented code increments inline by `collecting`:
+ * every instruction the window counts is counted once, in one run, so the
+ * functions add up to window_instrs. The runs keep their instructions'
+ * addresses; only at the end are the runs that ran in the window resolved to
+ * functions, so the rest of the program (EAL initialisation) costs no
+ * debug-information lookup.
+ */
+#define MH_RUN_MAX 128 /* a longer run is split (VEX superblocks hold at most 100 instructions) */
+
+struct mh_run {
+	ULong execs;        /* times it ran in the window */
+	struct mh_run *next;
+	DiEpoch ep;         /* of its translation: its code's debug information */
+	UInt n;
+	Addr at[];          /* its instructions */
+};
+static struct mh_run *runs;
+
+/* The instructions of the superblock being instrumented since its last run. */
+struct mh_open_run {
+	UInt n;
+	Addr at[MH_RUN_MAX];
+};
+
+/* The instructions so far become a run, counted inline: r->execs += collecting. */
+static void
+close_run(IRSB *out, struct mh_open_run *pending)
+{
+	struct mh_run *r;
+	IRTemp on, old, sum;
+
+	if (pending->n == 0)
+		return;
+	r = VG_(malloc)("memhazard.run", sizeof(*r) + pending->n * sizeof(Addr));
+	r->execs = 0;
+	r->next = runs;
+	r->ep = VG_(current_DiEpoch)();
+	r->n = pending->n;
+	VG_(memcpy)(r->at, pending->at, pending->n * sizeof(Addr));
+	runs = r;
+	on = newIRTemp(out->tyenv, Ity_I64);
+	old = newIRTemp(out->tyenv, Ity_I64);
+	sum = newIRTemp(out->tyenv, Ity_I64);
+	addStmtToIRSB(out, IRStmt_WrTmp(on, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)&collecting))));
+	addStmtToIRSB(out, IRStmt_WrTmp(old, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)&r->execs))));
+	addStmtToIRSB(out, IRStmt_WrTmp(sum, IRExpr_Binop(Iop_Add64, IRExpr_RdTmp(old), IRExpr_RdTmp(on))));
+	addStmtToIRSB(out, IRStmt_Store(Iend_LE, mkIRExpr_HWord((HWord)&r->execs), IRExpr_RdTmp(sum)));
+	pending->n = 0;
+}
+
+/* One more instruction, at iaddr. A full run is counted early: the instructions before any point
+ * of a superblock have run when control reaches it. */
+static void
+add_to_run(IRSB *out, struct mh_open_run *pending, Addr iaddr)
+{
+	if (pending->n == MH_RUN_MAX)
+		close_run(out, pending);
+	pending->at[pending->n++] = iaddr;
+}
+
+struct mh_fn {
+	VgHashNode node; /* key: a hash of the name */
+	const HChar *name;
+	ULong instrs;
+};
+
+static Word
+same_function(const void *a, const void *b)
+{
+	return VG_(strcmp)(((const struct mh_fn *)a)->name, ((const struct mh_fn *)b)->name);
+}
+
+static struct mh_fn *
+function_at(VgHashTable *functions, DiEpoch ep, Addr iaddr)
+{
+	static HChar unnamed[256];
+	const HChar *name, *object, *base;
+	const UChar *c;
+	struct mh_fn probe, *f;
+	UWord h = 5381;
+
+	if (!VG_(get_fnname)(ep, iaddr, &name)) {
+		if (VG_(get_objname)(ep, iaddr, &object)) {
+			base = VG_(strrchr)(object, '/');
+			VG_(snprintf)(unnamed, sizeof(unnamed), "??? (%s)", base ? base + 1 : object);
+			name = unnamed;
+		} else {
+			name = "???";
+		}
+	}
+	for (c = (const UChar *)name; *c; c++)
+		h = h * 33 + *c;
+	probe.node.key = h;
+	probe.name = name;
+	f = VG_(HT_gen_lookup)(functions, &probe, same_function);
+	if (f == NULL) {
+		f = VG_(calloc)("memhazard.function", 1, sizeof(*f));
+		f->node.key = h;
+		f->name = VG_(strdup)("memhazard.function.name", name);
+		VG_(HT_add_node)(functions, f);
+	}
+	return f;
+}
+
+/* ------------------------------------------------------------------ */
 /* Instrumentation                                                     */
 /* ------------------------------------------------------------------ */
 
@@ -1113,6 +1230,7 @@ struct mh_sb {
 	IRSB *out;
 	Int sp_offset;
 	UInt pending; /* guest instructions since the last flush */
+	struct mh_open_run run; /* and by function (see "Instructions per function") */
 };
 
 static IRExpr *
@@ -1148,6 +1266,7 @@ flush_instrs(struct mh_sb *b)
 {
 	IRTemp prod, sum;
 
+	close_run(b->out, &b->run);
 	if (b->pending == 0)
 		return;
 	prod = newIRTemp(b->out->tyenv, Ity_I64);
@@ -1272,7 +1391,7 @@ static IRSB *
 mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout, const VexGuestExtents *vge,
 	      const VexArchInfo *archinfo_host, IRType gWordTy, IRType hWordTy)
 {
-	struct mh_sb b = { deepCopyIRSBExceptStmts(in), layout->offset_SP, 0 };
+	struct mh_sb b = { deepCopyIRSBExceptStmts(in), layout->offset_SP, 0, { 0 } };
 	Addr iaddr = 0;
 	UInt ilen = 0;
 	UWord nt = 0; /* MH_F_NT when the instruction is a non-temporal store */
@@ -1301,6 +1420,7 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 				call(&b, "on_window_entry", (void *)on_window_entry, 0, mkIRExprVec_1(stack_pointer(&b)), NULL);
 			}
 			b.pending++;
+			add_to_run(b.out, &b.run, iaddr);
 			addStmtToIRSB(b.out, st);
 			if (is_locked_instruction(in, i))
 				instrument_fence(&b, MH_LOCKED); /* the older stores commit before its load */
@@ -1399,6 +1519,23 @@ out_printf(Int fd, const HChar *format, ...)
 	VG_(write)(fd, buf, n < (Int)sizeof(buf) ? n : (Int)sizeof(buf) - 1);
 }
 
+/* function COUNT NAME: one line per function that ran in the window (see "Instructions per function"). */
+static void
+write_functions(Int fd)
+{
+	VgHashTable *functions = VG_(HT_construct)("memhazard.functions");
+	const struct mh_run *r;
+	struct mh_fn *f;
+	UInt i;
+
+	for (r = runs; r != NULL; r = r->next)
+		for (i = 0; r->execs && i < r->n; i++)
+			function_at(functions, r->ep, r->at[i])->instrs += r->execs;
+	VG_(HT_ResetIter)(functions);
+	while ((f = VG_(HT_Next)(functions)) != NULL)
+		out_printf(fd, "function %llu %s\n", f->instrs, f->name);
+}
+
 static void
 mh_fini(Int exitcode)
 {
@@ -1431,6 +1568,7 @@ mh_fini(Int exitcode)
 	out_printf(fd, "forwarding_threads %u\nlines_tracked %u\nuntracked_lines %llu\nuntracked_thread_accesses %llu\n"
 		   "logged_accesses %llu\nlate_accesses %llu\n", forwarding_threads, lines_used, untracked_lines, untracked_thread_accesses,
 		   logged_accesses, late_accesses);
+	write_functions(fd);
 	/* site KIND COUNT [dist=MIN,MEDIAN,MAX] | ADDRESS: function (file:line) | ... the innermost inlined call first */
 	VG_(HT_ResetIter)(sites);
 	while ((s = VG_(HT_Next)(sites)) != NULL) {
