@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from . import errors, readiness
+from . import errors, metrics, readiness
 from .alerts.router import router as alerts_router
 from .agents.router import admin_router as agents_admin_router
 from .agents.router import agent_router as agents_agent_router
@@ -15,6 +15,7 @@ from .bisect.router import router as bisect_router
 from .bounded import BIGINT_MAX
 from .configs.router import router as configs_router
 from .edge import StorableText
+from .request_log import RequestLog
 from .jobs.router import agent_router as jobs_agent_router
 from .jobs.router import router as jobs_router
 from .machines.router import router as machines_router
@@ -41,6 +42,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     errors.install(app)
     app.add_middleware(StorableText)
+    app.add_middleware(RequestLog)  # outermost: its latency covers every other middleware
 
     api = APIRouter(prefix=API_PREFIX)
     for router in (
@@ -78,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(api)
     app.include_router(pages_router)  # the verdict pages forges link to, outside the API
+    app.include_router(metrics.router)  # Prometheus's /metrics, outside the API
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
