@@ -13,15 +13,15 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
-from sqlalchemy import case, func, literal, select
+from sqlalchemy import case, func, literal, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -30,11 +30,14 @@ from .deps import SessionDep, SettingsDep, require_admin
 from .forge.registry import KINDS
 from .models import (Agent, CommitStatus, Delivery, Job, JobPurpose, JobState, Machine, PullRequest, Push, Repository, Run,
                      RunStatus, WebhookDelivery, utcnow)
+from .models.pull_request import COMMENT_UNSENT
 from .settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
 WEBHOOK_OUTCOMES = ("scheduled", "ignored", "pong")  # webhook_deliveries.outcome starts with one of them
+# Deliveries and posts are history that only grows: a scrape counts the last hour's (through indexes), not all.
+RECENT = timedelta(hours=1)
 
 
 class DatabaseCollector(Collector):
@@ -56,21 +59,19 @@ class DatabaseCollector(Collector):
 
 
 def _families(session: Session, settings: Settings, now: datetime) -> Iterator[Metric]:
-    yield from _jobs(session, now)
-    yield from _agents(session)
-    yield from _deliveries(session)
-    yield from _forge_posts(session, settings, now)
+    machines = {machine_id: name for machine_id, name in session.execute(select(Machine.id, Machine.name))}
+    yield from _jobs(session, machines, now)
+    yield from _agents(session, machines)
+    since = now - RECENT
+    yield from _deliveries(session, since)
+    yield from _forge_posts(session, settings, since, now)
     yield from _detection(session, now)
     incomplete = GaugeMetricFamily("perfci_pushes_incomplete", "Pushes whose commits the server's mirror has not recorded yet")
-    incomplete.add_metric([], session.scalar(select(func.count()).select_from(Push).where(Push.complete.is_(False))) or 0)
+    incomplete.add_metric([], session.scalar(select(func.count()).select_from(Push).where(~Push.complete)) or 0)  # partial index
     yield incomplete
 
 
-def _machine_names(session: Session) -> dict[int, str]:
-    return {machine_id: name for machine_id, name in session.execute(select(Machine.id, Machine.name))}
-
-
-def _jobs(session: Session, now: datetime) -> Iterator[Metric]:
+def _jobs(session: Session, names: dict[int, str], now: datetime) -> Iterator[Metric]:
     queued = GaugeMetricFamily("perfci_jobs_queued", "Jobs waiting for an agent", labels=["machine", "purpose"])
     oldest = GaugeMetricFamily("perfci_jobs_oldest_queued_age_seconds", "Age of the oldest queued job (since it was created)",
                                labels=["machine", "purpose"])
@@ -80,7 +81,6 @@ def _jobs(session: Session, now: datetime) -> Iterator[Metric]:
         .where(Job.state.in_([JobState.QUEUED.value, JobState.LEASED.value, JobState.RUNNING.value]))
         .group_by(Job.machine_id, Job.state, Job.purpose)
     ).all()
-    names = _machine_names(session)
     # every machine's count, 0 included: a series that vanishes when its queue drains reads as "unknown"
     counts: dict[tuple[str, str], int] = {(machine, p.value): 0 for machine in names.values() for p in JobPurpose}
     firsts: dict[tuple[str, str], datetime] = {}
@@ -101,7 +101,7 @@ def _jobs(session: Session, now: datetime) -> Iterator[Metric]:
     yield from (queued, oldest, running)
 
 
-def _agents(session: Session) -> Iterator[Metric]:
+def _agents(session: Session, names: dict[int, str]) -> Iterator[Metric]:
     states = GaugeMetricFamily("perfci_agents", "Agents by state: active (claims jobs), stopped (its host no longer matches "
                                "its machine), revoked", labels=["state"])
     seen = GaugeMetricFamily("perfci_agent_last_seen_timestamp_seconds", "When an agent (not revoked) last called the server, "
@@ -112,7 +112,6 @@ def _agents(session: Session) -> Iterator[Metric]:
     for name in ("active", "stopped", "revoked"):
         states.add_metric([name], counts.get(name, 0))
     last: dict[tuple[str, str], datetime] = {}
-    names = _machine_names(session)
     for agent, machine_id, at in session.execute(
             select(Agent.name, Agent.machine_id, Agent.last_seen_at).where(Agent.revoked_at.is_(None), Agent.last_seen_at.is_not(None))):
         key = (agent, names.get(machine_id, str(machine_id)))
@@ -122,29 +121,43 @@ def _agents(session: Session) -> Iterator[Metric]:
     yield from (states, seen)
 
 
-def _deliveries(session: Session) -> Iterator[Metric]:
-    total = CounterMetricFamily("perfci_webhook_deliveries", "Webhook deliveries accepted and recorded (redeliveries and "
-                                "refused ones are not), by forge and outcome", labels=["forge", "outcome"])
-    last = GaugeMetricFamily("perfci_webhook_last_delivery_timestamp_seconds", "When the last recorded delivery arrived, "
-                             "as Unix time", labels=["forge"])
+def _deliveries(session: Session, since: datetime) -> Iterator[Metric]:
+    recent = GaugeMetricFamily("perfci_webhook_deliveries_last_hour", "Webhook deliveries recorded in the last hour (refused "
+                               "ones and redeliveries are not), by forge and outcome", labels=["forge", "outcome"])
+    last = GaugeMetricFamily("perfci_webhook_last_delivery_timestamp_seconds", "When the forge's last recorded delivery "
+                             "arrived, as Unix time (none: no delivery yet)", labels=["forge"])
+    counts = {(forge, name): 0 for forge in KINDS for name in WEBHOOK_OUTCOMES}
     outcome = case(*((WebhookDelivery.outcome.like(f"{name}:%"), literal(name)) for name in WEBHOOK_OUTCOMES),
                    else_=literal("other"))
-    rows = session.execute(select(WebhookDelivery.forge, outcome, func.count(), func.max(WebhookDelivery.created_at))
-                           .group_by(WebhookDelivery.forge, outcome)).all()
-    latest: dict[str, datetime] = {}
-    for forge, name, count, at in sorted(rows, key=lambda r: (r[0], r[1])):
-        total.add_metric([forge, name], count)
-        latest[forge] = max(at, latest.get(forge, at))
-    for forge, at in sorted(latest.items()):
-        last.add_metric([forge], at.timestamp())
-    yield from (total, last)
+    for forge, name, count in session.execute(  # the index (forge, created_at): each forge's last hour only
+            select(WebhookDelivery.forge, outcome, func.count())
+            .where(WebhookDelivery.forge.in_(list(KINDS)), WebhookDelivery.created_at >= since)
+            .group_by(WebhookDelivery.forge, outcome)):
+        counts[forge, name] = count
+    for key, count in sorted(counts.items()):
+        recent.add_metric(list(key), count)
+    latest = session.execute(select(*(select(func.max(WebhookDelivery.created_at)).where(WebhookDelivery.forge == forge)
+                                      .scalar_subquery() for forge in KINDS))).one()
+    for forge, at in zip(KINDS, latest):
+        if at is not None:
+            last.add_metric([forge], at.timestamp())
+    yield from (recent, last)
 
 
-def _forge_posts(session: Session, settings: Settings, now: datetime) -> Iterator[Metric]:
-    posts = GaugeMetricFamily("perfci_forge_posts", "Commit statuses and pull-request comments by delivery: sent, pending "
-                              "(queued or being retried), failed, disabled (no token for the forge)", labels=["post", "outcome"])
+def _forge_posts(session: Session, settings: Settings, since: datetime, now: datetime) -> Iterator[Metric]:
+    """Statuses by their delivery column; a comment by its pull request's columns (sent: its version is the one
+    sent; disabled: no token for its forge; failed: its last post failed, whether it is retried or refused; else
+    pending)."""
+    recent = GaugeMetricFamily("perfci_forge_posts_last_hour", "Commit statuses and pull-request comments whose delivery "
+                               "changed in the last hour, by where it stands: sent, pending (queued or being retried), failed, "
+                               "disabled (no token for the forge)", labels=["post", "outcome"])
+    waiting = GaugeMetricFamily("perfci_forge_posts_pending", "Commit statuses and pull-request comments waiting to be "
+                                "posted, whatever their age", labels=["post"])
     counts: dict[tuple[str, str], int] = {(post, d.value): 0 for post in ("status", "comment") for d in Delivery}
-    for delivery, count in session.execute(select(CommitStatus.delivery, func.count()).group_by(CommitStatus.delivery)):
+    for delivery, count in session.execute(  # the index (delivery, updated_at)
+            select(CommitStatus.delivery, func.count())
+            .where(CommitStatus.delivery.in_([d.value for d in Delivery]), CommitStatus.updated_at >= since)
+            .group_by(CommitStatus.delivery)):
         counts["status", delivery] = count
     tokenless = [name for name, kind in KINDS.items() if kind.token(settings) is None]
     comment = case(
@@ -152,17 +165,23 @@ def _forge_posts(session: Session, settings: Settings, now: datetime) -> Iterato
         (Repository.forge.in_(tokenless), literal(Delivery.DISABLED.value)),
         (PullRequest.comment_error != "", literal(Delivery.FAILED.value)),
         else_=literal(Delivery.PENDING.value))
-    for delivery, count in session.execute(
+    for delivery, count in session.execute(  # the index on updated_at
             select(comment, func.count()).join(Repository, Repository.id == PullRequest.repository_id)
-            .where(PullRequest.comment_version > 0).group_by(comment)):
+            .where(PullRequest.comment_version > 0, PullRequest.updated_at >= since).group_by(comment)):
         counts["comment", delivery] = count
     for key, count in counts.items():
-        posts.add_metric(list(key), count)
+        recent.add_metric(list(key), count)
+    statuses_pending, oldest_pending = session.execute(
+        select(func.count(), func.min(CommitStatus.updated_at)).where(CommitStatus.delivery == Delivery.PENDING.value)).one()
+    comments_pending = session.scalar(  # the partial index of unsent comments; a failed one waits for its retry too
+        select(func.count()).select_from(PullRequest).join(Repository, Repository.id == PullRequest.repository_id)
+        .where(text(COMMENT_UNSENT), Repository.forge.not_in(tokenless)))
+    waiting.add_metric(["status"], statuses_pending or 0)
+    waiting.add_metric(["comment"], comments_pending or 0)
     oldest = GaugeMetricFamily("perfci_forge_oldest_pending_status_age_seconds", "Time since the longest-pending commit status "
                                "last changed (0: none pending)")
-    since = session.scalar(select(func.min(CommitStatus.updated_at)).where(CommitStatus.delivery == Delivery.PENDING.value))
-    oldest.add_metric([], max((now - since).total_seconds(), 0.0) if since is not None else 0.0)
-    yield from (posts, oldest)
+    oldest.add_metric([], max((now - oldest_pending).total_seconds(), 0.0) if oldest_pending is not None else 0.0)
+    yield from (recent, waiting, oldest)
 
 
 def _detection(session: Session, now: datetime) -> Iterator[Metric]:

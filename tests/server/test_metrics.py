@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker_outage import closed_port
-from perfci_server import db, metrics
+from perfci_server import db, metrics, migrate
 from perfci_server.app import create_app
 from perfci_server.settings import get_settings
 from perfci_server.models import (Agent, BenchConfig, Branch, Commit, CommitStatus, Job, Machine, PullRequest, Push, Repository,
@@ -81,28 +81,34 @@ def seed() -> None:
 
         deliveries = [("github", "scheduled: push to main", 500), ("github", "scheduled: pull request #3 opened", 400),
                       ("github", "scheduled: push to feature", 300), ("github", "ignored: tag (repository does not track tags)", 200),
-                      ("github", "pong: ", 100), ("gitlab", "scheduled: push to main", 700), ("gitlab", "scheduled: push to dev", 600)]
+                      ("github", "pong: ", 100), ("github", "scheduled: push to main", 5000),  # before the last hour
+                      ("gitlab", "scheduled: push to main", 700), ("gitlab", "scheduled: push to dev", 600),
+                      ("gitlab", "ignored: no commits", 9000)]
         for n, (forge, outcome, age) in enumerate(deliveries):
             repository = github if forge == "github" else gitlab
             s.add(WebhookDelivery(forge=forge, delivery_id=f"d-{n}", event="push", repository_id=repository.id, outcome=outcome,
                                   created_at=ago(age)))
 
-        statuses = [("sent", 9000)] * 4 + [("pending", 400), ("pending", 100), ("failed", 2000), ("disabled", 3000)]
+        statuses = ([("sent", 9000)] * 4 + [("sent", 60)] * 2 + [("pending", 5000), ("pending", 400), ("pending", 100)]
+                    + [("failed", 2000), ("failed", 7200), ("disabled", 3000)])
         for n, (delivery, age) in enumerate(statuses):
             s.add(CommitStatus(repository_id=github.id, commit_id=commits[n].id, machine_id=dut1.id, scope="series",
                                public_id=secrets.token_urlsafe(16), state="success", context="perfci/dut-01", delivery=delivery,
                                updated_at=ago(age)))
 
-        def pull(repository: Repository, number: int, version: int, sent: int | None, error: str = "") -> None:
+        def pull(repository: Repository, number: int, version: int, sent: int | None, age: float, error: str = "") -> None:
             s.add(PullRequest(repository_id=repository.id, number=number, base_branch="main", head_branch=f"f{number}",
                               head_sha=commits[number].sha, comment_body="c" if version else "", comment_version=version,
-                              comment_sent_version=sent, comment_error=error, public_id=secrets.token_urlsafe(16)))
+                              comment_sent_version=sent, comment_error=error, public_id=secrets.token_urlsafe(16),
+                              updated_at=ago(age)))
 
-        pull(github, 1, 2, 2)  # sent
-        pull(github, 2, 2, 1)  # its edit waits
-        pull(github, 3, 1, None, "github https://api.github.com/...: HTTP 401 Bad credentials")  # failed
-        pull(github, 4, 0, None)  # nothing to say yet: not counted
-        pull(gitlab, 5, 1, None, "no gitlab token configured: the comment is kept, not posted")  # disabled
+        pull(github, 1, 2, 2, 100)  # sent
+        pull(github, 2, 2, 1, 200)  # its edit waits
+        pull(github, 3, 1, None, 300, "github https://api.github.com/...: HTTP 401 Bad credentials")  # failed
+        pull(github, 4, 0, None, 10)  # nothing to say yet: not counted
+        pull(gitlab, 5, 1, None, 400, "no gitlab token configured: the comment is kept, not posted")  # disabled
+        pull(github, 6, 1, 1, 8000)  # sent before the last hour
+        pull(github, 7, 1, None, 9000)  # waiting since before the last hour
 
         def run(job_row: Job, status: str, received: float, detected: bool) -> None:
             s.add(Run(job_id=job_row.id, attempt=1, status=status, received_at=ago(received), detected_at=NOW if detected else None))
@@ -155,18 +161,21 @@ def test_the_scrape_says_what_the_database_holds(committed, monkeypatch):
             if name == "perfci_agent_last_seen_timestamp_seconds"}
     assert seen == {"a1": ("dut-01", ago(5).timestamp()), "a2": ("dut-02", ago(3600).timestamp())}  # a3 revoked, a4 never seen
 
-    assert value(samples, "perfci_webhook_deliveries_total", forge="github", outcome="scheduled") == 3
-    assert value(samples, "perfci_webhook_deliveries_total", forge="github", outcome="ignored") == 1
-    assert value(samples, "perfci_webhook_deliveries_total", forge="github", outcome="pong") == 1
-    assert value(samples, "perfci_webhook_deliveries_total", forge="gitlab", outcome="scheduled") == 2
-    assert sum(v for (name, _), v in samples.items() if name == "perfci_webhook_deliveries_total") == 7
+    deliveries = {(dict(labels)["forge"], dict(labels)["outcome"]): v for (name, labels), v in samples.items()
+                  if name == "perfci_webhook_deliveries_last_hour" and v}
+    assert deliveries == {("github", "scheduled"): 3, ("github", "ignored"): 1, ("github", "pong"): 1, ("gitlab", "scheduled"): 2}
+    assert value(samples, "perfci_webhook_deliveries_last_hour", forge="gitea", outcome="scheduled") == 0
     assert value(samples, "perfci_webhook_last_delivery_timestamp_seconds", forge="github") == ago(100).timestamp()
     assert value(samples, "perfci_webhook_last_delivery_timestamp_seconds", forge="gitlab") == ago(600).timestamp()
+    assert ("perfci_webhook_last_delivery_timestamp_seconds", frozenset({("forge", "gitea")})) not in samples  # none yet
 
-    posts = {(dict(labels)["post"], dict(labels)["outcome"]): v for (name, labels), v in samples.items() if name == "perfci_forge_posts"}
-    assert posts == {("status", "sent"): 4, ("status", "pending"): 2, ("status", "failed"): 1, ("status", "disabled"): 1,
+    posts = {(dict(labels)["post"], dict(labels)["outcome"]): v for (name, labels), v in samples.items()
+             if name == "perfci_forge_posts_last_hour"}
+    assert posts == {("status", "sent"): 2, ("status", "pending"): 2, ("status", "failed"): 1, ("status", "disabled"): 1,
                      ("comment", "sent"): 1, ("comment", "pending"): 1, ("comment", "failed"): 1, ("comment", "disabled"): 1}
-    assert value(samples, "perfci_forge_oldest_pending_status_age_seconds") == 400
+    assert value(samples, "perfci_forge_posts_pending", post="status") == 3  # whatever their age
+    assert value(samples, "perfci_forge_posts_pending", post="comment") == 3  # #2, #3 (its last post failed), #7; not #5 (no token)
+    assert value(samples, "perfci_forge_oldest_pending_status_age_seconds") == 5000
 
     assert value(samples, "perfci_runs_awaiting_detection") == 2
     assert value(samples, "perfci_detection_lag_seconds") == 600
@@ -177,7 +186,9 @@ def test_an_empty_database_reads_zero_not_absent(committed):
     with TestClient(create_app()) as client:
         samples = scrape(client)
     assert value(samples, "perfci_detection_lag_seconds") == 0 and value(samples, "perfci_forge_oldest_pending_status_age_seconds") == 0
-    assert value(samples, "perfci_forge_posts", post="status", outcome="pending") == 0
+    assert value(samples, "perfci_forge_posts_last_hour", post="status", outcome="pending") == 0
+    assert value(samples, "perfci_forge_posts_pending", post="comment") == 0
+    assert value(samples, "perfci_webhook_deliveries_last_hour", forge="github", outcome="scheduled") == 0
     assert value(samples, "perfci_agents", state="active") == 0
 
 
@@ -206,3 +217,13 @@ def test_a_database_that_does_not_answer_is_a_scrape_that_says_so(monkeypatch):
         samples = scrape(client)
     assert samples == {("perfci_database_up", frozenset()): 0}
 
+
+
+def test_the_embedded_sqlite_database_answers_the_same_scrape():
+    db.get_engine()  # conftest: SQLite under a temporary data dir, created here
+    migrate.upgrade()
+    with TestClient(create_app()) as client:
+        samples = scrape(client)
+    assert value(samples, "perfci_database_up") == 1
+    assert value(samples, "perfci_forge_posts_pending", post="comment") == 0
+    assert value(samples, "perfci_webhook_deliveries_last_hour", forge="gitea", outcome="pong") == 0
