@@ -6,9 +6,9 @@ at every scrape: nothing is counted in memory).
 For each history size H, a database of its own (benchmarks/owned.py, ``perfci_bench_metrics``) is
 migrated and filled with H finished jobs and their runs, H/2 commit statuses that were sent, H/5
 webhook deliveries, H/10 complete pushes and H/100 pull requests with their comment sent — the
-history that only grows — plus the same live work at every size: 200 queued jobs on 4 machines,
-8 held, 30 pending statuses, 60 deliveries in the last half hour, 50 runs awaiting detection, 3
-incomplete pushes, 20 agents. The tables
+history that only grows, a month old — plus the same live work at every size: 200 queued jobs on 4
+machines, 8 held, 30 pending statuses, 5 pull requests whose comment waits, 60 deliveries in the
+last half hour, 50 runs awaiting detection, 3 incomplete pushes, 20 agents. The tables
 are analysed (as autovacuum would), then the scrape (the collector, as the route runs it) is timed
 ``--samples`` times, and each of its queries once more under EXPLAIN ANALYZE, with its plan's top
 node. The premise is checked: the history is in the tables, and the scrape reports the live work.
@@ -59,7 +59,7 @@ INSERT INTO pushes (repository_id, branch_id, after, listed_commits, listed_shas
   SELECT 1, 1, md5(g::text), 1, '[]', 1, true, 1, now() FROM generate_series(1, {history} / 10) g;
 INSERT INTO pull_requests (repository_id, number, title, state, base_branch, head_branch, head_sha, waiting_for, comment_body,
                            comment_version, comment_sent_version, comment_error, public_id, updated_at, created_at)
-  SELECT 1, g, '', 'closed', 'main', 'f' || g, md5(g::text), '', 'c', 1, 1, '', md5((-g)::text), now(), now()
+  SELECT 1, g, '', 'closed', 'main', 'f' || g, md5(g::text), '', 'c', 1, 1, '', md5((-g)::text), now() - interval '30 days', now()
   FROM generate_series(1, {history} / 100) g;
 -- live work, the same at every size
 INSERT INTO jobs (commit_id, machine_id, config_id, state, attempts, max_attempts, updated_at, purpose, priority, round, reason, created_at)
@@ -81,6 +81,10 @@ INSERT INTO pushes (repository_id, branch_id, after, listed_commits, listed_shas
 INSERT INTO webhook_deliveries (forge, delivery_id, event, repository_id, ref, outcome, created_at)
   SELECT 'github', 'live-' || g, 'push', 1, 'refs/heads/main', 'scheduled: push to main', now() - g * interval '30 seconds'
   FROM generate_series(1, 60) g;
+INSERT INTO pull_requests (repository_id, number, title, state, base_branch, head_branch, head_sha, waiting_for, comment_body,
+                           comment_version, comment_sent_version, comment_error, public_id, updated_at, created_at)
+  SELECT 1, {history} + g, '', 'open', 'main', 'live' || g, md5((-g)::text), '', 'c', 2, 1, '', 'live' || g, now(), now()
+  FROM generate_series(1, 5) g;
 INSERT INTO agents (name, machine_id, token_hash, backends, version, last_seen_at, created_at)
   SELECT 'agent-' || g, 1 + g % 4, md5(g::text) || md5((-g)::text), '[]', '', now(), now() FROM generate_series(1, 20) g;
 """
@@ -107,7 +111,8 @@ def samples_of(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], flo
 
 
 def measure(url: str, history: int, count: int) -> None:
-    os.environ.update(PERFCI_DATABASE_URL=url, PERFCI_ENV="development")
+    # a GitHub token (never sent: nothing is posted) so the repository's comments count as waiting, not disabled
+    os.environ.update(PERFCI_DATABASE_URL=url, PERFCI_ENV="development", PERFCI_GITHUB_TOKEN="ghp_benchmark_never_sent")
     from perfci_server import db, metrics
     from perfci_server.settings import get_settings
 
@@ -128,6 +133,7 @@ def measure(url: str, history: int, count: int) -> None:
                "held": sum(v for (n, _), v in values.items() if n == "perfci_jobs_running") == 8,
                "awaiting detection": values[("perfci_runs_awaiting_detection", ())] == 50,
                "pending statuses": values[("perfci_forge_posts_pending", (("post", "status"),))] == 30,
+               "pending comments": values[("perfci_forge_posts_pending", (("post", "comment"),))] == 5,
                "recent deliveries": values[("perfci_webhook_deliveries_last_hour", (("forge", "github"), ("outcome", "scheduled")))] == 60,
                "incomplete pushes": values[("perfci_pushes_incomplete", ())] == 3}
     with db.get_engine().connect() as conn:

@@ -53,17 +53,19 @@ def server(
 LogLevel = Annotated[Optional[str], typer.Option(help="Log level (default PERFCI_LOG_LEVEL, info)")]
 
 
-def _log_level(loglevel: str | None) -> str:
-    """Logs configured for a Celery process (its own setup then leaves them be, celery_app.py)."""
+def _celery_logs(loglevel: str | None) -> tuple[list[str], str]:
+    """Logs configured for a Celery process (its own setup then leaves them be, celery_app.py): the
+    options that go before Celery's command (no banner in JSON: every line is an object), the level."""
     from . import logs
     from .settings import get_settings
 
-    level = (loglevel or get_settings().log_level).upper()
+    settings = get_settings()
+    level = (loglevel or settings.log_level).upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         typer.echo(f"--loglevel: {loglevel!r} is not one of debug, info, warning, error, critical", err=True)
         raise typer.Exit(2)
-    logs.configure(get_settings(), level)
-    return level
+    logs.configure(settings, level)
+    return (["--quiet"] if settings.effective_log_format == "json" else []), level
 
 
 def worker(
@@ -76,8 +78,8 @@ def worker(
     if get_settings().tasks_run_eagerly:
         typer.echo("PERFCI_BROKER_URL is not set: tasks run inside the server, no worker is needed.", err=True)
         raise typer.Exit(1)
-    level = _log_level(loglevel)
-    celery_app.worker_main(["worker", f"--concurrency={concurrency}", f"--loglevel={level}", "-Q", "perfci"])
+    options, level = _celery_logs(loglevel)
+    celery_app.worker_main([*options, "worker", f"--concurrency={concurrency}", f"--loglevel={level}", "-Q", "perfci"])
 
 
 def beat(loglevel: LogLevel = None) -> None:
@@ -87,10 +89,10 @@ def beat(loglevel: LogLevel = None) -> None:
     if get_settings().tasks_run_eagerly:
         typer.echo("PERFCI_BROKER_URL is not set: beat needs a broker.", err=True)
         raise typer.Exit(1)
-    level = _log_level(loglevel)
+    options, level = _celery_logs(loglevel)
     data_dir = get_settings().data_dir
     data_dir.mkdir(parents=True, exist_ok=True)  # beat keeps its schedule file there
-    celery_app.start(["beat", f"--loglevel={level}", "--schedule", str(data_dir / "celerybeat-schedule")])
+    celery_app.start([*options, "beat", f"--loglevel={level}", "--schedule", str(data_dir / "celerybeat-schedule")])
 
 
 def _migrate_to_head() -> None:

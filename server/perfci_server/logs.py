@@ -27,10 +27,9 @@ from .settings import Settings
 FIELDS = "perfci_fields"  # the LogRecord attribute that holds an event's fields
 VALUE_MAX = 500  # characters of one field value (a task's result, an error)
 
-# Loggers that would tell a request or a task a second time: uvicorn's access log, Celery's
-# "received" and "succeeded in" lines (Celery's failure lines stay at ERROR: ours says it once
-# more, with the same traceback, so they are turned down too).
-# httpx's line per call repeats the forge post line.
+# Loggers that would tell a request, a task or a forge post a second time: uvicorn's access log,
+# Celery's "received", "succeeded in" and failure lines (the task line carries the traceback; its
+# internal errors, at CRITICAL, still pass), httpx's line per call.
 QUIETED = {"uvicorn.access": logging.WARNING, "celery.worker.strategy": logging.WARNING, "celery.app.trace": logging.CRITICAL,
            "httpx": logging.WARNING, "httpcore": logging.WARNING}
 
@@ -119,6 +118,7 @@ def configure(settings: Settings, level: str | None = None) -> None:
         logger.propagate = True
     for name, quiet in QUIETED.items():
         logging.getLogger(name).setLevel(quiet)
+    logging.captureWarnings(True)  # a Python warning is a line like the others (logger py.warnings)
 
 
 def configured() -> bool:
@@ -152,7 +152,9 @@ def _task_ended(task_id: str, task: Any, args: Any = None, kwargs: Any = None, r
     if not starts:
         _started.pop(task_id, None)
     error = _failures.pop(task_id, None)
-    outcome = {"SUCCESS": "success", "RETRY": "retry", "FAILURE": "failure"}.get(state or "", (state or "unknown").lower())
+    if state is None:  # the run was cut short (the process is stopping): the exception on its way out says how
+        error = sys.exc_info()[1]
+    outcome = {"SUCCESS": "success", "RETRY": "retry", "FAILURE": "failure", None: "interrupted"}.get(state, str(state).lower())
     values: dict[str, Any] = {"name": task.name, "task_id": task_id, "args": clip(list(args or ())),
                               "outcome": outcome, "duration_ms": round(duration_ms, 1),
                               "retries": getattr(task.request, "retries", 0) or 0}

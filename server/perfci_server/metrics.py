@@ -2,10 +2,12 @@
 "/metrics").
 
 The API runs as several processes and the Celery worker as others, so nothing is counted in
-memory: each scrape reads the database (a custom collector, a handful of queries that use the
-tables' indexes) and every process answers the same. Who may read it: anyone in development; else
-the bearer of ``PERFCI_METRICS_TOKEN`` (a token that opens nothing else, for Prometheus) or of an
-admin or API token, as for every read.
+memory: each scrape reads the database (a custom collector) and every process answers the same.
+A scrape is six statements, each through an index or over a small table (machines, agents): what
+waits now (jobs, posts, runs, pushes) and the last hour of the history that only grows
+(deliveries, posts), never whole history tables (benchmarks/metrics/scrape.py prints the plans).
+Who may read it: anyone in development; else the bearer of ``PERFCI_METRICS_TOKEN`` (a token that
+opens nothing else, for Prometheus) or of an admin or API token, as for every read.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
-from sqlalchemy import case, func, literal, select, text
+from sqlalchemy import Row, case, func, literal, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -36,8 +38,9 @@ from .settings import Settings, get_settings
 log = logging.getLogger(__name__)
 
 WEBHOOK_OUTCOMES = ("scheduled", "ignored", "pong")  # webhook_deliveries.outcome starts with one of them
-# Deliveries and posts are history that only grows: a scrape counts the last hour's (through indexes), not all.
+# Deliveries and posts are history that only grows: a scrape counts the last hour's, not all of them.
 RECENT = timedelta(hours=1)
+POSTS = ("status", "comment")
 
 
 class DatabaseCollector(Collector):
@@ -59,16 +62,40 @@ class DatabaseCollector(Collector):
 
 
 def _families(session: Session, settings: Settings, now: datetime) -> Iterator[Metric]:
+    tokenless = [name for name, kind in KINDS.items() if kind.token(settings) is None]
+    single = _single_values(session, tokenless)
     machines = {machine_id: name for machine_id, name in session.execute(select(Machine.id, Machine.name))}
     yield from _jobs(session, machines, now)
     yield from _agents(session, machines)
-    since = now - RECENT
-    yield from _deliveries(session, since)
-    yield from _forge_posts(session, settings, since, now)
-    yield from _detection(session, now)
+    yield from _deliveries(session, single, now - RECENT)
+    yield from _forge_posts(session, single, tokenless, now - RECENT, now)
+    yield from _detection(single, now)
     incomplete = GaugeMetricFamily("perfci_pushes_incomplete", "Pushes whose commits the server's mirror has not recorded yet")
-    incomplete.add_metric([], session.scalar(select(func.count()).select_from(Push).where(~Push.complete)) or 0)  # partial index
+    incomplete.add_metric([], single.pushes_incomplete)
     yield incomplete
+
+
+def _age(now: datetime, since: datetime | None) -> float:
+    return max((now - since).total_seconds(), 0.0) if since is not None else 0.0
+
+
+def _single_values(session: Session, tokenless: list[str]) -> Row[Any]:
+    """Each single number of the scrape, in one statement: each subquery reads one index."""
+    ok_undetected = (Run.status == RunStatus.OK.value, Run.detected_at.is_(None))  # ix_runs_detection_pending
+    pending = CommitStatus.delivery == Delivery.PENDING.value  # ix_commit_statuses_delivery_updated_at
+    last_delivery = {f"last_{forge}": select(func.max(WebhookDelivery.created_at)).where(WebhookDelivery.forge == forge)
+                     .scalar_subquery() for forge in KINDS}  # ix_webhook_deliveries_forge_created_at, backwards
+    return session.execute(select(
+        select(func.count()).select_from(Push).where(~Push.complete).scalar_subquery().label("pushes_incomplete"),
+        select(func.count()).select_from(Run).where(*ok_undetected).scalar_subquery().label("runs_waiting"),
+        select(func.min(Run.received_at)).where(*ok_undetected).scalar_subquery().label("oldest_run"),
+        select(func.count()).select_from(CommitStatus).where(pending).scalar_subquery().label("statuses_pending"),
+        select(func.min(CommitStatus.updated_at)).where(pending).scalar_subquery().label("oldest_status"),
+        select(func.count()).select_from(PullRequest).join(Repository, Repository.id == PullRequest.repository_id)
+        .where(text(COMMENT_UNSENT), Repository.forge.not_in(tokenless))  # ix_pull_requests_comment_unsent
+        .scalar_subquery().label("comments_pending"),
+        *(query.label(name) for name, query in last_delivery.items()),
+    )).one()
 
 
 def _jobs(session: Session, names: dict[int, str], now: datetime) -> Iterator[Metric]:
@@ -76,16 +103,14 @@ def _jobs(session: Session, names: dict[int, str], now: datetime) -> Iterator[Me
     oldest = GaugeMetricFamily("perfci_jobs_oldest_queued_age_seconds", "Age of the oldest queued job (since it was created)",
                                labels=["machine", "purpose"])
     running = GaugeMetricFamily("perfci_jobs_running", "Jobs an agent holds (leased or running)", labels=["machine"])
-    rows = session.execute(
-        select(Job.machine_id, Job.state, Job.purpose, func.count(), func.min(Job.created_at))
-        .where(Job.state.in_([JobState.QUEUED.value, JobState.LEASED.value, JobState.RUNNING.value]))
-        .group_by(Job.machine_id, Job.state, Job.purpose)
-    ).all()
     # every machine's count, 0 included: a series that vanishes when its queue drains reads as "unknown"
     counts: dict[tuple[str, str], int] = {(machine, p.value): 0 for machine in names.values() for p in JobPurpose}
     firsts: dict[tuple[str, str], datetime] = {}
     held: dict[str, int] = {machine: 0 for machine in names.values()}
-    for machine_id, state, purpose, count, first in rows:
+    for machine_id, state, purpose, count, first in session.execute(  # ix_jobs_state_lease_expires_at
+            select(Job.machine_id, Job.state, Job.purpose, func.count(), func.min(Job.created_at))
+            .where(Job.state.in_([JobState.QUEUED.value, JobState.LEASED.value, JobState.RUNNING.value]))
+            .group_by(Job.machine_id, Job.state, Job.purpose)):
         machine = names.get(machine_id, str(machine_id))
         if state == JobState.QUEUED.value:
             counts[machine, purpose] = counts.get((machine, purpose), 0) + count
@@ -95,7 +120,7 @@ def _jobs(session: Session, names: dict[int, str], now: datetime) -> Iterator[Me
     for key, count in sorted(counts.items()):
         queued.add_metric(list(key), count)
     for key, first in sorted(firsts.items()):
-        oldest.add_metric(list(key), max((now - first).total_seconds(), 0.0))
+        oldest.add_metric(list(key), _age(now, first))
     for machine, count in sorted(held.items()):
         running.add_metric([machine], count)
     yield from (queued, oldest, running)
@@ -106,22 +131,22 @@ def _agents(session: Session, names: dict[int, str]) -> Iterator[Metric]:
                                "its machine), revoked", labels=["state"])
     seen = GaugeMetricFamily("perfci_agent_last_seen_timestamp_seconds", "When an agent (not revoked) last called the server, "
                              "as Unix time", labels=["agent", "machine"])
-    state = case((Agent.revoked_at.is_not(None), literal("revoked")), (Agent.stopped_claiming.is_not(None), literal("stopped")),
-                 else_=literal("active"))
-    counts = {name: count for name, count in session.execute(select(state, func.count()).group_by(state))}
-    for name in ("active", "stopped", "revoked"):
-        states.add_metric([name], counts.get(name, 0))
+    counts = {"active": 0, "stopped": 0, "revoked": 0}
     last: dict[tuple[str, str], datetime] = {}
-    for agent, machine_id, at in session.execute(
-            select(Agent.name, Agent.machine_id, Agent.last_seen_at).where(Agent.revoked_at.is_(None), Agent.last_seen_at.is_not(None))):
-        key = (agent, names.get(machine_id, str(machine_id)))
-        last[key] = max(at, last.get(key, at))
+    for agent, machine_id, at, revoked, stopped in session.execute(  # one row per agent: a small table
+            select(Agent.name, Agent.machine_id, Agent.last_seen_at, Agent.revoked_at, Agent.stopped_claiming)):
+        counts["revoked" if revoked is not None else "stopped" if stopped is not None else "active"] += 1
+        if revoked is None and at is not None:
+            key = (agent, names.get(machine_id, str(machine_id)))
+            last[key] = max(at, last.get(key, at))
+    for state, count in counts.items():
+        states.add_metric([state], count)
     for key, at in sorted(last.items()):
         seen.add_metric(list(key), at.timestamp())
     yield from (states, seen)
 
 
-def _deliveries(session: Session, since: datetime) -> Iterator[Metric]:
+def _deliveries(session: Session, single: Row[Any], since: datetime) -> Iterator[Metric]:
     recent = GaugeMetricFamily("perfci_webhook_deliveries_last_hour", "Webhook deliveries recorded in the last hour (refused "
                                "ones and redeliveries are not), by forge and outcome", labels=["forge", "outcome"])
     last = GaugeMetricFamily("perfci_webhook_last_delivery_timestamp_seconds", "When the forge's last recorded delivery "
@@ -129,22 +154,21 @@ def _deliveries(session: Session, since: datetime) -> Iterator[Metric]:
     counts = {(forge, name): 0 for forge in KINDS for name in WEBHOOK_OUTCOMES}
     outcome = case(*((WebhookDelivery.outcome.like(f"{name}:%"), literal(name)) for name in WEBHOOK_OUTCOMES),
                    else_=literal("other"))
-    for forge, name, count in session.execute(  # the index (forge, created_at): each forge's last hour only
+    for forge, name, count in session.execute(  # ix_webhook_deliveries_forge_created_at: each forge's last hour only
             select(WebhookDelivery.forge, outcome, func.count())
             .where(WebhookDelivery.forge.in_(list(KINDS)), WebhookDelivery.created_at >= since)
             .group_by(WebhookDelivery.forge, outcome)):
         counts[forge, name] = count
     for key, count in sorted(counts.items()):
         recent.add_metric(list(key), count)
-    latest = session.execute(select(*(select(func.max(WebhookDelivery.created_at)).where(WebhookDelivery.forge == forge)
-                                      .scalar_subquery() for forge in KINDS))).one()
-    for forge, at in zip(KINDS, latest):
+    for forge in KINDS:
+        at = getattr(single, f"last_{forge}")
         if at is not None:
             last.add_metric([forge], at.timestamp())
     yield from (recent, last)
 
 
-def _forge_posts(session: Session, settings: Settings, since: datetime, now: datetime) -> Iterator[Metric]:
+def _forge_posts(session: Session, single: Row[Any], tokenless: list[str], since: datetime, now: datetime) -> Iterator[Metric]:
     """Statuses by their delivery column; a comment by its pull request's columns (sent: its version is the one
     sent; disabled: no token for its forge; failed: its last post failed, whether it is retried or refused; else
     pending)."""
@@ -153,45 +177,36 @@ def _forge_posts(session: Session, settings: Settings, since: datetime, now: dat
                                "disabled (no token for the forge)", labels=["post", "outcome"])
     waiting = GaugeMetricFamily("perfci_forge_posts_pending", "Commit statuses and pull-request comments waiting to be "
                                 "posted, whatever their age", labels=["post"])
-    counts: dict[tuple[str, str], int] = {(post, d.value): 0 for post in ("status", "comment") for d in Delivery}
-    for delivery, count in session.execute(  # the index (delivery, updated_at)
-            select(CommitStatus.delivery, func.count())
-            .where(CommitStatus.delivery.in_([d.value for d in Delivery]), CommitStatus.updated_at >= since)
-            .group_by(CommitStatus.delivery)):
-        counts["status", delivery] = count
-    tokenless = [name for name, kind in KINDS.items() if kind.token(settings) is None]
+    oldest = GaugeMetricFamily("perfci_forge_oldest_pending_status_age_seconds", "Time since the longest-pending commit status "
+                               "last changed (0: none pending)")
     comment = case(
         (PullRequest.comment_sent_version == PullRequest.comment_version, literal(Delivery.SENT.value)),
         (Repository.forge.in_(tokenless), literal(Delivery.DISABLED.value)),
         (PullRequest.comment_error != "", literal(Delivery.FAILED.value)),
         else_=literal(Delivery.PENDING.value))
-    for delivery, count in session.execute(  # the index on updated_at
-            select(comment, func.count()).join(Repository, Repository.id == PullRequest.repository_id)
-            .where(PullRequest.comment_version > 0, PullRequest.updated_at >= since).group_by(comment)):
-        counts["comment", delivery] = count
+    statuses = (select(literal("status"), CommitStatus.delivery, func.count())  # ix_commit_statuses_delivery_updated_at
+                .where(CommitStatus.delivery.in_([d.value for d in Delivery]), CommitStatus.updated_at >= since)
+                .group_by(CommitStatus.delivery))
+    comments = (select(literal("comment"), comment, func.count())  # ix_pull_requests_updated_at
+                .join(Repository, Repository.id == PullRequest.repository_id)
+                .where(PullRequest.comment_version > 0, PullRequest.updated_at >= since).group_by(comment))
+    counts = {(post, d.value): 0 for post in POSTS for d in Delivery}
+    for post, delivery, count in session.execute(statuses.union_all(comments)):
+        counts[post, delivery] = count
     for key, count in counts.items():
         recent.add_metric(list(key), count)
-    statuses_pending, oldest_pending = session.execute(
-        select(func.count(), func.min(CommitStatus.updated_at)).where(CommitStatus.delivery == Delivery.PENDING.value)).one()
-    comments_pending = session.scalar(  # the partial index of unsent comments; a failed one waits for its retry too
-        select(func.count()).select_from(PullRequest).join(Repository, Repository.id == PullRequest.repository_id)
-        .where(text(COMMENT_UNSENT), Repository.forge.not_in(tokenless)))
-    waiting.add_metric(["status"], statuses_pending or 0)
-    waiting.add_metric(["comment"], comments_pending or 0)
-    oldest = GaugeMetricFamily("perfci_forge_oldest_pending_status_age_seconds", "Time since the longest-pending commit status "
-                               "last changed (0: none pending)")
-    oldest.add_metric([], max((now - oldest_pending).total_seconds(), 0.0) if oldest_pending is not None else 0.0)
+    waiting.add_metric(["status"], single.statuses_pending)
+    waiting.add_metric(["comment"], single.comments_pending)
+    oldest.add_metric([], _age(now, single.oldest_status))
     yield from (recent, waiting, oldest)
 
 
-def _detection(session: Session, now: datetime) -> Iterator[Metric]:
+def _detection(single: Row[Any], now: datetime) -> Iterator[Metric]:
     waiting = GaugeMetricFamily("perfci_runs_awaiting_detection", "Stored successful runs detection has not analysed yet")
     lag = GaugeMetricFamily("perfci_detection_lag_seconds", "Age of the oldest stored run detection has not analysed yet "
                             "(0: none waiting)")
-    count, oldest = session.execute(
-        select(func.count(), func.min(Run.received_at)).where(Run.status == RunStatus.OK.value, Run.detected_at.is_(None))).one()
-    waiting.add_metric([], count or 0)
-    lag.add_metric([], max((now - oldest).total_seconds(), 0.0) if oldest is not None else 0.0)
+    waiting.add_metric([], single.runs_waiting)
+    lag.add_metric([], _age(now, single.oldest_run))
     yield from (waiting, lag)
 
 

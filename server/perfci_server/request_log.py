@@ -58,7 +58,7 @@ class RequestLog:
             # Matched routes FastAPI does not name (its docs and schema): a path without parameters is its own template.
             return scope["path"] if "endpoint" in scope and not scope.get("path_params") else None
         if self._templates is None:
-            self._templates = _route_templates(scope["app"].routes)
+            self._templates = _route_templates(getattr(scope.get("app"), "routes", []))
         return self._templates.get(id(route), getattr(route, "path", None))
 
 

@@ -15,11 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from broker_outage import closed_port
 from perfci_server.logs import FIELDS, JsonFormatter, TextFormatter
+from perfci_server.request_log import RequestLog
 from server_support import ADMIN, SECRET, TEST_DATABASE_URL, body_of, create_repository, fixture, github_headers
 
 pytestmark = pytest.mark.services
@@ -81,6 +83,25 @@ def test_a_value_with_spaces_or_line_breaks_stays_on_one_text_line():
     text = TextFormatter().format(record)
     assert "\n" not in text
     assert text.endswith('delivery_id="forged\\n2025-01-01 ERROR x=\\"y\\"" route=-')
+
+
+def test_an_application_that_raises_is_a_500_line_at_error_level(caplog):
+    async def broken(scope: Any, receive: Any, send: Any) -> None:
+        raise RuntimeError("boom")
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        pass
+
+    caplog.set_level(logging.INFO, logger="perfci.request")
+    scope = {"type": "http", "method": "GET", "path": "/api/v1/jobs/12", "headers": [], "client": ("10.0.0.9", 4711)}
+    with pytest.raises(RuntimeError, match="boom"):
+        anyio.run(RequestLog(broken), scope, receive, send)
+    [record] = _request_lines(caplog)
+    assert (record.levelno, record.perfci_fields["status"], record.perfci_fields["route"], record.perfci_fields["client"]) == (
+        logging.ERROR, 500, None, "10.0.0.9")
 
 
 # --- a real `perfci server` -------------------------------------------------------------------

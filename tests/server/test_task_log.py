@@ -1,22 +1,28 @@
 """One log line per Celery task run: name, task id, arguments (ids), outcome (the return value, the
 retry's reason, or the exception with its traceback) and duration. From a real worker process (as
-JSON, Celery's own per-task lines turned down) and from the embedded in-process (eager) mode."""
+JSON, Celery's own per-task lines turned down) and from the embedded in-process (eager) mode; and
+`perfci worker` and `perfci beat` in production write nothing but JSON lines."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from celery import Celery
 
-from perfci_server import dispatch
+from perfci_server import dispatch, logs
 from perfci_server.celery_app import RESEND_STATUSES_TASK, celery_app
 from perfci_server.repos.service import COMPLETE_PUSH_TASK
-from server_support import create_config, create_repository, enroll, push_github
+from server_support import TEST_DATABASE_URL, create_config, create_repository, enroll, push_github
 from test_celery_worker import worker  # noqa: F401 - a real Celery worker process (fixture)
 
 pytestmark = pytest.mark.services
@@ -122,3 +128,79 @@ def test_an_eager_retry_is_a_line_of_its_own(caplog, pg_settings):
     assert [(line["outcome"], line["retries"]) for line in lines] == [("retry", 0), ("success", 1)]
     assert "not yet" in lines[0]["error"] and lines[1]["result"] == 7
     assert lines[0]["task_id"] == lines[1]["task_id"]  # one task, run twice
+
+
+def test_a_run_cut_short_is_interrupted_with_the_exception_that_stopped_it(caplog):
+    """Celery sends task_postrun with no state when the run ends by a BaseException (the pool process
+    told to stop): the line says so, with that exception (as Celery sends it, from its `finally`)."""
+    caplog.set_level(logging.INFO, logger="perfci.task")
+    logs._task_started(task_id="t-cut")
+    try:
+        raise SystemExit("the worker is stopping")
+    except SystemExit:
+        logs._task_ended(task_id="t-cut", task=divide, args=(1, 2), retval=None, state=None)
+    [record] = [r for r in caplog.records if r.name == "perfci.task"]
+    assert (record.perfci_fields["outcome"], record.perfci_fields["error"]) == ("interrupted", "SystemExit: the worker is stopping")
+    assert record.levelno == logging.ERROR
+
+
+def _perfci(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    with open(log_path, "w") as log:
+        return subprocess.Popen([str(Path(sys.executable).parent / "perfci"), *command], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGTERM)  # the main process only: a warm shutdown lets a running task end
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def test_perfci_worker_and_beat_in_production_write_json_lines(committed, leaves_no_task_behind, redis_url, tmp_path):
+    env = {**os.environ, "PERFCI_ENV": "production", "PERFCI_DATABASE_URL": TEST_DATABASE_URL, "PERFCI_BROKER_URL": redis_url,
+           "PERFCI_ADMIN_TOKEN": "observe-admin-token-0123456789", "PERFCI_DATA_DIR": str(tmp_path / "data")}
+    for name in ("PERFCI_LOG_FORMAT", "PERFCI_LOG_LEVEL"):
+        env.pop(name, None)  # production's default: JSON
+    worker_log, beat_log = tmp_path / "worker.log", tmp_path / "beat.log"
+    worker = _perfci(["worker", "--concurrency", "1"], env, worker_log)
+    beat = _perfci(["beat"], env, beat_log)
+    try:
+        producer = Celery("perfci-test", broker=redis_url)
+        task_id = producer.send_task(RESEND_STATUSES_TASK, queue="perfci").id
+        producer.close()
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and f'"task_id": "{task_id}"' not in worker_log.read_text():
+            time.sleep(0.3)
+        while time.monotonic() < deadline and "Scheduler: Sending due task" not in beat_log.read_text():
+            time.sleep(0.3)
+    finally:
+        _stop(worker)
+        _stop(beat)
+    for path in (worker_log, beat_log):
+        text = path.read_text()
+        # Celery prints its own "worker: Warm shutdown" as it stops: the one line that is not ours
+        lines = [raw for raw in text.splitlines() if raw.strip() and not raw.startswith("worker: Warm shutdown")]
+        assert lines and all(raw.startswith("{") for raw in lines), f"{path.name} is not JSON lines:\n{text[-3000:]}"
+        parsed = [json.loads(raw) for raw in lines]
+        assert all({"timestamp", "level", "logger", "message"} <= set(line) for line in parsed)
+    [run] = [line for line in (json.loads(r) for r in worker_log.read_text().splitlines() if r.startswith("{"))
+             if line.get("task_id") == task_id]
+    assert (run["name"], run["outcome"], run["result"]) == (RESEND_STATUSES_TASK, "success", 0)
+    assert any("Sending due task" in json.loads(raw)["message"] for raw in beat_log.read_text().splitlines() if raw.startswith("{"))
+
+
+def test_an_unknown_log_level_is_refused_before_celery_starts(monkeypatch, redis_url):
+    from typer.testing import CliRunner
+
+    from perfci_cli.app import app
+    from perfci_server.settings import get_settings
+
+    monkeypatch.setenv("PERFCI_BROKER_URL", redis_url)
+    get_settings.cache_clear()
+    for command in ("worker", "beat"):
+        result = CliRunner().invoke(app, [command, "--loglevel", "chatty"])
+        assert result.exit_code == 2, result.output
+        assert "'chatty' is not one of debug, info, warning, error, critical" in result.output
