@@ -118,7 +118,8 @@ def main() -> None:
     port = ingest._free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "perfci_server.asgi:app", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--no-access-log", "--log-level", "warning"], cwd=ingest.ROOT, env=dict(os.environ), start_new_session=True)
+         "--no-access-log", "--log-level", "warning"], cwd=ingest.ROOT, env={**os.environ, "PERFCI_LOG_LEVEL": "warning"},
+        start_new_session=True)
     state_before = ingest.MachineState()
     try:
         ingest._wait_until_up(port, server)

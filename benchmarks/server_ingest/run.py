@@ -552,7 +552,9 @@ def _postgres_settings(url: str) -> str:
 def _run_once(args: argparse.Namespace) -> dict[str, float]:
     url = _recreate_database(args.database_url)
     port = _free_port()
-    env = {**os.environ, "PERFCI_DATABASE_URL": url, "PERFCI_ADMIN_TOKEN": ADMIN_TOKEN, "PERFCI_ENV": "production"}
+    # PERFCI_LOG_LEVEL=warning: no line per request or task on the terminal (uvicorn's --log-level is its own loggers')
+    env = {**os.environ, "PERFCI_DATABASE_URL": url, "PERFCI_ADMIN_TOKEN": ADMIN_TOKEN, "PERFCI_ENV": "production",
+           "PERFCI_LOG_LEVEL": "warning"}
     env["PERFCI_BROKER_URL"] = args.redis_url  # tasks leave the API process, as in production
     env["PERFCI_DETECTION_WINDOW_CACHE"] = "true" if args.detection == "cached" else "false"
     _queued_tasks(args.redis_url, purge=True)

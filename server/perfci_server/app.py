@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 
-from . import bodies, errors, readiness
+from . import bodies, errors, metrics, readiness
 from .alerts.router import router as alerts_router
 from .agents.router import admin_router as agents_admin_router
 from .agents.router import agent_router as agents_agent_router
@@ -16,6 +16,7 @@ from .bounded import BIGINT_MAX
 from .configs.router import router as configs_router
 from .deps import AdminCredentialsDep, is_admin_caller
 from .edge import StorableText
+from .request_log import RequestLog
 from .jobs.router import agent_router as jobs_agent_router
 from .jobs.router import router as jobs_router
 from .machines.router import router as machines_router
@@ -42,6 +43,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     errors.install(app)
     app.add_middleware(StorableText)
+    app.add_middleware(RequestLog)  # outermost: its latency covers every other middleware
 
     api = APIRouter(prefix=API_PREFIX)
     for router in (
@@ -83,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(api)
     app.include_router(pages_router)  # the verdict pages forges link to, outside the API
+    app.include_router(metrics.router)  # Prometheus's /metrics, outside the API
     bodies.refuse_bodies_parsed_first(app.routes)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from celery import Celery
 from celery.app.registry import TaskRegistry
-from celery.signals import worker_process_init
+from celery.signals import setup_logging, worker_process_init
 
-from . import db
+from . import db, logs
 from .settings import get_settings
 
 REQUEUE_TASK = "perfci.jobs.requeue_expired_leases"
@@ -70,6 +70,18 @@ celery_app = make_celery()
 def _fresh_engine_per_process(**_: object) -> None:
     # A forked pool process must not share the parent's database connections.
     db.reset_engine()
+
+
+# One line per task (logs.py), in a worker and in the embedded in-process mode alike.
+logs.log_tasks()
+
+
+@setup_logging.connect
+def _perfci_logs(**_: object) -> None:
+    # A worker or beat started by `celery` itself: our format and level, not Celery's (its own
+    # --loglevel gives way to PERFCI_LOG_LEVEL); `perfci worker|beat` configured them already.
+    if not logs.configured():
+        logs.configure(get_settings())
 
 
 def registered_tasks() -> TaskRegistry:

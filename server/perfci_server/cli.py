@@ -32,9 +32,11 @@ def server(
 ) -> None:
     import uvicorn
 
+    from . import logs
     from .settings import get_settings
 
     settings = get_settings()
+    logs.configure(settings)
     if migrate if migrate is not None else settings.is_sqlite:
         _migrate_to_head()
     uvicorn.run(
@@ -42,14 +44,33 @@ def server(
         host=host or settings.host,
         port=port or settings.port,
         workers=workers,
-        log_level="info",
-        access_log=False,
+        log_config=None,  # logs.configure's format; each worker process configures it again (asgi.py)
+        log_level=settings.log_level.lower(),
+        access_log=False,  # the request line (request_log.py) says it once
     )
+
+
+LogLevel = Annotated[Optional[str], typer.Option(help="Log level (default PERFCI_LOG_LEVEL, info)")]
+
+
+def _celery_logs(loglevel: str | None) -> tuple[list[str], str]:
+    """Logs configured for a Celery process (its own setup then leaves them be, celery_app.py): the
+    options that go before Celery's command (no banner in JSON: every line is an object), the level."""
+    from . import logs
+    from .settings import get_settings
+
+    settings = get_settings()
+    level = (loglevel or settings.log_level).upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        typer.echo(f"--loglevel: {loglevel!r} is not one of debug, info, warning, error, critical", err=True)
+        raise typer.Exit(2)
+    logs.configure(settings, level)
+    return (["--quiet"] if settings.effective_log_format == "json" else []), level
 
 
 def worker(
     concurrency: Annotated[int, typer.Option(min=1, help="Worker processes")] = 2,
-    loglevel: Annotated[str, typer.Option(help="Celery log level")] = "info",
+    loglevel: LogLevel = None,
 ) -> None:
     from .celery_app import celery_app
     from .settings import get_settings
@@ -57,19 +78,21 @@ def worker(
     if get_settings().tasks_run_eagerly:
         typer.echo("PERFCI_BROKER_URL is not set: tasks run inside the server, no worker is needed.", err=True)
         raise typer.Exit(1)
-    celery_app.worker_main(["worker", f"--concurrency={concurrency}", f"--loglevel={loglevel}", "-Q", "perfci"])
+    options, level = _celery_logs(loglevel)
+    celery_app.worker_main([*options, "worker", f"--concurrency={concurrency}", f"--loglevel={level}", "-Q", "perfci"])
 
 
-def beat(loglevel: Annotated[str, typer.Option(help="Celery log level")] = "info") -> None:
+def beat(loglevel: LogLevel = None) -> None:
     from .celery_app import celery_app
     from .settings import get_settings
 
     if get_settings().tasks_run_eagerly:
         typer.echo("PERFCI_BROKER_URL is not set: beat needs a broker.", err=True)
         raise typer.Exit(1)
+    options, level = _celery_logs(loglevel)
     data_dir = get_settings().data_dir
     data_dir.mkdir(parents=True, exist_ok=True)  # beat keeps its schedule file there
-    celery_app.start(["beat", f"--loglevel={loglevel}", "--schedule", str(data_dir / "celerybeat-schedule")])
+    celery_app.start([*options, "beat", f"--loglevel={level}", "--schedule", str(data_dir / "celerybeat-schedule")])
 
 
 def _migrate_to_head() -> None:

@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PrivateAttr, SecretStr, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Only acceptable while PERFCI_ENV=development: anyone reading this file knows it.
@@ -136,7 +136,23 @@ class Settings(BaseSettings):
     # decided again (forge.statuses.settle_pending): every status ends.
     status_settle_seconds: float = Field(600.0, gt=0)
 
+    # Logs (docs/operations.md, "What the logs say"): one JSON object per line or text; unset, JSON
+    # in production and text otherwise.
+    log_format: Literal["text", "json"] | None = None
+    log_level: str = Field("info", pattern=r"(?i)^(debug|info|warning|error|critical)$")
+    # A bearer token that opens /metrics and nothing else (a Prometheus scrape); admin and API tokens
+    # open it too. /metrics needs a token wherever reads do.
+    metrics_token: SecretStr | None = None
+
     _env_implied: bool = PrivateAttr(False)
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _metrics_token_length(cls, value: SecretStr | None) -> SecretStr | None:
+        secret = value.get_secret_value() if value is not None else ""
+        if 0 < len(secret) < 24:
+            raise ValueError("PERFCI_METRICS_TOKEN must be at least 24 characters (or empty: no metrics token)")
+        return value if secret else None
 
     @model_validator(mode="after")
     def _refuse_unsafe_defaults(self) -> Settings:
@@ -164,6 +180,10 @@ class Settings(BaseSettings):
         if self.read_requires_token is not None:
             return self.read_requires_token
         return self.env != "development"
+
+    @property
+    def effective_log_format(self) -> str:
+        return self.log_format or ("json" if self.env == "production" else "text")
 
     @property
     def effective_database_url(self) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER_ONLY = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "kombu", "redis")
+SERVER_ONLY = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "kombu", "redis", "prometheus_client")
 CLIENT_ONLY = ("typer", "rich", "httpx", "matplotlib", "pydantic_settings", "perfci_agent", "perfci_server", "perfci_cli")
 
 # Installed as sitecustomize on PYTHONPATH: the listed top-level modules cannot be imported.
@@ -100,8 +100,8 @@ def test_the_agent_extra_pulls_no_server_package() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     agent = requirement_names(project["project"]["dependencies"] + project["project"]["optional-dependencies"]["agent"])
     server = requirement_names(project["project"]["optional-dependencies"]["server"])
-    assert {"fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "redis"} <= server
-    assert agent & {"fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "redis"} == set()
+    assert {"fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "redis", "prometheus-client"} <= server
+    assert agent & {"fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "redis", "prometheus-client"} == set()
     assert "matplotlib" not in agent  # perfci plot is the client's: perfci[client]
     assert "matplotlib" in requirement_names(project["project"]["optional-dependencies"]["client"])
     assert project["project"]["scripts"]["perfci"] == "perfci_cli.app:app"

@@ -16,6 +16,10 @@ from .kind import ApiCall
 class ForgeUnavailable(Exception):
     """The forge did not take the call this time (network, 5xx, rate limit)."""
 
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status  # None: no answer
+
 
 class ForgeRejected(Exception):
     """The forge refused the call (3xx, or 4xx other than 429)."""
@@ -34,7 +38,7 @@ def call(forge: str, request: ApiCall, timeout: float) -> httpx.Response:
         raise ForgeUnavailable(f"{forge} {request.url}: {exc.__class__.__name__}: {exc}") from exc
     code = response.status_code
     if code >= 500 or code == 429:
-        raise ForgeUnavailable(f"{forge} {request.url}: HTTP {code} {response.text[:300]}")
+        raise ForgeUnavailable(f"{forge} {request.url}: HTTP {code} {response.text[:300]}", code)
     if 300 <= code < 400:
         where = response.headers.get("location", "?")
         raise ForgeRejected(f"{forge} {request.url}: HTTP {code} redirect to {where[:200]}, not followed: "
@@ -49,4 +53,5 @@ def comment_id_of(forge: str, request: ApiCall, response: httpx.Response) -> str
     try:
         return str(response.json()["id"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise ForgeUnavailable(f"{forge} {request.url}: the answer names no comment id: {response.text[:200]}") from exc
+        raise ForgeUnavailable(f"{forge} {request.url}: the answer names no comment id: {response.text[:200]}",
+                               response.status_code) from exc

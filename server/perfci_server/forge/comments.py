@@ -4,7 +4,6 @@ the first post, edited in place after — so a forge outage delays it but never 
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session
@@ -15,8 +14,6 @@ from ..settings import Settings
 from . import client
 from .kind import ForgeKind
 from .registry import kind_of
-
-log = logging.getLogger(__name__)
 
 COMMENT_TASK = "perfci.forge.post_comment"
 
@@ -39,6 +36,7 @@ class CommentPost:
     comment_id: str | None  # None: create it
     body: str
     version: int
+    sha: str  # the head the comment speaks of
 
 
 def prepare(session: Session, pr: PullRequest, settings: Settings) -> CommentPost | None:
@@ -53,11 +51,12 @@ def prepare(session: Session, pr: PullRequest, settings: Settings) -> CommentPos
         pr.comment_error = f"no {kind.name} token configured: the comment is kept, not posted"
         return None
     return CommentPost(kind, kind.api_url(settings), token, repository.name, pr.number, pr.comment_id, pr.comment_body,
-                       pr.comment_version)
+                       pr.comment_version, pr.head_sha)
 
 
-def send(post: CommentPost, timeout: float) -> str:
-    """Create or edit the comment; returns its id. A comment someone deleted is created again."""
+def send(post: CommentPost, timeout: float) -> tuple[str, int]:
+    """Create or edit the comment; returns its id and the forge's HTTP status. A comment someone
+    deleted is created again."""
     call = post.kind.comment_call(post.api_url, post.token, post.project, post.number, post.comment_id, post.body)
     try:
         response = client.call(post.kind.name, call, timeout)
@@ -65,13 +64,11 @@ def send(post: CommentPost, timeout: float) -> str:
         if post.comment_id is None or exc.status != 404:
             raise
         return send(replace(post, comment_id=None), timeout)
-    return client.comment_id_of(post.kind.name, call, response)
+    return client.comment_id_of(post.kind.name, call, response), response.status_code
 
 
 def record_sent(pr: PullRequest, post: CommentPost, comment_id: str) -> None:
     pr.comment_id, pr.comment_sent_version, pr.comment_error = comment_id, post.version, ""
-    log.info("forge: %s comment %s of pull request #%s of %s posted (version %d)", post.kind.name, comment_id, pr.number,
-             post.project, post.version)
 
 
 def record_failure(pr: PullRequest, error: Exception) -> None:

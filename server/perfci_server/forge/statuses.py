@@ -120,6 +120,10 @@ class StatusPost:
     call: ApiCall
     version: int
     summary: str  # "failure perfci/m1 on 1a2b3c4d5e6f of owner/repo"
+    repository: str
+    sha: str
+    context: str
+    state: str
 
 
 def prepare(session: Session, status_id: int, settings: Settings) -> StatusPost | None:
@@ -137,7 +141,8 @@ def prepare(session: Session, status_id: int, settings: Settings) -> StatusPost 
         return None
     call = kind.status_call(kind.api_url(settings), token, row.name, row.sha, status.state, status.context,
                             status.description, status.target_url)
-    return StatusPost(kind.name, call, status.version, f"{status.state} {status.context} on {row.sha[:12]} of {row.name}")
+    return StatusPost(kind.name, call, status.version, f"{status.state} {status.context} on {row.sha[:12]} of {row.name}",
+                      row.name, row.sha, status.context, status.state)
 
 
 def record_sent(session: Session, status_id: int, version: int) -> None:

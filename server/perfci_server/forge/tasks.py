@@ -1,7 +1,8 @@
 """Celery tasks of the forge room: post one commit status or one pull-request comment (retried
 with backoff), re-send pending statuses (beat). A status's HTTP call happens outside any database
 transaction; a comment's while its pull request's row is locked, so two posts of one pull request
-never both create a comment (bounded by the forge timeout)."""
+never both create a comment (bounded by the forge timeout). Each attempt writes one line: forge,
+repository, sha, what was posted, its outcome and the forge's HTTP status (logs.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from ..celery_app import SETTLE_STATUSES_TASK, RESEND_STATUSES_TASK, celery_app
 from ..db import session_scope
 from ..dispatch import retry_later, started
+from ..logs import fields
 from ..settings import get_settings
 from . import client, comments, statuses
 from . import repository as forge_sql
@@ -25,20 +27,23 @@ def post_status(self: Any, status_id: int) -> str:
         post = statuses.prepare(session, status_id, settings)
     if post is None:
         return "nothing to post"
+    line = {"post": "status", "forge": post.forge, "repository": post.repository, "sha": post.sha, "context": post.context,
+            "state": post.state, "status_id": status_id, "version": post.version}
     try:
         response = client.call(post.forge, post.call, settings.forge_timeout_seconds)
     except client.ForgeRejected as exc:
-        log.error("forge: status %s (%s) refused, not retried: %s", status_id, post.summary, exc)
+        log.error("forge post", extra=fields(**line, outcome="refused", http_status=exc.status, error=str(exc)))
         with session_scope() as session:
             statuses.record_failure(session, status_id, post.version, str(exc), permanent=True)
         return "refused"
     except client.ForgeUnavailable as exc:
+        log.warning("forge post", extra=fields(**line, outcome="unavailable", http_status=exc.status, error=str(exc)))
         with session_scope() as session:
             statuses.record_failure(session, status_id, post.version, str(exc), permanent=False)
         return retry_later(self, settings, f"forge: status {status_id} ({post.summary})", exc, "pending")
     with session_scope() as session:
         statuses.record_sent(session, status_id, post.version)
-    log.info("forge: status %s posted: %s (HTTP %s)", status_id, post.summary, response.status_code)
+    log.info("forge post", extra=fields(**line, outcome="sent", http_status=response.status_code))
     return "sent"
 
 
@@ -51,14 +56,19 @@ def post_comment(self: Any, pull_request_id: int) -> str:
         post = comments.prepare(session, pr, settings) if pr is not None else None
         if pr is None or post is None:
             return "nothing to post"
+        line = {"post": "comment", "forge": post.kind.name, "repository": post.project, "sha": post.sha,
+                "pull_request": post.number, "comment_id": post.comment_id, "version": post.version}
         try:
-            comments.record_sent(pr, post, comments.send(post, settings.forge_timeout_seconds))
+            comment_id, http_status = comments.send(post, settings.forge_timeout_seconds)
+            comments.record_sent(pr, post, comment_id)
+            log.info("forge post", extra=fields(**{**line, "comment_id": comment_id}, outcome="sent", http_status=http_status))
             return "sent"
         except client.ForgeRejected as exc:
-            log.error("forge: comment of pull request #%s of %s refused, not retried: %s", pr.number, post.project, exc)
+            log.error("forge post", extra=fields(**line, outcome="refused", http_status=exc.status, error=str(exc)))
             comments.record_failure(pr, exc)
             return "refused"
         except client.ForgeUnavailable as exc:
+            log.warning("forge post", extra=fields(**line, outcome="unavailable", http_status=exc.status, error=str(exc)))
             comments.record_failure(pr, exc)
             error = exc
     return retry_later(self, settings, f"forge: comment of pull request {pull_request_id}", error, "pending")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import Enum
 
-from sqlalchemy import CheckConstraint, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import CheckConstraint, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .base import Base, BigId, CreatedAtMixin, IdMixin, utcnow
@@ -27,11 +27,18 @@ class PullState(str, Enum):
     MERGED = "merged"
 
 
+# A comment written (version 1 and up) and not yet posted in that version.
+COMMENT_UNSENT = "comment_version > 0 AND comment_version <> coalesce(comment_sent_version, 0)"
+
+
 class PullRequest(IdMixin, CreatedAtMixin, Base):
     __tablename__ = "pull_requests"
     __table_args__ = (
         UniqueConstraint("repository_id", "number"),
         CheckConstraint("state IN ('open', 'closed', 'merged')", name="state"),
+        # /metrics: the comments that changed in the last hour, and those not sent yet, without reading every pull request.
+        Index("ix_pull_requests_updated_at", "updated_at"),
+        Index("ix_pull_requests_comment_unsent", "id", postgresql_where=text(COMMENT_UNSENT), sqlite_where=text(COMMENT_UNSENT)),
     )
 
     repository_id: Mapped[int] = mapped_column(BigId, ForeignKey("repositories.id", ondelete="CASCADE"))

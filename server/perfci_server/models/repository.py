@@ -100,7 +100,11 @@ class WebhookDelivery(IdMixin, CreatedAtMixin, Base):
     """One accepted delivery; the unique id makes a forge's redelivery a no-op."""
 
     __tablename__ = "webhook_deliveries"
-    __table_args__ = (UniqueConstraint("forge", "delivery_id"),)
+    __table_args__ = (
+        UniqueConstraint("forge", "delivery_id"),
+        # /metrics: each forge's deliveries of the last hour and its last one, without reading them all.
+        Index("ix_webhook_deliveries_forge_created_at", "forge", "created_at"),
+    )
 
     forge: Mapped[str] = mapped_column(String(16))
     delivery_id: Mapped[str] = mapped_column(String(128))
