@@ -60,25 +60,34 @@ def mirror_path(settings: Settings, repository_id: int) -> Path:
 
 
 def fetch(settings: Settings, repository: Repository, want: str, timeout: float) -> Path:
-    """Bring the mirror up to date (creating it on first use) so that it has commit ``want``."""
+    """Bring the mirror up to date (creating it on first use) so that it has commit ``want``.
+
+    A worker never waits on another one's fetch: with every fetch slot of the forge's host taken,
+    or another fetch of this mirror running for longer than a moment, it raises ForgeBusy having
+    done nothing (its task comes back shortly), so a forge that hangs holds at most
+    ``fetches_per_forge_host`` workers."""
     path = mirror_path(settings, repository.id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path.with_suffix(".lock"), timeout):
-        if not (path / "HEAD").exists():
-            _git(None, "init", "--quiet", "--bare", str(path), timeout=timeout)
-        if not has_commit(path, want):
-            env = _credentials(settings, repository)
-            host = host_of(repository.clone_url)
-            with dispatch.slot(f"fetch:{host}", settings.fetches_per_forge_host, timeout + 30) as free:
-                if not free:
-                    raise ForgeBusy(f"every fetch slot of {host} is taken (PERFCI_FETCHES_PER_FORGE_HOST)")
+    if (path / "HEAD").exists() and has_commit(path, want):
+        return path
+    host = host_of(repository.clone_url)
+    with dispatch.slot(f"fetch:{host}", settings.fetches_per_forge_host, timeout + 30) as free:
+        if not free:
+            raise ForgeBusy(f"every fetch slot of {host} is taken (PERFCI_FETCHES_PER_FORGE_HOST)")
+        with _locked(path.with_suffix(".lock"), min(timeout, LOCK_WAIT_SECONDS)):
+            if not (path / "HEAD").exists():
+                _git(None, "init", "--quiet", "--bare", str(path), timeout=timeout)
+            if not has_commit(path, want):
                 # Besides branches and tags, the pull requests' heads: a fork's head is in the mirror too.
                 _git(path, "fetch", "--quiet", "--no-tags", "--", repository.clone_url,
                      "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", kind_of(repository.forge).pull_refspec,
-                     timeout=timeout, env=env)
+                     timeout=timeout, env=_credentials(settings, repository))
     if not has_commit(path, want):
         raise MirrorUnavailable(f"{repository.clone_url} has no commit {want} on any branch or tag")
     return path
+
+
+LOCK_WAIT_SECONDS = 5.0  # another fetch of the same mirror: wait this long for it, then come back later
 
 
 def host_of(url: str) -> str:
@@ -204,7 +213,7 @@ def _locked(lock_file: Path, timeout: float) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise MirrorUnavailable("another fetch of this mirror is still running") from None
+                    raise ForgeBusy("another fetch of this mirror is still running") from None
                 time.sleep(0.05)
         try:
             yield

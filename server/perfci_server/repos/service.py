@@ -155,13 +155,16 @@ def complete_push(session: Session, push: Push, settings: Settings) -> list[int]
                  branch.name, repository.name, len(guesses), len(pushes))
     added: list[int] = []
     for each in pushes:
-        placed = _complete(session, repository, branch, each, path, settings)
+        placed = _complete(session, repository, branch, each, path, settings, set(guesses))
         if each is push:
             added = placed
     return added
 
 
-def _complete(session: Session, repository: Repository, branch: Branch, push: Push, path: Path, settings: Settings) -> list[int]:
+def _complete(session: Session, repository: Repository, branch: Branch, push: Push, path: Path, settings: Settings,
+              guessed: set[int]) -> list[int]:
+    """Record one push from the mirror; returns the commits it added to the branch (a commit that
+    stood there as a guess is not new)."""
     push.fetch_attempts += 1
     fresh = push.before is None and branch.fork_position is None and repo_sql.first_push_of(session, branch.id) == push.id
     try:
@@ -177,6 +180,7 @@ def _complete(session: Session, repository: Repository, branch: Branch, push: Pu
         log.info("push %d (%s %s) was forced: %d commit(s) taken off the branch (kept as abandoned)", push.id,
                  repository.name, branch.name, len(abandoned))
     ids, placed = _place_with_baseline(session, settings, repository, branch, base, path, push.after, commits)
+    placed = [c for c in placed if c not in guessed]
     single = [c.sha for c in commits if len(c.parents) == 1]
     repo_sql.set_patch_ids(session, repository.id, mirror.patch_ids(path, single))  # a copy of a change is known as one
     schedule_commits(session, ids, settings)
@@ -218,7 +222,10 @@ def _pushed_commits(session: Session, settings: Settings, repository: Repository
     missing ones in git's order (``place_on_branch`` inserts them before the first known one)."""
     newest = repo_sql.newest_shas(session, branch_id, RECORDED_LOOKBACK)
     top = next((sha for sha in newest if mirror.has_commit(path, sha) and mirror.is_ancestor(path, after, sha)), after)
-    recorded = next((sha for sha in newest if mirror.has_commit(path, sha) and mirror.is_ancestor(path, sha, after)), None)
+    # The newest commit recorded before this push (the pushed head itself may stand there already, put
+    # there by a later push completed first: its range and its baseline are still this push's to record).
+    recorded = next((sha for sha in newest if sha != after and mirror.has_commit(path, sha) and mirror.is_ancestor(path, sha, after)),
+                    None)
     if recorded is not None:
         exclude = [recorded]
     elif before and mirror.has_commit(path, before):
