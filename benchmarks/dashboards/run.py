@@ -28,12 +28,12 @@ from sqlalchemy.engine import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # dashboards/ lives in the checkout
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/owned.py
 
-import owned  # noqa: E402
+import owned
 
-from dashboards import JSON_DIR  # noqa: E402
-from dashboards.macros import TimeRange, expand, panel_queries, resolve_variables  # noqa: E402
-from dashboards.sample_data import Shape, seed  # noqa: E402
-from perfci_server import migrate  # noqa: E402
+from dashboards import JSON_DIR
+from dashboards.macros import TimeRange, expand, panel_queries, resolve_variables
+from dashboards.sample_data import Shape, seed
+from perfci_server import migrate
 
 TARGET_MS = 200.0
 DEFAULT_DB = owned.default_database_url("dash")

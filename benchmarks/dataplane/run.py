@@ -127,7 +127,7 @@ def measure(cmd: list[str], prefix: str, seconds: float, warmup: float, stdin=No
         time.sleep(seconds)
         s1, t1 = tm.stats(), time.monotonic()
         return (s1["opackets"] - s0["opackets"]) / (t1 - t0) / 1e6, proc
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - the dataplane is stopped whatever ended the measurement
         proc.kill()
         _, err = proc.communicate(timeout=30)
         raise RuntimeError(f"{Path(cmd[0]).name} failed: {err[-1500:]}") from None
@@ -282,7 +282,8 @@ def self_fed(builds: dict[str, Path], lc: int, tmp: Path, reps: int) -> None:
 def build_with_fwd(fwd_c: Path, tmp: Path) -> Path:
     """This tree's dataplane with another fwd.c."""
     root = tmp / "baseline"
-    top_builds = lambda d, names: [n for n in names if Path(d) == REPO / "dataplane" and n.startswith("build")]  # noqa: E731
+    def top_builds(d, names):
+        return [n for n in names if Path(d) == REPO / "dataplane" and n.startswith("build")]
     shutil.copytree(REPO / "dataplane", root / "dataplane", ignore=top_builds)
     shutil.copy(fwd_c, root / "dataplane" / "src" / "fwd.c")
     return compile_tree(root / "dataplane", root / "build")

@@ -84,7 +84,8 @@ def mpps(binary: Path, cores: list[int]) -> float:
 
 def build_patched(patch: Path, tmp: Path) -> Path:
     root = tmp / patch.stem
-    top_builds = lambda d, names: [n for n in names if d == str(DATAPLANE) and n.startswith("build")]  # noqa: E731
+    def top_builds(d, names):
+        return [n for n in names if d == str(DATAPLANE) and n.startswith("build")]
     shutil.copytree(DATAPLANE, root / "dataplane", ignore=top_builds)
     subprocess.run(["git", "apply", str(patch)], cwd=root, check=True)
     return compile_tree(root / "dataplane", root / "build")

@@ -36,7 +36,8 @@ RULE_COLUMNS = ("sf_blocks_pp", "alias_4k_pp")  # the store-buffer hazards, whic
 
 def build_tree(patch: Path | None, scratch: Path) -> tuple[Path, Path]:
     root = scratch / (patch.stem if patch else "baseline")
-    top_builds = lambda d, names: [n for n in names if Path(d) == DATAPLANE and n.startswith("build")]  # noqa: E731
+    def top_builds(d, names):
+        return [n for n in names if Path(d) == DATAPLANE and n.startswith("build")]
     shutil.copytree(DATAPLANE, root / "dataplane", ignore=top_builds)
     if patch:
         subprocess.run(["git", "apply", str(patch)], cwd=root, check=True)

@@ -34,8 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import owned  # noqa: E402
-import run as ingest  # noqa: E402
+import owned
+import run as ingest
 
 DEFAULT_DB = owned.default_database_url("detection")
 

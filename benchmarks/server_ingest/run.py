@@ -75,7 +75,7 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/owned.py
 
-import owned  # noqa: E402
+import owned
 from perfci_core.metrics import CATALOGUE
 from perfci_server import migrate
 from perfci_server.alerts.detection import DETECT_TASK

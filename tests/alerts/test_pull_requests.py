@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from alerts_support import SIM, document, sim_values
-from forge_server import ForgeServer
-from git_forge import GitForge
+from tests.alerts.alerts_support import SIM, document, sim_values
+from tests.alerts.forge_server import ForgeServer
+from tests.server.git_forge import GitForge
 from perfci_server.celery_app import registered_tasks
 from perfci_server.db import session_scope
 from perfci_server.models import BenchConfig, Branch, Commit, Job, PullRequest
-from server_conftest import _settings_env
-from server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers, result_document
+from tests.support.server import settings_env
+from tests.server.server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers, result_document
 
 pytestmark = pytest.mark.services
 
@@ -115,7 +115,7 @@ class World:
 @pytest.fixture
 def world(committed_client, sent_tasks, tmp_path, monkeypatch) -> Iterator[World]:
     with ForgeServer() as forge:
-        _settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=TOKEN,
+        settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=TOKEN,
                       PERFCI_PUBLIC_URL="https://perfci.example.com", PERFCI_ALLOW_LOCAL_CLONE_URLS="true")  # file:// forge
         git = GitForge(tmp_path / "forge")
         yield World(committed_client, sent_tasks, git, forge)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from alerts_support import TSC_HZ, Lab
+from tests.alerts.alerts_support import TSC_HZ, Lab
 from perfci_core.analysis.scaling import amdahl_pps, fit_serial_fraction
 
 pytestmark = pytest.mark.services

@@ -7,7 +7,7 @@ from sqlalchemy import create_engine, inspect
 
 from perfci_server import migrate
 from perfci_server.models import Base
-from server_support import scratch_database
+from tests.server.server_support import scratch_database
 
 
 def _round_trip(url: str) -> None:

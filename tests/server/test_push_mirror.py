@@ -24,8 +24,8 @@ from perfci_server.repos import mirror
 from perfci_server.repos import service as repo_service
 from perfci_server.repos import tasks as repo_tasks
 from perfci_server.settings import get_settings
-from git_forge import GitForge as Forge
-from server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
+from tests.server.git_forge import GitForge as Forge
+from tests.server.server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
 
 pytestmark = pytest.mark.services
 ZERO = "0" * 40
@@ -306,7 +306,7 @@ class HangingForge:
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(*args, directory=str(bare.parent), **kwargs)
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 forge.requests += 1
                 if forge.hanging.is_set():
                     forge.released.wait(60)  # until the test ends: the client gives up first

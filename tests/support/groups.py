@@ -1,0 +1,56 @@
+"""Which tests share one xdist worker (``-n 2 --dist loadgroup``).
+
+pytest-xdist sends the tests of one ``xdist_group`` to one worker. A test joins a group by the
+fixtures it uses (:data:`FIXTURE_GROUPS`) or by an explicit ``@pytest.mark.xdist_group(NAME)``; a
+test in two groups merges them, so everything sharing a resource with anything in the group stays
+together. The reasons:
+
+- a costly session resource is built once per worker: the scratch repository's and the bisect
+  repository's dataplane builds, the dataplane build, the memhazard valgrind tool;
+- one Redis database serves the tests that use Redis (a Celery worker of one test must never take
+  another's task), so they run one after another;
+- the dashboard role is cluster-wide: its login password (the dashboards tests) and a migration run
+  outside the template (``pg-roles`` marks) must not alter it at once ("tuple concurrently updated").
+
+Without xdist the marks do nothing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+FIXTURE_GROUPS = {
+    "scratch_repo": "dataplane-scratch",
+    "fwd_bin": "dataplane",
+    "bisect_repo": "bisect-repo",
+    "tool_lib": "memhazard",
+    "run_window": "memhazard",
+    "redis_url": "redis",
+    "broker": "redis",
+    "dash_engine": "pg-roles",
+}
+
+
+def _groups(item: pytest.Item) -> set[str]:
+    names = {FIXTURE_GROUPS[f] for f in getattr(item, "fixturenames", ()) if f in FIXTURE_GROUPS}
+    for mark in item.iter_markers("xdist_group"):
+        names.add(mark.args[0] if mark.args else mark.kwargs["name"])
+    return names
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    parent: dict[str, str] = {}
+
+    def root(name: str) -> str:
+        while parent.setdefault(name, name) != name:
+            name = parent[name]
+        return name
+
+    per_item = [(item, _groups(item)) for item in items]
+    for _, names in per_item:
+        ordered = sorted(names)
+        for other in ordered[1:]:
+            parent[root(other)] = root(ordered[0])
+    for item, names in per_item:
+        if names:
+            item.add_marker(pytest.mark.xdist_group(root(min(names))))
