@@ -82,7 +82,7 @@ def test_forge_smoke(bench_database, bench_redis):
 
 
 @pytest.mark.dataplane
-@pytest.mark.xdist_group("dataplane")
+@pytest.mark.xdist_group("dataplane")  # it builds into dataplane/build, as fwd_bin may
 def test_dataplane_smoke():
     out = smoke("dataplane/run.py")
     assert "a dropped packet costs" in out

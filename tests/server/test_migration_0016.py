@@ -138,6 +138,7 @@ def scratch_url(pg_engine: Engine) -> Iterator[str]:
 
 
 @pytest.mark.services
+@pytest.mark.xdist_group("pg-roles")  # the migrations alter the cluster-wide dashboard role
 def test_postgresql_values_survive_upgrade_and_downgrade(scratch_url):
     _check(scratch_url, postgresql=True)
 

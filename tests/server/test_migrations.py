@@ -24,6 +24,7 @@ def _round_trip(url: str) -> None:
 
 
 @pytest.mark.services
+@pytest.mark.xdist_group("pg-roles")  # the migrations alter the cluster-wide dashboard role
 def test_postgresql_upgrade_check_downgrade(pg_engine):
     with scratch_database("migrations") as url:
         _round_trip(url)

@@ -111,3 +111,19 @@ def session(connection: Connection) -> Iterator[Session]:
     """A session inside the test's transaction: commits become savepoints, everything is rolled back."""
     with Session(bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False) as s:
         yield s
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The end of the run (the xdist controller, or a run without xdist): the template goes too."""
+    if hasattr(session.config, "workerinput"):
+        return  # a worker: its clone is dropped with pg_engine; others may still clone the template
+    engine = create_engine(BASE_DATABASE_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool, connect_args={"connect_timeout": 2})
+    try:
+        with engine.connect() as admin:
+            admin.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _LOCK})
+            admin.execute(text(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)'))
+            admin.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _LOCK})
+    except OperationalError:
+        pass  # no PostgreSQL: this run made no template
+    finally:
+        engine.dispose()

@@ -1,9 +1,10 @@
 """Which tests share one xdist worker (``-n 2 --dist loadgroup``).
 
-pytest-xdist sends the tests of one ``xdist_group`` to one worker. A test joins a group by the
-fixtures it uses (:data:`FIXTURE_GROUPS`) or by an explicit ``@pytest.mark.xdist_group(NAME)``; a
-test in two groups merges them, so everything sharing a resource with anything in the group stays
-together. The reasons:
+pytest-xdist sends the tests of one ``xdist_group`` to one worker. Every test is in its module's
+group (a module's tests run on one worker, so its module-scoped fixtures are made once, as with
+``--dist loadfile``), and in the group of each resource it uses: by the fixtures it uses
+(:data:`FIXTURE_GROUPS`) or by an explicit ``@pytest.mark.xdist_group(NAME)``. Groups that share a
+test merge, so every module sharing a resource with another runs on the same worker. The reasons:
 
 - a costly session resource is built once per worker: the scratch repository's and the bisect
   repository's dataplane builds, the dataplane build, the memhazard valgrind tool;
@@ -28,11 +29,13 @@ FIXTURE_GROUPS = {
     "redis_url": "redis",
     "broker": "redis",
     "dash_engine": "pg-roles",
+    "agent_host": "playbooks",  # Ansible applied to this host: once, by one worker
 }
 
 
 def _groups(item: pytest.Item) -> set[str]:
-    names = {FIXTURE_GROUPS[f] for f in getattr(item, "fixturenames", ()) if f in FIXTURE_GROUPS}
+    names = {item.nodeid.split("::", 1)[0]}
+    names |= {FIXTURE_GROUPS[f] for f in getattr(item, "fixturenames", ()) if f in FIXTURE_GROUPS}
     for mark in item.iter_markers("xdist_group"):
         names.add(mark.args[0] if mark.args else mark.kwargs["name"])
     return names
@@ -52,5 +55,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for other in ordered[1:]:
             parent[root(other)] = root(ordered[0])
     for item, names in per_item:
-        if names:
-            item.add_marker(pytest.mark.xdist_group(root(min(names))))
+        item.add_marker(pytest.mark.xdist_group(root(min(names))))
