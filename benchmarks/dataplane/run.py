@@ -44,9 +44,10 @@ from pathlib import Path
 from perfci_agent.workspace import compile_tree
 from perfci_core.analysis.compare import compare
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: the benchmarks package
+from benchmarks.premise import fail, require
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))  # the checkout: the benchmarks package
-from benchmarks.premise import fail, require  # noqa: E402 - after the checkout is on the path
 
 EXAMPLES = Path("/usr/share/dpdk/examples")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "perfci-bench"

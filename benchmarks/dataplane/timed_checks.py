@@ -38,11 +38,12 @@ from perfci_agent.workspace import compile_tree
 from perfci_core import metrics
 from perfci_core.analysis.compare import compare
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: the benchmarks package
+from benchmarks.premise import require
+
 REPO = Path(__file__).resolve().parents[2]
 DATAPLANE = REPO / "dataplane"
 CORE = max(os.sched_getaffinity(0))
-sys.path.insert(0, str(REPO))  # the checkout: the benchmarks package
-from benchmarks.premise import require  # noqa: E402 - after the checkout is on the path
 
 
 def eal() -> list[str]:

@@ -35,14 +35,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # the checkout: the benchmarks and tests packages
+from perfci_server import migrate
 
-from benchmarks import owned  # noqa: E402 - after the checkout is on the path
-from benchmarks.premise import require  # noqa: E402
-from perfci_server import migrate  # noqa: E402
-from tests.e2e.e2e_support import Stack, agent_argv, agent_env, base_repository, free_port, git, server_env, start_api, start_worker  # noqa: E402
-from tests.forge.gitea import Gitea, GiteaBuild  # noqa: E402 - the throwaway Gitea the tests drive
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: the benchmarks and tests packages
+from benchmarks import owned
+from benchmarks.premise import require
+from tests.e2e.e2e_support import Stack, agent_argv, agent_env, base_repository, free_port, git, server_env, start_api, start_worker
+from tests.forge.gitea import Gitea, GiteaBuild  # the throwaway Gitea the tests drive
 
 CONFIG = {"name": "self-64B-short", "packets": 500_000, "warmup": 50_000, "backend": "sim", "repetitions": 1}
 WAIT_S = 20 * 60

@@ -18,7 +18,7 @@ from tests.alerts.alerts_support import SIM, Lab, push_commits, sha_of, sim_valu
 from tests.alerts.forge_server import ForgeServer
 from perfci_server import db, dispatch
 from perfci_server.alerts import detection as alert_detection
-from perfci_server.models import Alert, AlertGroup, Branch, Commit, CommitStatus, Job, Run
+from perfci_server.models import Alert, AlertGroup, Commit, CommitStatus, Job, Run
 from perfci_server.settings import get_settings
 from tests.server.server_support import ADMIN
 
