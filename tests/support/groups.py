@@ -1,10 +1,10 @@
 """Which tests share one xdist worker (``-n 2 --dist loadgroup``).
 
-pytest-xdist sends the tests of one ``xdist_group`` to one worker. Every test is in its module's
-group (a module's tests run on one worker, so its module-scoped fixtures are made once, as with
-``--dist loadfile``), and in the group of each resource it uses: by the fixtures it uses
-(:data:`FIXTURE_GROUPS`) or by an explicit ``@pytest.mark.xdist_group(NAME)``. Groups that share a
-test merge, so every module sharing a resource with another runs on the same worker. The reasons:
+pytest-xdist sends the tests of one ``xdist_group`` to one worker. A test is in the group of each
+resource it uses: by the fixtures it uses (:data:`FIXTURE_GROUPS`) or by an explicit
+``@pytest.mark.xdist_group(NAME)``; groups that share a test merge. A test that uses none is in its
+module's group (a module's tests run on one worker, so its module-scoped fixtures are made once, as
+with ``--dist loadfile``). The reasons for the resource groups:
 
 - a costly session resource is built once per worker: the scratch repository's and the bisect
   repository's dataplane builds, the dataplane build, the memhazard valgrind tool;
@@ -34,11 +34,10 @@ FIXTURE_GROUPS = {
 
 
 def _groups(item: pytest.Item) -> set[str]:
-    names = {item.nodeid.split("::", 1)[0]}
-    names |= {FIXTURE_GROUPS[f] for f in getattr(item, "fixturenames", ()) if f in FIXTURE_GROUPS}
+    names = {FIXTURE_GROUPS[f] for f in getattr(item, "fixturenames", ()) if f in FIXTURE_GROUPS}
     for mark in item.iter_markers("xdist_group"):
         names.add(mark.args[0] if mark.args else mark.kwargs["name"])
-    return names
+    return names or {item.nodeid.split("::", 1)[0]}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
