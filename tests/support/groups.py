@@ -40,6 +40,7 @@ def _groups(item: pytest.Item) -> set[str]:
     return names or {item.nodeid.split("::", 1)[0]}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the marks into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     parent: dict[str, str] = {}
 
@@ -54,4 +55,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for other in ordered[1:]:
             parent[root(other)] = root(ordered[0])
     for item, names in per_item:
+        # xdist joins every xdist_group mark a test carries into its group's name: one mark, the merged group's
+        for node in item.listchain():
+            node.own_markers[:] = [m for m in node.own_markers if m.name != "xdist_group"]
         item.add_marker(pytest.mark.xdist_group(root(min(names))))
