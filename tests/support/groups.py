@@ -41,7 +41,7 @@ def _groups(item: pytest.Item) -> set[str]:
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the marks into the node ids
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     parent: dict[str, str] = {}
 
     def root(name: str) -> str:
@@ -58,4 +58,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # xdist joins every xdist_group mark a test carries into its group's name: one mark, the merged group's
         for node in item.listchain():
             node.own_markers[:] = [m for m in node.own_markers if m.name != "xdist_group"]
-        item.add_marker(pytest.mark.xdist_group(root(min(names))))
+        group = root(min(names))
+        item.add_marker(pytest.mark.xdist_group(group))
+        if getattr(config.option, "loadgroup", False) and not hasattr(item, "_nodeid"):
+            # An xdist worker of --dist loadgroup tells the controller a test's group as a suffix of its
+            # id, written to item._nodeid, which pytest 9.2 no longer reads (the id is item._id).
+            from _pytest.nodeid import coerce_node_id
+
+            item._id = coerce_node_id(f"{item.nodeid}@{group}")
