@@ -276,22 +276,24 @@ class DetectionWatch:
         self.thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self) -> None:
-        t0 = time.perf_counter()
         with self.engine.connect() as conn:
             while not self.stop.is_set():
+                taken = time.perf_counter() - self.t0
                 waiting = conn.execute(text("SELECT count(*) FROM runs WHERE status = 'ok' AND detected_at IS NULL")).scalar_one()
                 conn.commit()
-                self.samples.append((time.perf_counter() - t0, waiting))
+                self.samples.append((taken, waiting))
                 self.stop.wait(1.0)
 
     def start(self) -> None:
         self.cpu_before = {pid: _proc_cpu(pid) for pid in _process_tree(self.worker_pid)}
+        self.t0 = time.perf_counter()
         self.thread.start()
 
     def drain(self, drain_s: float) -> float:
         """Wait until no run waits; returns the worker's CPU seconds since start."""
         deadline = time.monotonic() + drain_s
-        while time.monotonic() < deadline and (not self.samples or self.samples[-1][1] > 0):
+        since = time.perf_counter() - self.t0  # a sample taken from now on counts every upload
+        while time.monotonic() < deadline and not (self.samples and self.samples[-1][0] >= since and self.samples[-1][1] == 0):
             time.sleep(0.5)
         cpu = sum(_proc_cpu(pid) - self.cpu_before.get(pid, 0.0) for pid in _process_tree(self.worker_pid))
         self.stop.set()
