@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/owned.py
 
-import owned  # noqa: E402
-from prometheus_client import generate_latest  # noqa: E402
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-from sqlalchemy import create_engine, event, text  # noqa: E402
+import owned
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import create_engine, event, text
 
 DEFAULT_DB = owned.default_database_url("metrics")
 

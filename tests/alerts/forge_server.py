@@ -28,13 +28,13 @@ class ForgeServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 self._answer("POST", 201)
 
-            def do_PATCH(self) -> None:  # noqa: N802 - edits (a pull request's comment)
+            def do_PATCH(self) -> None:  # edits (a pull request's comment)
                 self._answer("PATCH", 200)
 
-            def do_PUT(self) -> None:  # noqa: N802 - GitLab's note edits
+            def do_PUT(self) -> None:  # GitLab's note edits
                 self._answer("PUT", 200)
 
             def _answer(self, method: str, success: int) -> None:

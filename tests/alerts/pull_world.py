@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 
-from alerts_support import SIM, document, sim_values
-from forge_server import ForgeServer
-from git_forge import GitForge
+from tests.alerts.alerts_support import SIM, document, sim_values
+from tests.alerts.forge_server import ForgeServer
+from tests.server.git_forge import GitForge
 from perfci_server.celery_app import registered_tasks
-from server_conftest import _settings_env
-from server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
+from tests.server.server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
 
 TOKEN = "ghp_" + "p" * 36
 ZERO = "0" * 40
@@ -115,12 +112,3 @@ class World:
 
     def comments(self) -> list[Any]:
         return [r for r in self.forge.accepted() if "/issues/" in r.path]
-
-
-@pytest.fixture
-def world(committed_client, sent_tasks, tmp_path, monkeypatch) -> Iterator[World]:
-    with ForgeServer() as forge:
-        _settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=TOKEN,
-                      PERFCI_PUBLIC_URL="https://perfci.example.com", PERFCI_ALLOW_LOCAL_CLONE_URLS="true")  # file:// forge
-        git = GitForge(tmp_path / "forge")
-        yield World(committed_client, sent_tasks, git, forge)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sqlalchemy import select, text
 
-from alerts_support import TSC, Lab
+from tests.alerts.alerts_support import TSC, Lab
 from perfci_core.analysis.adaptive import run_order
 from perfci_server.jobs import repository as job_sql
 from perfci_server.models import Commit, CommitStatus, Job, JobPurpose, Suspect

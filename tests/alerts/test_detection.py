@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from alerts_support import SIM, TSC, Lab, sim_values, tsc_values
+from tests.alerts.alerts_support import SIM, TSC, Lab, sim_values, tsc_values
 from perfci_server.alerts import detection as alert_detection
 from perfci_server.forge import statuses as forge_statuses
 from perfci_server.models import Alert, AlertGroup, CommitStatus, Suspect
 from perfci_server.settings import get_settings
-from server_support import ADMIN
+from tests.server.server_support import ADMIN
 
 pytestmark = pytest.mark.services
 
@@ -242,7 +242,7 @@ def test_bad_input_is_refused_or_skipped_and_detection_still_answers(client, ses
     # An unknown metric never reaches the database: the upload says why (422).
     lab.push(1)
     claim = client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).json()
-    from alerts_support import document
+    from tests.alerts.alerts_support import document
     bad = document(claim["commit"], TSC, {"cpp": [7.6, 7.7, 7.5, 7.6, 7.65]}, agent["fingerprint"], agent["machine"])
     import json as _json
     bad["samples"][2]["metrics"][0] = {"metric": "frobs_pp", "backend": "tsc", "value": 1.0}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sqlalchemy import delete, select, update
 
-from alerts_support import SIM, TSC, Lab, sim_values, tsc_values
+from tests.alerts.alerts_support import SIM, TSC, Lab, sim_values, tsc_values
 from perfci_core.analysis import detect
 from perfci_server.alerts import series_repository as series_sql
 from perfci_server.alerts import detection as alert_detection
@@ -136,7 +136,8 @@ def test_a_late_upload_is_analysed_around_its_position(client, session, sent_tas
     late = session.scalar(select(Commit.id).where(Commit.sha == shas[50]))
     session.execute(update(Job).where(Job.commit_id == late).values(state=JobState.FAILED.value))  # held back
     session.commit()
-    ipp = lambda i, _: sim_values(BASE_IPP * (1.029 if i >= 50 else 1.0))  # noqa: E731
+    def ipp(i, _):
+        return sim_values(BASE_IPP * (1.029 if i >= 50 else 1.0))
     lab.measure(ipp, agent)
     lab.detect()
     assert _alerts(lab) == [(shas[49], shas[51], "ipp")]
@@ -158,7 +159,8 @@ def test_a_late_upload_is_analysed_around_its_position(client, session, sent_tas
 
 def test_with_the_window_cached_a_detection_reads_only_the_commits_with_new_runs(client, session, sent_tasks, monkeypatch):
     lab, agent = _sim_lab(client, session, sent_tasks, 30)
-    ipp = lambda i, _: sim_values(BASE_IPP * (1.029 if i >= 12 else 1.0))  # noqa: E731
+    def ipp(i, _):
+        return sim_values(BASE_IPP * (1.029 if i >= 12 else 1.0))
     lab.measure(ipp, agent)
     lab.detect()  # builds the window
     read: list[list[int]] = []

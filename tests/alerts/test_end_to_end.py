@@ -14,13 +14,13 @@ import pytest
 from celery import Celery
 from sqlalchemy import func, select
 
-from alerts_support import SIM, Lab, push_commits, sha_of, sim_values
-from forge_server import ForgeServer
+from tests.alerts.alerts_support import SIM, Lab, push_commits, sha_of, sim_values
+from tests.alerts.forge_server import ForgeServer
 from perfci_server import db, dispatch
 from perfci_server.alerts import detection as alert_detection
-from perfci_server.models import Alert, AlertGroup, Branch, Commit, CommitStatus, Job, Run
+from perfci_server.models import Alert, AlertGroup, Commit, CommitStatus, Job, Run
 from perfci_server.settings import get_settings
-from server_support import ADMIN
+from tests.server.server_support import ADMIN
 
 pytestmark = pytest.mark.services
 STEP = 9
@@ -158,7 +158,7 @@ _SENT: dict[str, dict] = {}
 @pytest.fixture(autouse=True)
 def _remember_documents(monkeypatch):
     """Keep each uploaded document so a retry can send exactly the same content."""
-    import alerts_support
+    from tests.alerts import alerts_support
 
     real = alerts_support.document
 

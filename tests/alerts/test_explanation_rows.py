@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import alerts_support
-from alerts_support import SIM, SIM_PACKETS, Lab, document, sim_values
-from forge_server import ForgeServer
-from git_forge import GitForge
-from server_conftest import _settings_env
+from tests.alerts import alerts_support
+from tests.alerts.alerts_support import SIM, SIM_PACKETS, Lab, document, sim_values
+from tests.alerts.forge_server import ForgeServer
+from tests.server.git_forge import GitForge
+from tests.support.server import settings_env
 from test_pull_requests import MACHINE, TOKEN, ZERO, World
 from test_scaling_alerts import SCALING, scaling_values
 
@@ -64,7 +64,7 @@ def measure(world: World, shapes: dict[str, dict[str, Any]]) -> int:
 @pytest.fixture
 def world(committed_client, sent_tasks, tmp_path, monkeypatch) -> Iterator[World]:
     with ForgeServer() as forge:
-        _settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=TOKEN,
+        settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=TOKEN,
                       PERFCI_PUBLIC_URL="https://perfci.example.com", PERFCI_ALLOW_LOCAL_CLONE_URLS="true")
         yield World(committed_client, sent_tasks, GitForge(tmp_path / "forge"), forge)
 

@@ -4,13 +4,9 @@ triage flipping a status back. Data is committed (the post task opens its own se
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from sqlalchemy import select
 
-from alerts_support import committed_sim_lab
-from forge_server import ForgeServer
 from perfci_server import dispatch
 from perfci_server.alerts import verdicts
 from perfci_server.forge import client as forge_client
@@ -18,28 +14,11 @@ from perfci_server.forge import statuses as forge_statuses
 from perfci_server.forge.registry import kind_of
 from perfci_server.forge import tasks as forge_tasks
 from perfci_server.models import AlertGroup, CommitState, CommitStatus
-from server_conftest import _settings_env
-from server_support import ADMIN
+from tests.alerts.conftest import FORGE_TOKEN as TOKEN
+from tests.alerts.conftest import STEP
+from tests.server.server_support import ADMIN
 
 pytestmark = pytest.mark.services
-
-TOKEN = "ghp_" + "x" * 36
-STEP = 6
-
-
-@pytest.fixture
-def forge() -> Iterator[ForgeServer]:
-    with ForgeServer() as server:
-        yield server
-
-
-@pytest.fixture
-def lab(committed_client, sent_tasks, forge, monkeypatch):
-    _settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=TOKEN, PERFCI_FORGE_MAX_RETRIES="3",
-                  PERFCI_PUBLIC_URL="https://perfci.example.com", PERFCI_FORGE_RESEND_INTERVAL_SECONDS="0.001")
-    lab = committed_sim_lab(committed_client, sent_tasks, 10, STEP)
-    yield lab
-    lab.session.close()
 
 
 def _post_all(sent_tasks, start: int = 0) -> int:
@@ -212,7 +191,8 @@ def test_a_batch_of_verdicts_takes_as_many_statements_as_one_commit(lab, sent_ta
     def statements(commit_ids: list[int]) -> int:
         lab.session.expire_all()
         seen = []
-        listener = lambda *args: seen.append(args[2])  # noqa: E731 - the statement text
+        def listener(*args):
+            seen.append(args[2])  # the statement text
         event.listen(engine, "before_cursor_execute", listener)
         try:
             verdicts.record_verdicts(lab.session, machine_id, commit_ids, get_settings())

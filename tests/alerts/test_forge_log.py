@@ -15,7 +15,7 @@ from perfci_server.forge import statuses as forge_statuses
 from perfci_server.forge import tasks as forge_tasks
 from perfci_server.logs import JsonFormatter
 from perfci_server.models import CommitStatus, PullRequest, Repository
-from test_forge import TOKEN, forge, lab  # noqa: F401 - fixtures: the recording forge, a measured series posting to it
+from tests.alerts.conftest import FORGE_TOKEN as TOKEN
 
 pytestmark = pytest.mark.services
 

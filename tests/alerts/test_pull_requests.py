@@ -15,8 +15,8 @@ from sqlalchemy import select
 
 from perfci_server.db import session_scope
 from perfci_server.models import BenchConfig, Branch, Commit, Job, PullRequest
-from pull_world import MACHINE, world  # noqa: F401 - world is the tests' fixture
-from server_support import create_config, enroll, fixture, result_document
+from tests.alerts.pull_world import MACHINE
+from tests.server.server_support import create_config, enroll, fixture, result_document
 
 pytestmark = pytest.mark.services
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-import alerts_support
-from alerts_support import TSC_HZ, Lab
+from tests.alerts import alerts_support
+from tests.alerts.alerts_support import TSC_HZ, Lab
 from perfci_core.analysis.scaling import amdahl_pps, fit_serial_fraction
 
 pytestmark = pytest.mark.services

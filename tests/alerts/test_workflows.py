@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 
-from pull_world import world  # noqa: F401 - the tests' fixture
 
 pytestmark = pytest.mark.services
 
@@ -182,8 +181,8 @@ def test_a_commit_is_never_green_before_its_own_measurement(world):
 
 
 def test_a_backfilled_commit_is_pending_from_the_moment_its_job_is_queued(world):
-    from pull_world import MACHINE
-    from server_support import enroll
+    from tests.alerts.pull_world import MACHINE
+    from tests.server.server_support import enroll
 
     shas = world.git.commit(3)
     world.push("main", ZERO, shas)

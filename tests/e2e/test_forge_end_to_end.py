@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from e2e_support import ROOT, agent_argv, agent_env, base_repository, free_port, git, server_env, start_api, start_worker
+from tests.e2e.e2e_support import ROOT, agent_argv, agent_env, base_repository, free_port, git, server_env, start_api, start_worker
 
 pytestmark = [pytest.mark.dataplane, pytest.mark.services, pytest.mark.timeout(45 * 60)]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from import_graph import PACKAGES, cycles_through, graph, module_files, strongly_connected
+from tests.layout.import_graph import PACKAGES, cycles_through, graph, module_files, strongly_connected
 
 EDGES = graph()
 STDLIB = set(sys.stdlib_module_names)

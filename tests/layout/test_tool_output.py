@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from import_graph import module_files
+from tests.layout.import_graph import module_files
 
 DECODING = {"text", "universal_newlines", "encoding"}
 

@@ -61,7 +61,7 @@ class HangingForge:
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(*args, directory=str(bare.parent), **kwargs)
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 forge.requests += 1
                 if forge.hanging.is_set():
                     forge.released.wait(60)  # until the test ends: the client gives up first

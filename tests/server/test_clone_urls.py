@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from perfci_server.settings import get_settings
-from server_support import ADMIN, SECRET
+from tests.server.server_support import ADMIN, SECRET
 
 pytestmark = pytest.mark.services
 

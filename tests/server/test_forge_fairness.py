@@ -18,8 +18,9 @@ from sqlalchemy import select
 from perfci_server import db
 from perfci_server.models import Push
 from perfci_server.repos.service import COMPLETE_PUSH_TASK
-from git_forge import GitForge, HangingForge
-from server_support import ADMIN, SECRET, TEST_DATABASE_URL, body_of, create_config, enroll, fixture, github_headers
+from tests.server.git_forge import GitForge, HangingForge
+from tests.server.server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
+from tests.support.services import TEST_DATABASE_URL
 
 pytestmark = pytest.mark.services
 ROOT = Path(__file__).resolve().parents[2]

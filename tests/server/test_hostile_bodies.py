@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 from fastapi import APIRouter, FastAPI
-from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
 from perfci_server import bodies
 from perfci_server.app import create_app
 from perfci_server.settings import get_settings
-from server_support import ADMIN, enroll
+from tests.server.server_support import ADMIN, enroll
 
 pytestmark = pytest.mark.services
 

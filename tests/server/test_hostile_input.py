@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from perfci_server import bodies
 from perfci_server.app import create_app
-from server_support import ADMIN, SECRET, create_repository, enroll, github_headers
+from tests.server.server_support import ADMIN, SECRET, create_repository, enroll, github_headers
 
 pytestmark = pytest.mark.services
 

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from perfci_server import migrate
-from server_support import MACHINE, MACHINE_ID, scratch_database
+from tests.server.server_support import MACHINE, MACHINE_ID, scratch_database
 
 pytestmark = pytest.mark.services
 

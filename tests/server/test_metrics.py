@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker_outage import closed_port
+from tests.server.broker_outage import closed_port
 from perfci_server import db, metrics, migrate
 from perfci_server.app import create_app
 from perfci_server.settings import get_settings

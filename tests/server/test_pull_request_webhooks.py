@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from perfci_server.models import Push, PullRequest
 from perfci_server.pulls.service import PREPARE_TASK
-from server_support import ADMIN
+from tests.server.server_support import ADMIN
 
 pytestmark = pytest.mark.services
 

@@ -22,9 +22,9 @@ from perfci_server.repos import mirror
 from perfci_server.repos import service as repo_service
 from perfci_server.repos import tasks as repo_tasks
 from perfci_server.settings import get_settings
-from git_forge import GitForge as Forge
-from git_forge import HangingForge
-from server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
+from tests.server.git_forge import GitForge as Forge
+from tests.server.git_forge import HangingForge
+from tests.server.server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
 
 pytestmark = pytest.mark.services
 ZERO = "0" * 40

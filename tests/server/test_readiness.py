@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from broker_outage import closed_port
+from tests.server.broker_outage import closed_port
 from perfci_server import db
 from perfci_server.app import create_app
 from perfci_server.settings import get_settings
-from server_support import ADMIN, TEST_DATABASE_URL
+from tests.server.server_support import ADMIN
+from tests.support.services import TEST_DATABASE_URL
 
 pytestmark = pytest.mark.services
 

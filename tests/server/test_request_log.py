@@ -19,10 +19,11 @@ import anyio
 import httpx
 import pytest
 
-from broker_outage import closed_port
+from tests.server.broker_outage import closed_port
 from perfci_server.logs import FIELDS, JsonFormatter, TextFormatter
 from perfci_server.request_log import RequestLog
-from server_support import ADMIN, SECRET, TEST_DATABASE_URL, body_of, create_repository, fixture, github_headers
+from tests.server.server_support import ADMIN, SECRET, body_of, create_repository, fixture, github_headers
+from tests.support.services import TEST_DATABASE_URL
 
 pytestmark = pytest.mark.services
 

@@ -22,8 +22,9 @@ from celery import Celery
 from perfci_server import dispatch, logs
 from perfci_server.celery_app import RESEND_STATUSES_TASK, celery_app
 from perfci_server.repos.service import COMPLETE_PUSH_TASK
-from server_support import TEST_DATABASE_URL, create_config, create_repository, enroll, push_github
-from test_celery_worker import worker  # noqa: F401 - a real Celery worker process (fixture)
+from tests.server.server_support import create_config, create_repository, enroll, push_github
+from tests.support.services import TEST_DATABASE_URL
+
 
 pytestmark = pytest.mark.services
 
@@ -57,7 +58,7 @@ def leaves_no_task_behind(redis_url: str) -> Iterator[None]:
 
 
 @pytest.fixture
-def json_worker(leaves_no_task_behind: None, json_logs: None, worker: Any) -> Any:  # noqa: F811 - started after json_logs
+def json_worker(leaves_no_task_behind: None, json_logs: None, worker: Any) -> Any:  # started after json_logs
     return worker
 
 

@@ -14,7 +14,7 @@ from perfci_server.forge.github import signature as github_signature
 from perfci_server.forge.registry import kind_of
 from perfci_server.security import hash_token, new_token
 from perfci_server.settings import DEVELOPMENT_ADMIN_TOKEN, Settings
-from server_support import result_document
+from tests.server.server_support import result_document
 
 
 def test_settings_refuse_the_default_admin_token_outside_development():

@@ -17,7 +17,6 @@ import math
 from urllib.parse import urlencode
 
 from markdown_it import MarkdownIt
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from perfci_core.metrics import change_text

@@ -24,7 +24,8 @@ CONFIG = BenchConfig()  # as the sim backend runs it: 100 000 packets, 2 000 of 
 
 
 def _tree(root: Path, patch: str | None) -> Path:
-    top_builds = lambda d, names: [n for n in names if Path(d) == DATAPLANE and n.startswith("build")]  # noqa: E731
+    def top_builds(d, names):
+        return [n for n in names if Path(d) == DATAPLANE and n.startswith("build")]
     shutil.copytree(DATAPLANE, root / "dataplane", ignore=top_builds)
     if patch:
         subprocess.run(["git", "apply", str(DATAPLANE / "regressions" / patch)], cwd=root, check=True)
