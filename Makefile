@@ -6,7 +6,10 @@ PY := $(VENV)/bin/python
 export PERFCI_TEST_DATABASE_URL ?= postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test
 export PERFCI_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: setup services dataplane gitea demo measure test test-fast test-playbooks dashboards clean
+# pytest-xdist workers for `make test` (tests/support/groups.py keeps tests sharing a resource on one).
+PYTEST_WORKERS ?= 2
+
+.PHONY: setup services dataplane gitea demo measure lint test test-fast test-playbooks dashboards clean
 
 setup:
 	bash .ci/install-deps
@@ -30,16 +33,23 @@ demo: setup
 measure: setup
 	$(VENV)/bin/perfci measure --repo . --commit HEAD $(MEASURE_ARGS)
 
-# The forge tests (tests/forge/) drive a real Gitea built by .ci/gitea (once per version, cached).
-test: services dataplane gitea
-	PERFCI_GITEA_BIN="$${PERFCI_GITEA_BIN:-$$(bash .ci/gitea)}" $(PY) -m pytest $(PYTEST_ARGS)
+# ruff over the whole tree ([tool.ruff] in pyproject.toml).
+lint: setup
+	$(VENV)/bin/ruff check .
+
+# ruff, then pytest on $(PYTEST_WORKERS) workers. The forge tests (tests/forge/) drive a real Gitea
+# built by .ci/gitea (once per version, cached). perfci_agent is applied to this host only with
+# PERFCI_TEST_APPLY_PLAYBOOKS=1 (.ci/run sets it); without it those tests are skipped, saying so.
+test: lint services dataplane gitea
+	PERFCI_GITEA_BIN="$${PERFCI_GITEA_BIN:-$$(bash .ci/gitea)}" $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Only what needs neither the services nor a dataplane build, and leaves this host alone.
-test-fast: setup
+test-fast: lint
 	$(PY) -m pytest -m "not dataplane and not services and not playbooks" $(PYTEST_ARGS)
 
-# The playbooks stage alone (part of `make test`): ansible-lint, syntax checks, perfci_agent
-# applied to this host twice (the second must change nothing), the installed agent's self-check.
+# The playbooks stage alone (part of `make test`): ansible-lint, syntax checks, and with
+# PERFCI_TEST_APPLY_PLAYBOOKS=1 perfci_agent applied to this host twice (the second must change
+# nothing) and the installed agent's self-check.
 test-playbooks: setup
 	$(PY) -m pytest -m playbooks tests/playbooks $(PYTEST_ARGS)
 

@@ -25,7 +25,8 @@ LEAN_HEADLINE = ("pps", "cpp", "ipp", "eipc")
 LEAN_FACTORS = ("pps", "cur", "eipc", "ipp")
 PER_PACKET_COUNTERS = ("cache_misses_pp", "l1d_misses_pp", "llc_misses_pp", "branch_misses_pp")
 # Stalls that cost cycles, not instructions (pmu: store-forward blocks; sim: all four, simulated)
-MEMORY_HAZARDS = ("sf_blocks_pp", "split_loads_pp", "split_stores_pp", "alias_4k_pp", "line_transfers_pp", "read_transfers_pp")
+MEMORY_HAZARDS = ("sf_blocks_pp", "split_loads_pp", "split_stores_pp", "alias_4k_pp", "nt_reloads_pp", "line_transfers_pp",
+                  "read_transfers_pp")
 
 TREND_UID = "perfci-trend"
 

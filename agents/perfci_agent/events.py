@@ -259,7 +259,7 @@ def paranoid_problem(paranoid: int | None, euid: int | None = None, cpu_wide: bo
 
 def perf_version(perf: str) -> str | None:
     try:
-        r = subprocess.run([perf, "--version"], capture_output=True, text=True, timeout=30)
+        r = subprocess.run([perf, "--version"], capture_output=True, text=True, errors="replace", timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     return r.stdout.strip() or None
@@ -282,12 +282,17 @@ def probe(mapping: Mapping, perf: str | None = None, runner=subprocess.run, core
     wanted = {k: e for k, e in mapping.events.items() if e}
     supported: dict[str, str] = {}
     pending = dict(wanted)
-    r = runner([perf, "stat", "-x,", "-e", ",".join(pending.values()), "--", "true"], capture_output=True, text=True, timeout=60)
+
+    def stat(events: str) -> subprocess.CompletedProcess[str]:
+        # perf's messages need not be UTF-8 (an unknown event echoed back, a localised error): replaced, not fatal
+        return runner([perf, "stat", "-x,", "-e", events, "--", "true"], capture_output=True, text=True, errors="replace", timeout=60)
+
+    r = stat(",".join(pending.values()))
     if r.returncode != 0:
         # One unknown name fails the whole command: probe one by one.
         results = {}
         for k, e in pending.items():
-            one = runner([perf, "stat", "-x,", "-e", e, "--", "true"], capture_output=True, text=True, timeout=60)
+            one = stat(e)
             if one.returncode != 0:
                 unsupported[k] = f"{e}: unknown to this perf/kernel"
                 continue

@@ -23,7 +23,7 @@ def commit_times(repo: Path, shas: list[str]) -> dict[str, int]:
     if not shas:
         return {}
     r = subprocess.run(["git", "-C", str(repo), "log", "--no-walk=unsorted", "--ignore-missing", "--format=%H %ct", *shas],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, errors="replace", timeout=120)
     times = {}
     for line in r.stdout.splitlines():
         sha, _, ct = line.partition(" ")

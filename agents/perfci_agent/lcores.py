@@ -1,13 +1,20 @@
-"""Runs at one or more lcore counts, and the window's energy where RAPL is readable.
+"""Runs at one or more lcore counts, the calibration loop beside them, and the window's energy
+where RAPL is readable.
 
-A repetition of a ``scaling`` config runs the commit at 1, 2, ..., N lcores back to back (N: the
-config's ``lcores``, else every core this agent is allotted) and fits Amdahl's serial fraction
-(:mod:`perfci_core.analysis.scaling`); an ordinary config runs at ``lcores`` (default one). The
-1-lcore run (or the only run) also gives the sample's ordinary ``tsc.*`` counts, so ``pps``,
-``cpp`` and ``cur`` stay the figures of today's single-lcore loop.
+A repetition of a ``scaling`` config runs the commit at 1, 2, 4, ... lcores and at N, back to back
+(N: the config's ``lcores``, else every core this agent is allotted), so the repetitions interleave
+the counts (1, 2, 4, 1, 2, 4, ...) and the host's drift over the measurement does not bias the
+slope. Amdahl's serial fraction needs three or more counts
+(:func:`perfci_core.analysis.scaling.unidentified`): with two (a 2-core agent) the result stores
+throughput and efficiency at both and says in ``unavailable`` why it has no B. Right before the
+dataplane at each count, the calibration loop (:mod:`.clockcal`) runs on the same cores; its figures
+tell the clock and a sibling's share from the dataplane's own contention. An ordinary config runs
+at ``lcores`` (default one). The 1-lcore run (or the only run) also gives the sample's ordinary
+``tsc.*`` counts, so ``pps``, ``cpp`` and ``cur`` stay the figures of today's single-lcore loop.
 
 Per run the sample's raw counts gain ``lc.<n>.*`` (packets and busy cycles summed over the
-lcores, the shared window's wall-clock length) from the report, and, when energy is read,
+lcores, the shared window's wall-clock length) from the report, ``lc.<n>.cal_dependent`` /
+``cal_throughput`` from the calibration loop, and, when energy is read,
 ``lc.<n>.pkg_joules`` / ``ram_joules`` / ``energy_seconds`` / ``other_cpus_busy`` / ``loadavg1``.
 
 Backends: ``tsc`` runs everything here (energy included). ``pmu`` takes its own 1-lcore sample
@@ -27,7 +34,7 @@ from perfci_core import metrics
 from perfci_core.analysis import scaling
 from perfci_core.result import BenchConfig, MetricValue, Sample
 
-from . import energy, runner
+from . import clockcal, energy, runner
 from .backends import Backend, metric_values
 from .errors import RunFailed, UsageError
 
@@ -46,8 +53,16 @@ def counts_for(config: BenchConfig, allotted: Sequence[int], backend: metrics.Ba
     if config.scaling:
         if want < 2:
             raise UsageError(f"a scaling config needs two or more lcores; this agent is allotted {len(allotted)}")
-        return list(range(1, want + 1))
+        return scaling_counts(want)
     return [want]
+
+
+def scaling_counts(most: int) -> list[int]:
+    """1, 2, 4, ... below ``most``, then ``most``: each doubling a point of the fit, the widest run the last."""
+    counts = [1]
+    while counts[-1] * 2 < most:
+        counts.append(counts[-1] * 2)
+    return counts + [most]
 
 
 def lcore_raw(report: dict, n: int) -> dict[str, float]:
@@ -69,16 +84,39 @@ def _spec(binary: Path, cores: Sequence[int], config: BenchConfig, workdir: Path
 
 
 class Runs:
-    """Makes the samples of one measurement; ``unavailable`` collects what could not be measured."""
+    """Makes the samples of one measurement; ``unavailable`` collects what could not be measured.
+    A scaling config builds the calibration loop in ``tool_cache`` (:func:`.clockcal.binary`)."""
 
     def __init__(self, impl: Backend, binary: Path, allotted: Sequence[int], counts: Sequence[int], config: BenchConfig,
-                 workdir: Path, energy_source: energy.Source | None, timeout: float = 120.0) -> None:
+                 workdir: Path, energy_source: energy.Source | None, timeout: float = 120.0,
+                 tool_cache: Path | None = None) -> None:
         self.impl, self.binary, self.allotted, self.counts = impl, binary, list(allotted), list(counts)
         self.config, self.workdir, self.energy_source, self.timeout = config, workdir, energy_source, timeout
         self.unavailable: dict[str, str] = {}
+        self.tool_cache = tool_cache
+        self.clockcal: Path | None = None  # the loop's executable, built at the first run
+        if config.scaling and (why := scaling.unidentified(self.counts)) is not None:
+            self.unavailable["serial_fraction"] = f"not fitted: {why}"
+
+    def _calibrate(self, n: int) -> dict[str, float]:
+        """The calibration loop on the cores of the run at ``n`` lcores, right before it (scaling
+        configs); nothing once it failed: the same loop for every run, or none."""
+        if not self.config.scaling or "calibration" in self.unavailable:
+            return {}
+        try:
+            self.clockcal = self.clockcal or clockcal.binary(self.tool_cache)
+            return clockcal.run(self.clockcal, self.allotted[:n]).raw(n)
+        except clockcal.CalibrationUnavailable as exc:
+            self.unavailable["calibration"] = f"not measured: {exc}"
+            return {}
 
     def _run(self, n: int, with_energy: bool) -> tuple[dict, dict[str, float | None]]:
         cores = self.allotted[:n]
+        calibrated = self._calibrate(n)
+        report, raw = self._dataplane(n, cores, with_energy)
+        return report, {**raw, **calibrated}
+
+    def _dataplane(self, n: int, cores: list[int], with_energy: bool) -> tuple[dict, dict[str, float | None]]:
         spec = _spec(self.binary, cores, self.config, self.workdir, self.timeout)
         if with_energy and self.energy_source is not None:
             result, e = energy.run_measured(self.energy_source, spec, cores)
@@ -101,8 +139,10 @@ class Runs:
                 raw.update(lc)
             derived = metric_values(metrics.derive_tsc(raw), backend)
         else:
+            calibrated = self._calibrate(1) if backend is metrics.Backend.PMU else {}
             base = self.impl.sample(self.binary, self.allotted[0], self.config, self.workdir, rep)
             raw.update(base.raw)
+            raw.update(calibrated)
             if backend is metrics.Backend.PMU:
                 raw.update({"lc.1.packets": raw.get("tsc.packets"), "lc.1.busy_cycles": raw.get("tsc.busy_cycles"),
                             "lc.1.window_cycles": raw.get("tsc.window_cycles")})

@@ -34,7 +34,7 @@ CONFIGS: dict[str, BenchConfig] = {
     "self-64B-short": BenchConfig(name="self-64B-short", packets=500_000, warmup=50_000),
     "self-512B": BenchConfig(name="self-512B", pkt_size=512),
     "self-1518B": BenchConfig(name="self-1518B", pkt_size=1518),
-    # 1..N lcores (N: every allotted core) per repetition: Amdahl's serial fraction
+    # 1, 2, 4, ... N lcores (N: every allotted core) per repetition: Amdahl's serial fraction from 3 or more counts
     "self-64B-scaling": BenchConfig(name="self-64B-scaling", scaling=True),
     "self-64B-short-scaling": BenchConfig(name="self-64B-short-scaling", packets=500_000, warmup=50_000, scaling=True),
 }
@@ -170,7 +170,7 @@ def measure(
             raise Stopped(0, n)
         say("calibrate")
         impl.prepare(build.binary, core, cfg, workdir)
-        runs = lcores.Runs(impl, build.binary, allotted, lcore_counts, cfg, workdir, energy_source)
+        runs = lcores.Runs(impl, build.binary, allotted, lcore_counts, cfg, workdir, energy_source, tool_cache=ws.cache_dir / "tools")
         for rep in range(n):
             if stop():
                 raise Stopped(rep, n)

@@ -137,6 +137,7 @@ def run(spec: RunSpec) -> RunResult:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
+                errors="replace",  # the dataplane's and EAL's messages end up in a log tail, whatever their bytes
                 cwd=spec.workdir,
                 env=env,
                 pass_fds=tuple(spec.pass_fds) + (tuple(spec.perf_fds) if spec.perf_fds else ()),

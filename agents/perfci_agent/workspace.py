@@ -36,7 +36,8 @@ BINARY = "perfci-fwd"
 
 
 def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=check, timeout=300)
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, errors="replace", check=check,
+                          timeout=300)
 
 
 def repo_root(path: str | Path) -> Path:
@@ -178,7 +179,7 @@ def compile_tree(src: Path, build_dir: Path, on_step=None) -> Path:
         if on_step:
             on_step(step)
         try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=src.parent)
+            r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=1800, cwd=src.parent)
         except FileNotFoundError:
             raise BuildFailed(f"{cmd[0]} is not installed", "", of_commit=False) from None
         except subprocess.TimeoutExpired:

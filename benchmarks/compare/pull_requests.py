@@ -2,7 +2,7 @@
 (:func:`perfci_core.analysis.pull_verdict.verdicts`, what ``pulls.sessions`` calls).
 
     .venv/bin/python benchmarks/compare/pull_requests.py [--trials 300] [--seeds 5] [--seed 1] [--metrics 10]
-        [--sessions 3] [--drift 0.02] [--equivalence 0.02] [--noise FILE] [--smoke]
+        [--sessions 3] [--drift 0.02] [--equivalence 0.03] [--noise FILE] [--smoke]
 
 A pull request's head and merge-base on one machine x config: every session measures the two
 interleaved, each pair two adjacent runs of one recorded job (a quiet host's by default,

@@ -2,12 +2,15 @@
 ~1M metric values, expanded the way Grafana expands it; prints each query's median time and the
 slowest. Target: <= 200 ms per panel on the 2-core VMs.
 
-    .venv/bin/python benchmarks/dashboards/run.py [--commits 910] [--repeat 5] [--check]
+    .venv/bin/python benchmarks/dashboards/run.py [--commits 910] [--repeat 5] [--check] [--smoke]
 
 Needs the PostgreSQL of `.ci/services`; uses its own database `perfci_bench_dash`, recreated each
 run (benchmarks/owned.py: it refuses a database no benchmark created). Shape: 4 pmu machines + 1 sim machine x 4 configs x --commits
 commits x 5 repetitions (910 commits: 1,001,000 metric values). Each dashboard is timed with its
 default time range and with a range covering all history. --check exits 1 above the target.
+The run fails (exit 1) when the seed wrote no values or a dashboard's queries all returned no
+row in a range: timings of queries over nothing measure nothing. ``--smoke``: 20 commits, one
+timed run per query.
 """
 
 from __future__ import annotations
@@ -25,15 +28,14 @@ from psycopg.rows import dict_row
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # dashboards/ lives in the checkout
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/owned.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: dashboards/ and the benchmarks package
 
-import owned  # noqa: E402
-
-from dashboards import JSON_DIR  # noqa: E402
-from dashboards.macros import TimeRange, expand, panel_queries, resolve_variables  # noqa: E402
-from dashboards.sample_data import Shape, seed  # noqa: E402
-from perfci_server import migrate  # noqa: E402
+from benchmarks import owned
+from benchmarks.premise import require
+from dashboards import JSON_DIR
+from dashboards.macros import TimeRange, expand, panel_queries, resolve_variables
+from dashboards.sample_data import Shape, seed
+from perfci_server import migrate
 
 TARGET_MS = 200.0
 DEFAULT_DB = owned.default_database_url("dash")
@@ -57,7 +59,10 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help=f"exit 1 when a panel query is slower than {TARGET_MS:.0f} ms")
     parser.add_argument("--database-url", default=DEFAULT_DB,
                         help="the benchmark's own database (dropped and recreated; refused unless a benchmark created it)")
+    parser.add_argument("--smoke", action="store_true", help="20 commits, one timed run per query (seconds)")
     args = parser.parse_args()
+    if args.smoke:
+        args.commits, args.repeat = 20, 1
 
     url = fresh_schema(args.database_url)
     engine = create_engine(url)
@@ -67,10 +72,12 @@ def main() -> int:
         seeded = seed(connection, Shape(machines=5, configs=4, commits=args.commits))
     print(f"seeded {seeded.metric_values:,} metric values ({len(seeded.machines)} machines x {len(seeded.configs)} configs x "
           f"{args.commits} commits x 5 reps) in {time.perf_counter() - started:.1f} s")
+    require(seeded.metric_values > 0, "the seed wrote no metric values")
     engine.dispose()
 
     dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     timings: list[tuple[float, str]] = []
+    answered: dict[tuple[str, str], int] = {}  # (dashboard, range) -> queries that returned rows
     with psycopg.connect(dsn, row_factory=dict_row, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")  # what autovacuum does to a live database
 
@@ -96,6 +103,9 @@ def main() -> int:
                         rows = len(run(sql))
                         samples.append((time.perf_counter() - t) * 1000)
                     timings.append((statistics.median(samples), f"{board['uid']:16s} {label:13s} {panel[:52]:52s} {rows:6d} rows"))
+                    answered[board["uid"], label] = answered.get((board["uid"], label), 0) + (rows > 0)
+    empty = sorted(f"{uid} ({label})" for (uid, label), n in answered.items() if n == 0)
+    require(answered and not empty, f"no query returned a row: {', '.join(empty) or 'no dashboard'}")
 
     print(f"\n{'median ms':>9}  {'dashboard':16s} {'range':13s} {'panel':52s}")
     for ms, what in sorted(timings, reverse=True):

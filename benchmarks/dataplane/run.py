@@ -16,10 +16,14 @@ per packet of fwd_burst) close the table: with the built-in 16-route table, with
 table (--routes-generate, flows spread over it), and with 10 % of flows unroutable (--miss-pct 10:
 the instructions a dropped packet costs).
 
-    .venv/bin/python benchmarks/dataplane/run.py [--seconds 3] [--reps 3] [--self-only] [--baseline-fwd FILE]
+    .venv/bin/python benchmarks/dataplane/run.py [--seconds 3] [--reps 3] [--self-only] [--baseline-fwd FILE] [--smoke]
 
 ``--baseline-fwd FILE`` builds a second perfci-fwd with FILE in place of dataplane/src/fwd.c (e.g.
 ``git show REV:dataplane/src/fwd.c > /tmp/fwd.c``) and runs the self-fed cases on both, alternating.
+
+The run fails (exit 1) when an app's port counters did not move over the measured interval or a
+self-fed run forwarded no packet: a rate of nothing. ``--smoke``: the self-fed harness alone, one
+run per case of 200 000 packets (callgrind: 10 000).
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ from pathlib import Path
 
 from perfci_agent.workspace import compile_tree
 from perfci_core.analysis.compare import compare
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: the benchmarks package
+from benchmarks.premise import fail, require
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -126,14 +133,19 @@ def measure(cmd: list[str], prefix: str, seconds: float, warmup: float, stdin=No
         s0, t0 = tm.stats(), time.monotonic()
         time.sleep(seconds)
         s1, t1 = tm.stats(), time.monotonic()
-        return (s1["opackets"] - s0["opackets"]) / (t1 - t0) / 1e6, proc
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - the dataplane is stopped whatever ended the measurement
         proc.kill()
         _, err = proc.communicate(timeout=30)
         raise RuntimeError(f"{Path(cmd[0]).name} failed: {err[-1500:]}") from None
     finally:
         if tm is not None:
             tm.close()
+    sent = s1["opackets"] - s0["opackets"]
+    if sent <= 0:
+        proc.kill()
+        proc.communicate(timeout=30)
+        fail(f"{Path(cmd[0]).name} sent no packet in {t1 - t0:.1f} s")
+    return sent / (t1 - t0) / 1e6, proc
 
 
 def stop(proc: subprocess.Popen, enter: bool = False) -> str:
@@ -184,14 +196,20 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3, help="runs per app (median reported)")
     ap.add_argument("--self-only", action="store_true", help="only the self-fed harness's figures (no peers)")
     ap.add_argument("--baseline-fwd", type=Path, help="also measure the self-fed cases with this fwd.c")
+    ap.add_argument("--smoke", action="store_true", help="the self-fed harness alone, one short run per case")
     args = ap.parse_args()
+    if args.smoke:
+        args.self_only = True
 
     fwd = compile_tree(REPO / "dataplane", REPO / "dataplane" / "build")
     with tempfile.TemporaryDirectory(prefix="perfci-bench-") as tmp_s:
         builds = {"this tree": fwd}
         if args.baseline_fwd:
             builds = {"baseline": build_with_fwd(args.baseline_fwd, Path(tmp_s)), **builds}
-        self_fed(builds, core(), Path(tmp_s), max(args.reps, 5))
+        if args.smoke:
+            self_fed(builds, core(), Path(tmp_s), 1, packets=200_000, sim_packets=10_000)
+        else:
+            self_fed(builds, core(), Path(tmp_s), max(args.reps, 5))
     if args.self_only:
         return 0
     l3fwd = build_l3fwd()
@@ -251,7 +269,7 @@ def main() -> int:
     return 0
 
 
-def self_fed(builds: dict[str, Path], lc: int, tmp: Path, reps: int) -> None:
+def self_fed(builds: dict[str, Path], lc: int, tmp: Path, reps: int, packets: int = 5_000_000, sim_packets: int = 100_000) -> None:
     """The self-fed harness: pure forwarding cost (tsc; every build and case in turn, rep after rep,
     so that drift on a shared machine hits them alike) and the exact instruction count (callgrind)."""
     cases = {"16 routes": [], "large table": LARGE_TABLE, "10 % misses": MISSES}
@@ -260,9 +278,10 @@ def self_fed(builds: dict[str, Path], lc: int, tmp: Path, reps: int) -> None:
         for (build, name), xs in cpp.items():
             out = subprocess.run([str(builds[build]), "-l", str(lc), "--no-huge", "-m", "512", "--no-pci",
                                   f"--file-prefix=b{uuid.uuid4().hex[:8]}", "--log-level=lib.*:error", "--",
-                                  "--packets", "5000000", "--warmup", "500000", *cases[name]],
+                                  "--packets", str(packets), "--warmup", str(packets // 10), *cases[name]],
                                  capture_output=True, text=True, check=True).stdout
             w = json.loads(out)["window"]
+            require(w["packets"]["rx"] > 0, f"{build}, {name}: the self-fed run forwarded no packet")
             xs.append(w["cycles"]["busy"] / w["packets"]["rx"])
     print(f"\nself-fed harness, core {lc}, load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs, "
           f"median and range of {reps} runs each:")
@@ -270,7 +289,8 @@ def self_fed(builds: dict[str, Path], lc: int, tmp: Path, reps: int) -> None:
     for build, binary in builds.items():
         ipp, dropped = {}, {}
         for name, extra in cases.items():
-            ipp[name], dropped[name] = callgrind_ipp(binary, lc, tmp, *extra)
+            ipp[name], dropped[name] = callgrind_ipp(binary, lc, tmp, sim_packets, *extra)
+            require(ipp[name] > 0, f"{build}, {name}: callgrind counted no instruction in fwd_burst")
             xs = cpp[(build, name)]
             print(f"{build:<10} {name:<14} {median(xs):15.2f} {min(xs):7.2f}-{max(xs):<7.2f} {ipp[name]:17.4f}")
         share = dropped["10 % misses"]
@@ -282,19 +302,20 @@ def self_fed(builds: dict[str, Path], lc: int, tmp: Path, reps: int) -> None:
 def build_with_fwd(fwd_c: Path, tmp: Path) -> Path:
     """This tree's dataplane with another fwd.c."""
     root = tmp / "baseline"
-    top_builds = lambda d, names: [n for n in names if Path(d) == REPO / "dataplane" and n.startswith("build")]  # noqa: E731
+    def top_builds(d, names):
+        return [n for n in names if Path(d) == REPO / "dataplane" and n.startswith("build")]
     shutil.copytree(REPO / "dataplane", root / "dataplane", ignore=top_builds)
     shutil.copy(fwd_c, root / "dataplane" / "src" / "fwd.c")
     return compile_tree(root / "dataplane", root / "build")
 
 
-def callgrind_ipp(fwd: Path, lc: int, tmp: Path, *extra: str) -> tuple[float, float]:
+def callgrind_ipp(fwd: Path, lc: int, tmp: Path, packets: int, *extra: str) -> tuple[float, float]:
     """(instructions per packet of fwd_burst, share of packets dropped), counting every call."""
     out = tmp / "callgrind.out"
     run = subprocess.run(["valgrind", "--tool=callgrind", "--toggle-collect=fwd_burst",
                           f"--callgrind-out-file={out}", str(fwd), "-l", str(lc), "--no-huge", "-m", "512",
                           "--no-pci", f"--file-prefix=b{uuid.uuid4().hex[:8]}", "--log-level=lib.*:error", "--",
-                          "--packets", "100000", "--warmup", "1000", *extra], capture_output=True, text=True, check=True)
+                          "--packets", str(packets), "--warmup", "1000", *extra], capture_output=True, text=True, check=True)
     report = json.loads(run.stdout)
     w = report["window"]["packets"]
     from perfci_agent.backends.sim import parse_callgrind_total  # the agent's one callgrind reader

@@ -13,6 +13,10 @@
    verdict on each (one lcore should not move; two should lose throughput). Needs two CPUs.
 
     .venv/bin/python benchmarks/dataplane/timed_checks.py [--window-runs 5] [--pairs 20] [--record FILE] [--checks 1,2,3]
+        [--smoke]
+
+The run fails (exit 1) when perf counted no task-clock in a window or a run forwarded no packet.
+``--smoke``: check 1 alone, two runs.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ from perfci_agent import runner
 from perfci_agent.workspace import compile_tree
 from perfci_core import metrics
 from perfci_core.analysis.compare import compare
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: the benchmarks package
+from benchmarks.premise import require
 
 REPO = Path(__file__).resolve().parents[2]
 DATAPLANE = REPO / "dataplane"
@@ -61,12 +68,15 @@ def window_ratio(binary: Path, tmp: Path) -> tuple[float, float]:
         os.close(ack_fd)
     task_ms = float(next(ln for ln in proc.stderr.splitlines() if ",task-clock," in ln).split(",")[0])
     report = json.loads(proc.stdout)
+    require(task_ms > 0 and report["window"]["packets"]["rx"] > 0, f"perf counted {task_ms} ms of task-clock over a window "
+            f"of {report['window']['packets']['rx']} packets")
     return task_ms, report["window"]["cycles"]["window"] / report["tsc_hz"] * 1e3
 
 
 def cold_cpp(binary: Path) -> float:
     proc = subprocess.run([str(binary), *eal(), "--", "--packets", "2000000", "--warmup", "200000", "--cold-data"],
                           capture_output=True, text=True, timeout=120, check=True)
+    require(json.loads(proc.stdout)["window"]["packets"]["rx"] > 0, f"{binary}: a cold-data run forwarded no packet")
     return metrics.derive_tsc(runner.tsc_raw(json.loads(proc.stdout)))["cpp"]
 
 
@@ -79,12 +89,14 @@ def mpps(binary: Path, cores: list[int]) -> float:
                           capture_output=True, text=True, timeout=120, check=True)
     report = json.loads(proc.stdout)
     w = report["window"]
+    require(w["packets"]["rx"] > 0, f"{binary} on lcores {lcores} forwarded no packet")
     return w["packets"]["rx"] / (w["cycles"]["window"] / report["tsc_hz"]) / 1e6
 
 
 def build_patched(patch: Path, tmp: Path) -> Path:
     root = tmp / patch.stem
-    top_builds = lambda d, names: [n for n in names if d == str(DATAPLANE) and n.startswith("build")]  # noqa: E731
+    def top_builds(d, names):
+        return [n for n in names if d == str(DATAPLANE) and n.startswith("build")]
     shutil.copytree(DATAPLANE, root / "dataplane", ignore=top_builds)
     subprocess.run(["git", "apply", str(patch)], cwd=root, check=True)
     return compile_tree(root / "dataplane", root / "build")
@@ -96,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--record", type=Path, help="write the prefetch samples here (JSON)")
     ap.add_argument("--checks", default="1,2,3", help="which of the checks to run (comma-separated numbers)")
+    ap.add_argument("--smoke", action="store_true", help="check 1 alone, two runs")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.checks, args.window_runs = "1", 2
     checks = {int(c) for c in args.checks.split(",")}
     with tempfile.TemporaryDirectory(prefix="perfci-timed-") as tmp_s:
         tmp = Path(tmp_s)

@@ -15,9 +15,10 @@ real dataplane at each commit and measures it (config self-64B-short, 1 repetiti
 Prints each figure's median, minimum and maximum over the rounds, and the host's load average
 before and after (the runs share the machine's cores with whatever else runs).
 
-    PERFCI_GITEA_BIN=$(bash .ci/gitea) .venv/bin/python benchmarks/forge/run.py [--pushes 5] [--pulls 3] [--json]
+    PERFCI_GITEA_BIN=$(bash .ci/gitea) .venv/bin/python benchmarks/forge/run.py [--pushes 5] [--pulls 3] [--json] [--smoke]
 
-Uses (and recreates) its own database `perfci_bench_forge` and Redis database 12 (benchmarks/owned.py).
+The run fails (exit 1) unless every status it times ends in success (a failed job's status would
+time a failure). ``--smoke``: one push, no pull request. Uses (and recreates) its own database `perfci_bench_forge` and Redis database 12 (benchmarks/owned.py).
 """
 
 from __future__ import annotations
@@ -34,16 +35,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))  # owned.py
-sys.path.insert(0, str(ROOT / "tests" / "forge"))  # gitea.py: the throwaway Gitea the tests drive
-sys.path.insert(0, str(ROOT / "tests" / "server"))  # server_support (e2e_support's signed pushes)
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))  # e2e_support: server, worker and agent processes
+from perfci_server import migrate
 
-import owned  # noqa: E402
-from e2e_support import Stack, agent_argv, agent_env, base_repository, free_port, git, server_env, start_api, start_worker  # noqa: E402
-from gitea import Gitea, GiteaBuild  # noqa: E402
-from perfci_server import migrate  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: the benchmarks and tests packages
+from benchmarks import owned
+from benchmarks.premise import require
+from tests.e2e.e2e_support import Stack, agent_argv, agent_env, base_repository, free_port, git, server_env, start_api, start_worker
+from tests.forge.gitea import Gitea, GiteaBuild  # the throwaway Gitea the tests drive
 
 CONFIG = {"name": "self-64B-short", "packets": 500_000, "warmup": 50_000, "backend": "sim", "repetitions": 1}
 WAIT_S = 20 * 60
@@ -68,6 +66,8 @@ def docs_commit(work: Path, text: str) -> str:
 
 
 def summary(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0}
     return {"p50_s": statistics.median(values), "min_s": min(values), "max_s": max(values), "n": len(values)}
 
 
@@ -94,11 +94,12 @@ def run(pushes: int, pulls: int, tmp: Path) -> dict[str, Any]:
         gitea.add_webhook(repo, f"{url}/api/v1/webhooks/gitea", secret)
         stack.add("agent", agent_argv(tmp, url, "dut-01", enrollment), agent_env(env)).start()
 
-        def final(sha: str, context: str) -> bool:
+        def final(sha: str, context: str) -> str | None:
+            """The newest ``context`` status of ``sha`` once it is final (not pending)."""
             for status in gitea.commit_statuses(repo, sha):
                 if status["context"] == context:
-                    return status["status"] != "pending"
-            return False
+                    return None if status["status"] == "pending" else status["status"]
+            return None
 
         work = tmp / "work"
         work.mkdir()
@@ -112,8 +113,9 @@ def run(pushes: int, pulls: int, tmp: Path) -> dict[str, Any]:
             sha = docs_commit(work, f"push {i}")
             start = time.monotonic()
             gitea.push(repo, work, "main")
-            wait(f"push {i}'s status", lambda: final(sha, "perfci/dut-01"), stack)
+            state = wait(f"push {i}'s status", lambda: final(sha, "perfci/dut-01"), stack)
             push_s.append(time.monotonic() - start)
+            require(state == "success", f"push {i}'s status is {state}, not success")
 
         first_s, verdict_s = [], []
         for i in range(pulls):
@@ -132,8 +134,9 @@ def run(pushes: int, pulls: int, tmp: Path) -> dict[str, Any]:
 
             wait(f"pull request {i}'s first comment", lambda: comment(False), stack)
             first_s.append(time.monotonic() - start)
-            wait(f"pull request {i}'s verdict", lambda: comment(True) and final(head, "perfci/pr/dut-01"), stack)
+            state = wait(f"pull request {i}'s verdict", lambda: comment(True) and final(head, "perfci/pr/dut-01"), stack)
             verdict_s.append(time.monotonic() - start)
+            require(state == "success", f"pull request {i}'s status is {state}, not success")
             git(work, "checkout", "-q", "main")
         return {"push_to_status": summary(push_s), "pull_to_first_comment": summary(first_s),
                 "pull_to_verdict_comment": summary(verdict_s), "load_before": load_before, "load_after": os.getloadavg(),
@@ -149,7 +152,10 @@ def main() -> None:
     parser.add_argument("--pushes", type=int, default=5, help="one-commit pushes timed (after a warm-up push)")
     parser.add_argument("--pulls", type=int, default=3, help="pull requests timed")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--smoke", action="store_true", help="one push, no pull request")
     args = parser.parse_args()
+    if args.smoke:
+        args.pushes, args.pulls = 1, 0
     with tempfile.TemporaryDirectory(prefix="perfci-forge-bench-") as tmp:
         figures = run(args.pushes, args.pulls, Path(tmp))
     if args.json:
@@ -160,6 +166,8 @@ def main() -> None:
     for key, label in (("push_to_status", "push -> status"), ("pull_to_first_comment", "pull request -> first comment"),
                        ("pull_to_verdict_comment", "pull request -> verdict comment")):
         f = figures[key]
+        if not f["n"]:
+            continue
         print(f"  {label:34s} p50 {f['p50_s']:6.1f} s  (min {f['min_s']:.1f}, max {f['max_s']:.1f}, n={f['n']})")
 
 

@@ -10,7 +10,11 @@ memhazard's "Store commit") side by side, one row per tree on one lcore: the sto
 blocked load back to its store (min/median/max). Line transfers do not depend on the rule.
 
 Usage: .venv/bin/python benchmarks/hazards/run.py [--family intel-icx|intel-spr|intel-skx|amd-zen4]
-       [--lcores 1,2] [--json]
+       [--lcores 1,2] [--json] [--smoke]
+
+The run fails (exit 1) when a sample lacks a column or counts no instruction, or when no tree shows a
+store-forward block (regression (a) makes one per packet): a simulator that counts nothing would
+print a table of zeros. ``--smoke``: the baseline tree alone on one lcore, both commit rules.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from perfci_agent.measure import default_core
 from perfci_agent.workspace import compile_tree
 from perfci_core.result import BenchConfig
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: the benchmarks package
+from benchmarks.premise import require
+
 DATAPLANE = Path(__file__).resolve().parents[2] / "dataplane"
 COLUMNS = ("ipp", "sf_blocks_pp", "split_loads_pp", "split_stores_pp", "alias_4k_pp", "line_transfers_pp", "read_transfers_pp")
 RULE_COLUMNS = ("sf_blocks_pp", "alias_4k_pp")  # the store-buffer hazards, which the commit rule moves
@@ -36,7 +43,8 @@ RULE_COLUMNS = ("sf_blocks_pp", "alias_4k_pp")  # the store-buffer hazards, whic
 
 def build_tree(patch: Path | None, scratch: Path) -> tuple[Path, Path]:
     root = scratch / (patch.stem if patch else "baseline")
-    top_builds = lambda d, names: [n for n in names if Path(d) == DATAPLANE and n.startswith("build")]  # noqa: E731
+    def top_builds(d, names):
+        return [n for n in names if Path(d) == DATAPLANE and n.startswith("build")]
     shutil.copytree(DATAPLANE, root / "dataplane", ignore=top_builds)
     if patch:
         subprocess.run(["git", "apply", str(patch)], cwd=root, check=True)
@@ -84,11 +92,15 @@ def main() -> None:
     ap.add_argument("--family", default=None)
     ap.add_argument("--lcores", default="1,2", help="lcore counts to run each tree on, comma-separated")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="the baseline tree alone on one lcore")
     args = ap.parse_args()
+    if args.smoke:
+        args.lcores = "1"
     counts = [int(n) for n in args.lcores.split(",")]
+    patches = [] if args.smoke else sorted((DATAPLANE / "regressions").glob("*.patch"))
     rows, rule_rows = [], []
     with tempfile.TemporaryDirectory(prefix="perfci-hazards-") as tmp:
-        for patch in [None, *sorted((DATAPLANE / "regressions").glob("*.patch"))]:
+        for patch in [None, *patches]:
             tree = patch.stem if patch else "baseline"
             binary, workdir = build_tree(patch, Path(tmp))
             by_rule = {}
@@ -96,6 +108,8 @@ def main() -> None:
                 backend = SimBackend(cache_sim=False, family=args.family, lcores=n)
                 print(f"{tree} on {n} lcore(s)...", file=sys.stderr, flush=True)
                 values, sites = measure(binary, workdir, backend)
+                missing = [c for c in COLUMNS if values.get(c) is None]
+                require(not missing and values["ipp"] > 0, f"{tree} on {n} lcore(s): ipp {values.get('ipp')}, no value for {missing}")
                 if n == 1:
                     by_rule[DEFAULT_COMMIT_RULE] = (values, sites)
                 rows.append({"tree": tree, "lcores": n, **{c: values.get(c) for c in COLUMNS},
@@ -105,6 +119,8 @@ def main() -> None:
                     print(f"{tree} on 1 lcore, commit rule {rule}...", file=sys.stderr, flush=True)
                     by_rule[rule] = measure(binary, workdir, SimBackend(cache_sim=False, family=args.family, commit_rule=rule))
             rule_rows.append(rule_row(tree, by_rule))
+    if patches:
+        require(any(r["sf_blocks_pp"] > 0 for r in rows), "no tree shows a store-forward block: the simulator counted none")
     family = SimBackend(cache_sim=False, family=args.family).family
     if args.json:
         print(json.dumps({"family": family.name, "commit_rule": DEFAULT_COMMIT_RULE, "rows": rows, "rules": rule_rows}, indent=2))

@@ -12,13 +12,18 @@
    ``perf stat -C CORE -D -1 --control ...`` with software events (target <= 1 %).
    Runs alternate (plain, counted, plain, ...) so drift hits both arms alike; medians compared.
 
-Usage: .venv/bin/python benchmarks/measure/run.py [--repo PATH] [--commit REV] [--pairs N] [--repeat N]
+Usage: .venv/bin/python benchmarks/measure/run.py [--repo PATH] [--commit REV] [--pairs N] [--repeat N] [--smoke]
+
+The run fails (exit 1) when a measurement is not ok, when the two methods count different
+instructions of the window (they would not be measuring the same thing), or when a run forwarded
+no packet. ``--smoke``: one run per method of one repetition of 20 000 packets, 3 pairs.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,17 +34,22 @@ from perfci_agent.backends.sim import FWD_FUNCTION, SimBackend, parse_cachegrind
 from perfci_agent.measure import CONFIGS, default_core, measure
 from perfci_agent.workspace import Workspace, repo_root, resolve_commit
 from perfci_core.analysis.compare import Kind, Verdict, compare
+from perfci_core.result import BenchConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: the benchmarks package
+from benchmarks.premise import require
 
 
 def cpp(report: dict) -> float:
     w = report["window"]
+    require(w["packets"]["rx"] > 0, "a run of the dataplane forwarded no packet")
     return w["cycles"]["busy"] / w["packets"]["rx"]
 
 
-def previous_sim_measurement(sim: SimBackend, binary: Path, core: int, workdir: Path, reps: int) -> list[int]:
+def previous_sim_measurement(sim: SimBackend, binary: Path, core: int, workdir: Path, reps: int, config: BenchConfig) -> list[int]:
     """The ``sim`` measurement before memhazard: per repetition callgrind (instructions of the
     ``fwd_burst`` window), then cachegrind (caches), sequentially. Returns callgrind's counts."""
-    cfg = sim.config_for(CONFIGS["self-64B"])
+    cfg = sim.config_for(config)
     counts = []
     for _ in range(reps):
         with tempfile.TemporaryDirectory(prefix="perfci-bench-") as tmp:
@@ -64,7 +74,12 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=15)
     ap.add_argument("--repeat", type=int, default=3, help="full sim measurements per method")
     ap.add_argument("--cache-dir", default=None)
+    ap.add_argument("--smoke", action="store_true", help="one run per method, one repetition of 20 000 packets, 3 pairs")
     args = ap.parse_args()
+    config = CONFIGS["self-64B"]
+    if args.smoke:
+        args.repeat, args.pairs = 1, 3
+        config = config.model_copy(update={"packets": 20_000, "warmup": 2_000})
 
     root = repo_root(args.repo)
     sha = resolve_commit(root, args.commit)
@@ -76,19 +91,20 @@ def main() -> None:
     sim.tool_lib()  # build memhazard now (first use), not inside a timed run
     workdir = build.worktree / "dataplane"
     new_wall, old_wall, new_counts, old_counts = [], [], set(), set()
-    reps, packets = sim.default_reps, sim.config_for(CONFIGS["self-64B"]).packets
+    reps = 1 if args.smoke else sim.default_reps
+    packets = sim.config_for(config).packets
 
     def today() -> None:
         t0 = time.monotonic()
-        doc = measure(root, sha, backend="sim", cache_dir=ws.cache_dir, core=core)
+        doc = measure(root, sha, backend="sim", reps=reps, config=config, cache_dir=ws.cache_dir, core=core)
         new_wall.append(time.monotonic() - t0)
-        if doc.status != "ok" or len(doc.samples) != reps or doc.config.packets != packets:
-            raise SystemExit(f"sim measurement: {doc.status} {doc.reason or ''}, {len(doc.samples)} reps of {doc.config.packets} packets")
+        require(doc.status == "ok" and len(doc.samples) == reps and doc.config.packets == packets,
+                f"sim measurement: {doc.status} {doc.reason or ''}, {len(doc.samples)} reps of {doc.config.packets} packets")
         new_counts.update(int(s.raw["sim.fwd_instructions"]) for s in doc.samples)
 
     def previous() -> None:
         t0 = time.monotonic()
-        old_counts.update(previous_sim_measurement(sim, build.binary, core, workdir, reps))
+        old_counts.update(previous_sim_measurement(sim, build.binary, core, workdir, reps, config))
         old_wall.append(time.monotonic() - t0)
 
     for i in range(args.repeat):  # alternate which method goes first
@@ -103,6 +119,7 @@ def main() -> None:
     same = len(new_counts) == 1 and new_counts == old_counts
     print(f"  instructions of the {FWD_FUNCTION} window: memhazard {sorted(new_counts)}, callgrind {sorted(old_counts)} -> "
           f"{'identical' if same else 'DIFFERENT'}")
+    require(same and min(new_counts) > 0, "the two methods did not count the same instructions of the window")
 
     cfg = CONFIGS["self-64B"]
     plain, counted = [], []

@@ -2,7 +2,7 @@
 (alerts.window) and with a full read of the window, back to back on the same uploads.
 
     .venv/bin/python benchmarks/server_ingest/detection.py [--commits 1000] [--batches 1,10,50]
-        [--samples 15] [--profile 25]
+        [--samples 15] [--profile 25] [--smoke]
 
 A server on its own database (benchmarks/owned.py) takes the ingest benchmark's documents (5
 repetitions x every catalogue (metric, backend) pair, ipp/sim 5 % higher from the middle commit):
@@ -14,7 +14,9 @@ the cached window (committed; with each series' search kept from the last detect
 keeps it: alerts.window), in alternating order — each timed
 by this process's CPU clock (time.process_time). The ratio of the two is what holds on a busy
 machine; the absolute figures move with the machine's load (printed with them). ``--profile N``
-prints the N costliest functions (cProfile, cumulative) of the cached detections.
+prints the N costliest functions (cProfile, cumulative) of the cached detections. The run fails
+(exit 1, saying why) unless detection read the uploaded commits in branch order and, once all are
+uploaded, raised the ipp/sim alert at the stepped commit.
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: the benchmarks package
 
-import owned  # noqa: E402
-import run as ingest  # noqa: E402
+from benchmarks import owned
+from benchmarks.premise import require
+from benchmarks.server_ingest import run as ingest
 
 DEFAULT_DB = owned.default_database_url("detection")
 
@@ -98,7 +100,10 @@ def main() -> None:
     parser.add_argument("--database-url", default=ingest.owned.default_database_url("detection"))
     parser.add_argument("--redis-url", default=ingest.DEFAULT_REDIS)
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions of the cached detections")
+    parser.add_argument("--smoke", action="store_true", help="a run of seconds with the same checks: 60 commits, batches 1,5, 2 samples")
     args = parser.parse_args()
+    if args.smoke:
+        args.commits, args.batches, args.samples = 60, "1,5", 2
     batches = [int(b) for b in args.batches.split(",")]
     reserve = sum(batches) * args.samples
     if reserve >= args.commits:
@@ -118,17 +123,19 @@ def main() -> None:
     port = ingest._free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "perfci_server.asgi:app", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--no-access-log", "--log-level", "warning"], cwd=ingest.ROOT, env=dict(os.environ), start_new_session=True)
+         "--no-access-log", "--log-level", "warning"], cwd=ingest.ROOT, env={**os.environ, "PERFCI_LOG_LEVEL": "warning"},
+        start_new_session=True)
     state_before = ingest.MachineState()
     try:
         ingest._wait_until_up(port, server)
-        agents = ingest._setup(port, url, 1, 4, args.commits)
+        agents, stepped = ingest._setup(port, url, 1, 4, args.commits)
         machine_id = _machine_id(url)
         t0 = time.perf_counter()
         uploaded = _upload(port, agents, args.commits - reserve)
         print(f"series: {args.commits} commits x 1 config x {_pairs(agents[0])} (metric, backend) pairs x 5 repetitions; "
               f"{uploaded} uploaded in {time.perf_counter() - t0:.1f} s")
         cpu, runs = _detect(machine_id, settings, commit=True)
+        _require_window_holds(url, uploaded)
         print(f"backlog: one detection of {runs} runs took {cpu:.2f} s CPU (every position analysed: window + late uploads)")
         profile = cProfile.Profile() if args.profile else None
         print(f"{'uploads/task':>12} {'full read ms/task':>18} {'cached ms/task':>15} {'cached ms/upload':>17} {'full/cached':>12}")
@@ -141,12 +148,13 @@ def main() -> None:
                 for cached, commit in order:
                     cpu, runs = _detect(machine_id, settings if cached else full, commit=commit, profile=profile if cached else None)
                     (cacheds if cached else fulls).append(cpu * 1000)
-                    assert runs == batch, (runs, batch)
+                    require(runs == batch, f"a detection task took {runs} runs after {batch} uploads")
                 if i % 2:
                     _detect(machine_id, settings, commit=True)  # untimed: mark them detected
             f, c = statistics.median(fulls), statistics.median(cacheds)
             print(f"{batch:12d} {f:12.1f} ({min(fulls):.0f}-{max(fulls):.0f}) {c:9.1f} ({min(cacheds):.0f}-{max(cacheds):.0f}) "
                   f"{c / batch:17.2f} {f / c:12.1f}x")
+        _require_step_alert(url, stepped)
         print(f"machine: {state_before.report()}")
         if profile is not None:
             out = io.StringIO()
@@ -156,6 +164,34 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=20)
         ingest._queued_tasks(args.redis_url, purge=True)
+
+
+def _require_window_holds(url: str, uploaded: int) -> None:
+    """The premise of every figure here: detection read series that hold the uploaded commits in
+    branch order (runs of commits not on the branch would be detected over empty series)."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        on_branch = conn.execute(text("""
+            SELECT count(DISTINCT j.commit_id) FROM runs r JOIN jobs j ON j.id = r.job_id
+            JOIN branch_commits bc ON bc.commit_id = j.commit_id WHERE r.status = 'ok' AND r.detected_at IS NOT NULL""")).scalar_one()
+    engine.dispose()
+    require(on_branch == uploaded, f"detection analysed {on_branch} commits on the branch of the {uploaded} uploaded")
+
+
+def _require_step_alert(url: str, stepped: str) -> None:
+    """All commits uploaded, the +5 % ipp/sim step must have raised its alert at the stepped commit."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        found = conn.execute(text("""
+            SELECT count(*) FROM alerts a JOIN commits c ON c.id = a.first_bad_commit_id
+            WHERE c.sha = :sha AND a.metric = :metric AND a.backend = :backend"""),
+            {"sha": stepped, "metric": ingest.STEP_METRIC[0], "backend": ingest.STEP_METRIC[1]}).scalar_one()
+    engine.dispose()
+    require(found == 1, f"{found} {'/'.join(ingest.STEP_METRIC)} alerts at the stepped commit {stepped[:12]}, not 1")
 
 
 def _machine_id(url: str) -> int:

@@ -9,7 +9,7 @@ client that steals the server's cores shows up in the figures.
 
     .venv/bin/python benchmarks/server_ingest/run.py [--agents 50] [--machines 10] [--commits 100]
         [--workers 2] [--think-ms 0] [--rate 0] [--repeat 1] [--profile server.folded]
-        [--worker 0] [--detection cached|full|both]
+        [--worker 0] [--detection cached|full|both] [--database-url URL] [--redis-url URL] [--smoke]
 
 Every run prints the state it ran on: the PostgreSQL settings that move these figures (fsync,
 synchronous_commit, full_page_writes, shared_buffers, as the server reports them), and the load
@@ -34,22 +34,28 @@ Needs the PostgreSQL and Redis of `.ci/services`; uses (and recreates) its own d
 `perfci_bench_ingest` and Redis database 12 (benchmarks/owned.py: it refuses any it did not create).
 The server sends its Celery tasks to the Redis broker as in production (`--redis-url`) and no worker consumes them, so the figures are
 ingest alone: the regression detection each upload triggers runs on the workers, not in the API.
-The benchmark schedules the pushed commits' jobs itself (what the worker's task would do), checks
+The push is completed by the server's own completion task, run in this process before the load:
+the repository's clone URL is a loopback port nothing listens on, so the mirror fetch fails and
+the payload's commits are placed on the branch in its order, with their jobs (what the server does
+while a forge is down). The benchmark checks that every commit was placed and every job uploaded,
 that every upload left its run awaiting detection and that one detection task waits per machine
-(uploads coalesce: alerts.detection.schedule_detection), and empties the queue afterwards.
+(uploads coalesce: dispatch.send_once_after_commit), and empties the queue afterwards.
 `--worker N` instead runs a real Celery worker (`perfci worker --concurrency N`) on the same
 machine during the run, as Compose does, and reports side by side: its CPU per upload, the runs
 waiting for detection over time (sampled every second until none waits), upload -> detected
 (runs.received_at -> detected_at) and upload -> alert visible (the first bad commit's upload ->
 its alert group's creation) p50/p99. From the middle commit on, ipp/sim is 5 % higher, so each
-machine gets one regression to find. The measured window opens once the worker has detected the
+machine gets one regression to find: the run fails unless every machine has its alert group at that
+commit (the upload -> alert figure times those groups). The measured window opens once the worker has detected the
 warm-up's runs (a worker starts slowly on a busy host). --detection full runs the worker with
 PERFCI_DETECTION_WINDOW_CACHE=false (every window re-read from the tables, the previous
 behaviour; same verdicts). benchmarks/server_ingest/detection.py times the detection task alone.
 `--profile` samples the server with py-spy (`pip install py-spy`) during the measured window, only
 threads holding the GIL (where the Python CPU goes), and
 writes folded stacks (one line per stack, sample count last).
-Targets on the 2-core VMs: >= 200 uploads/s, claim p99 < 100 ms at 50 agents.
+Targets on the 2-core VMs: >= 200 uploads/s, claim p99 < 100 ms at 50 agents. A premise that does
+not hold (a refused setup, a commit not placed, a run never detected, a missing alert) ends the run
+with exit status 1 and the reason. ``--smoke`` runs the same checks on a load of seconds.
 """
 
 from __future__ import annotations
@@ -70,16 +76,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/owned.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: the benchmarks package
 
-import owned  # noqa: E402
+from benchmarks import owned
+from benchmarks.premise import require
 from perfci_core.metrics import CATALOGUE
 from perfci_server import migrate
 from perfci_server.alerts.detection import DETECT_TASK
-from perfci_server.security import github_signature
+from perfci_server.forge.github import signature as github_signature
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN_TOKEN = "benchmark-admin-token-not-a-secret-0123456789"
@@ -160,10 +167,15 @@ def _document_template(machine: dict[str, Any], machine_id: str, step: float = 1
     return json.dumps(document)
 
 
-def _setup(port: int, url: str, machines: int, agents: int, commits: int) -> list[dict[str, Any]]:
+def _setup(port: int, url: str, machines: int, agents: int, commits: int) -> tuple[list[dict[str, Any]], str]:
+    """Repository, config, enrolled agents and one push of ``commits`` commits, completed and
+    checked; returns (the agents, the first stepped commit)."""
     admin = Api(port, ADMIN_TOKEN)
-    admin.call("POST", "/api/v1/repositories", json.dumps({"name": "bench/dataplane", "forge": "github", "clone_url": "x", "webhook_secret": SECRET}).encode())
-    admin.call("POST", "/api/v1/configs", json.dumps({"name": "self-64B"}).encode())
+    status, created = admin.call("POST", "/api/v1/repositories", json.dumps(
+        {"name": "bench/dataplane", "forge": "github", "clone_url": UNREACHABLE_CLONE_URL, "webhook_secret": SECRET}).encode())
+    require(status == 201, f"the server refused the benchmark's repository ({status}): {created}")
+    status, created = admin.call("POST", "/api/v1/configs", json.dumps({"name": "self-64B"}).encode())
+    require(status == 201, f"the server refused the benchmark's config ({status}): {created}")
     enrolled = []
     for i in range(agents):
         machine, machine_id = _machine(i % machines)
@@ -173,7 +185,7 @@ def _setup(port: int, url: str, machines: int, agents: int, commits: int) -> lis
             "/api/v1/agent/enroll",
             json.dumps({"enrollment_token": issued["token"], "name": f"agent-{i}", "machine_id": machine_id, "machine": machine, "backends": ["pmu", "tsc", "sim"]}).encode(),
         )
-        assert status == 201, agent
+        require(status == 201, f"enrolling agent-{i} answered {status}: {agent}")
         enrolled.append({**agent, "template": _document_template(machine, machine_id),
                          "stepped": _document_template(machine, machine_id, step=1.05)})
     shas = [hashlib.sha1(f"commit-{i}".encode()).hexdigest() for i in range(commits)]
@@ -187,27 +199,51 @@ def _setup(port: int, url: str, machines: int, agents: int, commits: int) -> lis
         "commits": [{"id": sha, "message": f"commit {i}", "timestamp": "2024-05-02T10:00:00Z", "author": {"name": "b", "email": "b@x"}} for i, sha in enumerate(shas)],
     }
     body = json.dumps(push).encode()
-    status, _ = Api(port).call(
+    status, answer = Api(port).call(
         "POST", "/api/v1/webhooks/github", body, {"X-GitHub-Event": "push", "X-GitHub-Delivery": "bench-1", "X-Hub-Signature-256": github_signature(SECRET, body)}
     )
-    assert status == 202
-    _schedule_jobs(url)
-    return enrolled
+    require(status == 202, f"the push webhook answered {status}: {answer}")
+    _complete_push(url, commits, machines)
+    return enrolled, shas[commits // 2]
 
 
-def _schedule_jobs(url: str) -> None:
-    """What the worker's schedule task does with the push (no worker runs during the benchmark)."""
+# A loopback port nothing listens on (the discard service): the mirror fetch fails at once, and the
+# push is completed as the server completes one while its forge is down.
+UNREACHABLE_CLONE_URL = "http://127.0.0.1:9/bench/dataplane.git"
+
+
+def _complete_push(url: str, commits: int, machines: int) -> None:
+    """The push's completion task, run here (no worker runs yet): the mirror fetch fails, so the
+    payload's commits are placed on the branch in its order, with a job per machine each
+    (repos.tasks.complete_one); checks that they were."""
+    import tempfile
+    from contextlib import contextmanager
+
     from sqlalchemy.orm import Session
 
-    from perfci_server.jobs.service import schedule_commits
-    from perfci_server.models import Commit
+    from perfci_server.models import BranchCommit, Job, Push
+    from perfci_server.repos.tasks import complete_one
     from perfci_server.settings import Settings
 
     engine = create_engine(url)
-    with Session(engine) as session, session.begin():
-        commit_ids = list(session.scalars(select(Commit.id).order_by(Commit.id)))
-        schedule_commits(session, commit_ids, Settings(env="development"))
+
+    @contextmanager
+    def sessions():
+        with Session(engine) as session, session.begin():
+            yield session
+
+    with tempfile.TemporaryDirectory(prefix="perfci-bench-mirror-") as data_dir:
+        settings = Settings(env="development", database_url=url, data_dir=data_dir)
+        with sessions() as session:
+            pushes = list(session.scalars(select(Push.id)))
+        require(len(pushes) == 1, f"{len(pushes)} pushes recorded for one webhook")
+        complete_one(pushes[0], settings, 30.0, sessions=sessions)
+    with sessions() as session:
+        placed = session.scalar(select(func.count()).select_from(BranchCommit))
+        jobs = session.scalar(select(func.count()).select_from(Job))
     engine.dispose()
+    require(placed == commits, f"the push's completion placed {placed} of {commits} commits on the branch")
+    require(jobs == commits * machines, f"{jobs} jobs for {commits} commits x {machines} machines")
 
 
 def _queued_tasks(redis_url: str, purge: bool = False) -> dict[str, int]:
@@ -240,22 +276,24 @@ class DetectionWatch:
         self.thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self) -> None:
-        t0 = time.perf_counter()
         with self.engine.connect() as conn:
             while not self.stop.is_set():
+                taken = time.perf_counter() - self.t0
                 waiting = conn.execute(text("SELECT count(*) FROM runs WHERE status = 'ok' AND detected_at IS NULL")).scalar_one()
                 conn.commit()
-                self.samples.append((time.perf_counter() - t0, waiting))
+                self.samples.append((taken, waiting))
                 self.stop.wait(1.0)
 
     def start(self) -> None:
         self.cpu_before = {pid: _proc_cpu(pid) for pid in _process_tree(self.worker_pid)}
+        self.t0 = time.perf_counter()
         self.thread.start()
 
     def drain(self, drain_s: float) -> float:
         """Wait until no run waits; returns the worker's CPU seconds since start."""
         deadline = time.monotonic() + drain_s
-        while time.monotonic() < deadline and (not self.samples or self.samples[-1][1] > 0):
+        since = time.perf_counter() - self.t0  # a sample taken from now on counts every upload
+        while time.monotonic() < deadline and not (self.samples and self.samples[-1][0] >= since and self.samples[-1][1] == 0):
             time.sleep(0.5)
         cpu = sum(_proc_cpu(pid) - self.cpu_before.get(pid, 0.0) for pid in _process_tree(self.worker_pid))
         self.stop.set()
@@ -285,6 +323,23 @@ def _runs_awaiting_detection(url: str) -> tuple[int, int]:
         row = conn.execute(text("SELECT count(*), count(*) FILTER (WHERE detected_at IS NULL) FROM runs WHERE status = 'ok'")).one()
     engine.dispose()
     return row[0], row[1]
+
+
+def _require_step_alerts(url: str, stepped: str, machines: int) -> None:
+    """The premise of the detection figures: every machine's series steps +5 % in ipp/sim at
+    ``stepped``, so detection must have raised one alert group per machine there, holding ipp/sim,
+    and no other group (the other metrics are flat)."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        groups = conn.execute(text("""
+            SELECT g.machine_id, c.sha, bool_or(a.metric = :metric AND a.backend = :backend)
+            FROM alert_groups g JOIN commits c ON c.id = g.first_bad_commit_id JOIN alerts a ON a.group_id = g.id
+            GROUP BY g.id, g.machine_id, c.sha"""), {"metric": STEP_METRIC[0], "backend": STEP_METRIC[1]}).all()
+    engine.dispose()
+    at_step = {machine for machine, sha, has_step in groups if sha == stepped and has_step}
+    require(len(at_step) == machines and len(groups) == machines,
+            f"{len(at_step)} of {machines} machines have an alert group with {'/'.join(STEP_METRIC)} at the stepped commit "
+            f"{stepped[:12]} ({len(groups)} groups in all): detection did not see the step it is timed on")
 
 
 def _claim_and_upload(api: Api, agent: dict[str, Any], think: float, claims: list[float], uploads: list[float]) -> bool:
@@ -508,7 +563,12 @@ def main() -> None:
     parser.add_argument("--detection", choices=("cached", "full", "both"), default="cached",
                         help="with --worker: the window cache (cached), a full read of every window (full, the previous "
                              "behaviour; same verdicts), or both back to back in every repetition")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a run of seconds that checks the same premises: 4 agents, 2 machines, 24 commits, a worker")
     args = parser.parse_args()
+    if args.smoke:
+        args.agents, args.machines, args.commits, args.workers, args.worker, args.repeat = 4, 2, 24, 1, 1, 1
+        args.drain_s = min(args.drain_s, 180.0)
 
     modes = ["cached", "full"] if args.detection == "both" else [args.detection]
     print(_postgres_settings(args.database_url))
@@ -552,7 +612,9 @@ def _postgres_settings(url: str) -> str:
 def _run_once(args: argparse.Namespace) -> dict[str, float]:
     url = _recreate_database(args.database_url)
     port = _free_port()
-    env = {**os.environ, "PERFCI_DATABASE_URL": url, "PERFCI_ADMIN_TOKEN": ADMIN_TOKEN, "PERFCI_ENV": "production"}
+    # PERFCI_LOG_LEVEL=warning: no line per request or task on the terminal (uvicorn's --log-level is its own loggers')
+    env = {**os.environ, "PERFCI_DATABASE_URL": url, "PERFCI_ADMIN_TOKEN": ADMIN_TOKEN, "PERFCI_ENV": "production",
+           "PERFCI_LOG_LEVEL": "warning"}
     env["PERFCI_BROKER_URL"] = args.redis_url  # tasks leave the API process, as in production
     env["PERFCI_DETECTION_WINDOW_CACHE"] = "true" if args.detection == "cached" else "false"
     _queued_tasks(args.redis_url, purge=True)
@@ -567,7 +629,7 @@ def _run_once(args: argparse.Namespace) -> dict[str, float]:
     watch: DetectionWatch | None = None
     try:
         _wait_until_up(port, server)
-        agents = _setup(port, url, args.machines, args.agents, args.commits)
+        agents, stepped = _setup(port, url, args.machines, args.agents, args.commits)
         _queued_tasks(args.redis_url, purge=True)  # the push's schedule task, done by _setup
         if args.worker:  # started before the agents connect: it takes the warm-up's detection too
             worker = subprocess.Popen([str(Path(sys.executable).with_name("perfci")), "worker", "--concurrency", str(args.worker),
@@ -643,9 +705,14 @@ def _run_once(args: argparse.Namespace) -> dict[str, float]:
     ok_runs, awaiting = _runs_awaiting_detection(url)
     per_upload = ms / max(1, len(uploads))
     result: dict[str, float] = {}
+    require(len(uploads) + len(agents) == args.commits * args.machines,
+            f"{len(uploads)} uploads measured + {len(agents)} warm-up for {args.commits} commits x {args.machines} machines")
     if watch is None:
         print(f"detection            {detections} task(s) queued for {len(uploads)} uploads on {args.machines} machines (one waits per machine); "
-              f"{awaiting} of {ok_runs} runs await it" + ("" if detections == args.machines and awaiting == ok_runs else "   MISMATCH"))
+              f"{awaiting} of {ok_runs} runs await it")
+        require(detections == args.machines and awaiting == ok_runs,
+                f"{detections} detection tasks queued for {args.machines} machines, {awaiting} of {ok_runs} runs awaiting detection: "
+                "uploads must leave every run to detection, one coalesced task per machine")
     else:
         detected, alerted = watch.latencies()
         peak = max(w for _, w in watch.samples)
@@ -653,17 +720,15 @@ def _run_once(args: argparse.Namespace) -> dict[str, float]:
         print(f"detection worker     concurrency {args.worker}: {worker_cpu:.2f} s CPU = {worker_cpu * per_upload:.1f} ms/upload; "
               f"all runs detected {drained:.1f} s after the window opened (uploads ended at {elapsed:.1f} s); "
               f"{awaiting} of {ok_runs} runs still waiting")
+        require(awaiting == 0, f"{awaiting} of {ok_runs} runs were not detected within --drain-s {args.drain_s:g} s")
+        _require_step_alerts(url, stepped, args.machines)
         print(f"runs waiting         peak {peak}; over time {trace}")
         print(f"upload -> detected   p50 {_percentile(detected, 50):.2f} s   p99 {_percentile(detected, 99):.2f} s   (n={len(detected)})")
-        if alerted:
-            print(f"upload -> alert      p50 {_percentile(alerted, 50):.2f} s   p99 {_percentile(alerted, 99):.2f} s   "
-                  f"(n={len(alerted)} groups; from the first bad commit's upload)")
-        else:
-            print("upload -> alert      no alert group was created")
+        print(f"upload -> alert      p50 {_percentile(alerted, 50):.2f} s   p99 {_percentile(alerted, 99):.2f} s   "
+              f"(n={len(alerted)} groups, one per machine at the stepped commit; from its upload)")
         result = {"worker_ms": worker_cpu * per_upload, "detected_p50_s": _percentile(detected, 50),
-                  "detected_p99_s": _percentile(detected, 99), "runs_waiting_peak": float(peak)}
-        if alerted:
-            result |= {"alert_p50_s": _percentile(alerted, 50), "alert_p99_s": _percentile(alerted, 99)}
+                  "detected_p99_s": _percentile(detected, 99), "runs_waiting_peak": float(peak),
+                  "alert_p50_s": _percentile(alerted, 50), "alert_p99_s": _percentile(alerted, 99)}
     print(
         f"cpu in window        client {cpu['client']:.2f} s ({cpu['client'] * per_upload:.1f} ms/upload)   "
         f"server {cpu['server']:.2f} s ({cpu['server'] * per_upload:.1f} ms/upload, {cpu['server_system'] / max(cpu['server'], 1e-9) * 100:.0f}% in the kernel)   "

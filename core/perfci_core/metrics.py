@@ -111,11 +111,34 @@ CATALOGUE: dict[str, Metric] = {
         # on them would flood; they explain the alerts of the metrics that cost cycles.
         Metric("alias_4k_pp", "loads/packet", _L, "loads that 4K-alias a store in flight (address bits 11:0 match), per packet",
                frozenset({_P, _S}), _HAZARD_FLOOR, alerts=False),
+        # A load of a line a non-temporal store (MOVNTI, (V)MOVNTDQ/PS/PD) wrote: never forwarded, the
+        # line left the caches, so a memory round trip (~1500 cycles measured on an Intel Xeon, 40 on an
+        # AMD EPYC, against 7-14 for a store-forward block). No PMU event counts it: simulated only.
+        Metric("nt_reloads_pp", "loads/packet", _L, "loads of lines a non-temporal store wrote (a memory round trip), per packet",
+               frozenset({_S}), _HAZARD_FLOOR),
         Metric("branch_misses_pp", "misses/packet", _L, "branch mispredictions per packet", frozenset({_P})),
-        # Scaling (a `scaling` config: the same commit at 1..N lcores; perfci_core.analysis.scaling)
+        # Scaling (a `scaling` config: the same commit at 1, 2, 4, ... N lcores; perfci_core.analysis.scaling)
         Metric("pps_max_lcores", "packets/s", _H, "packets per second at the most lcores a scaling run used", frozenset({_P, _T})),
         Metric("scaling_efficiency", "ratio", _H, "PPS(N) / (N x PPS(1)) at the most lcores N", frozenset({_P, _T})),
-        Metric("serial_fraction", "ratio", _L, "Amdahl serial fraction B fitted to PPS at 1..N lcores", frozenset({_P, _T})),
+        # B exists only from three or more lcore counts (scaling.unidentified says why): absent, never 0
+        Metric("serial_fraction", "ratio", _L, "Amdahl serial fraction B fitted to PPS at 3 or more lcore counts", frozenset({_P, _T})),
+        # B with the clock and a sibling's share taken out (the calibration loop): the code's own
+        Metric("serial_fraction_calibrated", "ratio", _L,
+               "B fitted to PPS scaled by the calibration loop's slowdown from 1 lcore (the code's serial fraction)",
+               frozenset({_P, _T})),
+        # The dataplane's busy cycles per packet at N, raw and divided by the calibration loop, and the
+        # loop itself: context beside throughput and B, which detection tests.
+        Metric("cpp_max_lcores", "cycles/packet", _L, "busy TSC cycles per packet at the most lcores, over the lcores",
+               frozenset({_P, _T}), alerts=False, positive=True),
+        Metric("calibrated_cpp_max_lcores", "iterations/packet", _L,
+               "busy cycles per packet at the most lcores / the calibration throughput loop's cycles per iteration",
+               frozenset({_P, _T}), alerts=False, positive=True),
+        Metric("calibration_dependent", "cycles/iteration", _L,
+               "TSC cycles per iteration of the calibration's dependent multiply chain at the most lcores (the clock)",
+               frozenset({_P, _T}), alerts=False, positive=True),
+        Metric("calibration_throughput", "cycles/iteration", _L,
+               "TSC cycles per iteration of the calibration's 8 independent chains at the most lcores (clock and sibling)",
+               frozenset({_P, _T}), alerts=False, positive=True),
         # The bootstrap interval of B over a result's repetitions: context for plots and explanations;
         # detection tests the repetitions of serial_fraction itself.
         Metric("serial_fraction_low", "ratio", _L, "lower bound of the 95 % bootstrap interval of B", frozenset({_P, _T}), alerts=False),
@@ -241,6 +264,7 @@ def derive_sim(raw: Mapping[str, float | None]) -> dict[str, float]:
         "split_loads_pp": _ratio(raw.get("sim.split_loads"), packets),
         "split_stores_pp": _ratio(raw.get("sim.split_stores"), packets),
         "alias_4k_pp": _ratio(raw.get("sim.alias_4k"), packets),
+        "nt_reloads_pp": _ratio(raw.get("sim.nt_reloads"), packets),
         "line_transfers_pp": _ratio(raw.get("sim.line_transfers"), packets),
         "read_transfers_pp": _ratio(raw.get("sim.read_transfers"), packets),
         "l1d_misses_pp": _ratio(raw.get("sim.d1_misses"), raw.get("sim.cache_packets")),
@@ -260,9 +284,35 @@ def hazard_sites(raw: Mapping[str, float | None], packets_key: str = "sim.fwd_pa
     return out
 
 
+# Raw keys ``sim.fn.<function>``: the window's self instructions of the largest functions, and
+# ``sim.fn_other`` those of the rest (present only when some were left out).
+FUNCTION_PREFIX = "sim.fn."
+OTHER_FUNCTIONS_KEY = "sim.fn_other"
+OTHER_FUNCTIONS = "(other functions)"
+
+
+def function_instructions(raw: Mapping[str, float | None], packets_key: str = "sim.fwd_packets") -> dict[str, float]:
+    """Self instructions per packet by function from a sample's ``sim.fn.*`` keys ({} when it has none),
+    with the rest as :data:`OTHER_FUNCTIONS` when some were left out: a function absent then is unknown, not 0."""
+    packets = raw.get(packets_key)
+    if not packets:
+        return {}
+    out = {key[len(FUNCTION_PREFIX):]: value / packets for key, value in raw.items()
+           if key.startswith(FUNCTION_PREFIX) and value is not None}
+    other = raw.get(OTHER_FUNCTIONS_KEY)
+    if out and other:
+        out[OTHER_FUNCTIONS] = other / packets
+    return out
+
+
 def core_frequency_hz(raw: Mapping[str, float | None]) -> float | None:
     """Average core clock over the window: pmu cycles per window second (the lean model's Freq)."""
     window, hz = raw.get("tsc.window_cycles"), raw.get("tsc.tsc_hz")
     if not window or not hz:
         return None
     return _ratio(raw.get("pmu.cycles"), window / hz)
+
+
+def change_text(change_pct: float) -> str:
+    """A relative change in percent for people: "+2.90%", or "from zero" where a count starts at zero."""
+    return f"{change_pct:+.2f}%" if math.isfinite(change_pct) else "from zero"

@@ -24,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from . import metrics
+from .analysis import scaling
 
 SCHEMA = "perfci.result/1"
 MAX_SAMPLES = 100
@@ -67,9 +68,9 @@ class BenchConfig(BaseModel):
     routes: str = "default"  # "default" (built-in table) or a path relative to dataplane/
     packets: int = Field(2_000_000, ge=1, le=BIGINT_MAX)
     warmup: int = Field(200_000, ge=0, le=BIGINT_MAX)
-    # Forwarding lcores. A `scaling` config runs every repetition at 1, 2, ..., lcores lcores and
-    # fits Amdahl's serial fraction (None: as many as the agent is allotted); otherwise every run
-    # forwards on `lcores` lcores (None: one).
+    # Forwarding lcores. A `scaling` config runs every repetition at 1, 2, 4, ... and `lcores` lcores
+    # and fits Amdahl's serial fraction from three or more counts (None: as many as the agent is
+    # allotted); otherwise every run forwards on `lcores` lcores (None: one).
     lcores: int | None = Field(None, ge=1, le=64)
     scaling: bool = False
 
@@ -178,7 +179,7 @@ class ResultDocument(BaseModel):
 
     @model_validator(mode="after")
     def _flag_impossible(self) -> ResultDocument:
-        for note in flag_impossible(self.samples):
+        for note in flag_impossible(self.samples) + flag_unidentified(self.samples):
             if note not in self.notes and len(self.notes) < MAX_NOTES:
                 self.notes.append(note)
         return self
@@ -217,6 +218,26 @@ def flag_impossible(samples: list[Sample]) -> list[str]:
     notes = [f"impossible {metric} ({backend}) {_where(seen)}: {why}; not used" for (metric, backend, why), seen in dropped.items()]
     notes += [f"impossible raw count {key} {_where(seen)}: {why}; taken as absent" for (key, why), seen in absent.items()]
     return notes
+
+
+SERIAL_FRACTIONS = ("serial_fraction", "serial_fraction_low", "serial_fraction_high", "serial_fraction_calibrated")
+
+
+def flag_unidentified(samples: list[Sample]) -> list[str]:
+    """Take a serial fraction out of ``samples`` (in place) whose runs, by their ``lc.<n>.*`` raw
+    keys, cover fewer lcore counts than B needs (:func:`perfci_core.analysis.scaling.unidentified`):
+    from two it is the data itself, not a fit. A sample without those keys is left as it is."""
+    dropped: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
+    for sample in samples:
+        counts = scaling.points_of(sample.raw)
+        why = scaling.unidentified(counts) if counts else None
+        if why is None:
+            continue
+        for m in sample.metrics:
+            if m.metric in SERIAL_FRACTIONS:
+                dropped.setdefault((m.metric, m.backend.value, why), []).append((sample.rep, m.value))
+        sample.metrics = [m for m in sample.metrics if m.metric not in SERIAL_FRACTIONS]
+    return [f"unidentified {metric} ({backend}) {_where(seen)}: {why}; not used" for (metric, backend, why), seen in dropped.items()]
 
 
 def _where(seen: list[tuple[int, float]]) -> str:

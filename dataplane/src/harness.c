@@ -254,7 +254,7 @@ int
 harness_self_create(struct harness *h, unsigned int nb_queues, const struct app_config *cfg,
 		const struct route_table *rt, struct rte_lpm *lpm, struct rte_mempool *pool, int socket)
 {
-	struct rte_ring *rx[RTE_MAX_QUEUES_PER_PORT], *tx[RTE_MAX_QUEUES_PER_PORT];
+	char name[RTE_ETH_NAME_MAX_LEN];
 	struct flow_tpl *all;
 	uint8_t *queue_of;
 	uint32_t i, miss_flows;
@@ -279,19 +279,24 @@ harness_self_create(struct harness *h, unsigned int nb_queues, const struct app_
 		all[i].dport = 9;
 		queue_of[i] = (uint8_t)rss_queue(&all[i], nb_queues);
 	}
-	for (q = 0; q < nb_queues && ret == 0; q++) {
+	for (q = 0; q < nb_queues && ret == 0; q++)
 		ret = queue_create(&h[q], (uint16_t)q, cfg, all, queue_of, miss_flows, pool, socket);
-		rx[q] = h[q].rx_ring;
-		tx[q] = h[q].tx_ring;
-	}
 	if (ret != 0)
 		goto out;
-	port = rte_eth_from_rings("net_self", rx, nb_queues, tx, nb_queues, (unsigned int)socket);
-	if (port < 0) {
-		ret = -rte_errno;
-		goto out;
-	}
+	/*
+	 * One net_ring port per queue, not one port of nb_queues queues: net_ring
+	 * keeps its queues' packet counters side by side in one array (24 bytes a
+	 * queue), which every RX and TX burst updates, so lcores on queues of one
+	 * port would pass those cache lines between them on every burst. A NIC's
+	 * queues share no such line; ports of their own do not either.
+	 */
 	for (q = 0; q < nb_queues; q++) {
+		snprintf(name, sizeof(name), q == 0 ? "net_self" : "net_self%u", q);
+		port = rte_eth_from_rings(name, &h[q].rx_ring, 1, &h[q].tx_ring, 1, (unsigned int)socket);
+		if (port < 0) {
+			ret = -rte_errno;
+			goto out;
+		}
 		h[q].port = (uint16_t)port;
 		if (!cfg->idle && top_up(&h[q], h[q].inflight, h[q].flows, &h[q].next_flow) != h[q].inflight) {
 			ret = -ENOMEM;

@@ -12,17 +12,18 @@
 #include "routes.h"
 
 /*
- * The self-fed harness: a net_ring port with one RX/TX queue pair per
- * forwarding lcore. Each queue's lcore keeps its RX ring full of packets built
- * from its own flows' templates, recycling what it transmitted; one struct
- * harness per queue, touched only by that queue's lcore.
+ * The self-fed harness: one queue per forwarding lcore, each a net_ring port
+ * of its own with one RX/TX ring pair. Each queue's lcore keeps its RX ring
+ * full of packets built from its own flows' templates, recycling what it
+ * transmitted; one struct harness per queue, touched only by that queue's
+ * lcore.
  */
 struct harness {
 	struct rte_ring *rx_ring;
 	struct rte_ring *tx_ring;
 	struct rte_mempool *pool;
-	uint16_t port;
-	uint16_t queue;
+	uint16_t port;		/* this queue's net_ring port (RX and TX queue 0) */
+	uint16_t queue;		/* the queue's index: which flows it carries */
 	uint32_t inflight;
 	uint32_t low_water;	/* refill when the RX ring holds fewer packets */
 	uint32_t flows;		/* this queue's flows */
@@ -42,11 +43,12 @@ struct harness {
 struct rte_mempool *harness_pool_create(const char *name, unsigned int n, int socket);
 
 /*
- * Creates the net_ring port with nb_queues RX/TX queue pairs (h[0..nb_queues)),
- * spreads the flows over the queues as RSS would (Toeplitz hash of the 4-tuple
- * with the common default key, round-robin redirection table) and fills every
- * RX ring with --inflight packets unless idle. Returns 0 or -errno; -EINVAL
- * when a queue would get no flow (too few --flows for the lcores).
+ * Creates nb_queues queues (h[0..nb_queues)), each a net_ring port with one
+ * RX/TX queue pair, spreads the flows over the queues as RSS would (Toeplitz
+ * hash of the 4-tuple with the common default key, round-robin redirection
+ * table) and fills every RX ring with --inflight packets unless idle. Returns
+ * 0 or -errno; -EINVAL when a queue would get no flow (too few --flows for the
+ * lcores).
  */
 int harness_self_create(struct harness *h, unsigned int nb_queues, const struct app_config *cfg,
 		const struct route_table *rt, struct rte_lpm *lpm, struct rte_mempool *pool, int socket);

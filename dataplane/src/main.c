@@ -222,9 +222,11 @@ main(int argc, char **argv)
 		}
 		cfg.rx_port = cfg.tx_port = self[0].port;
 	}
-	if (cfg.tx_port == cfg.rx_port) {
-		ret = port_init(cfg.rx_port, pool, nb_lcores, nb_lcores, cfg.harness == HARNESS_PORTS,
-				err, sizeof(err));
+	if (cfg.harness == HARNESS_SELF) {	/* a port of one queue pair per lcore */
+		for (n = 0, ret = 0; n < nb_lcores && ret == 0; n++)
+			ret = port_init(self[n].port, pool, 1, 1, false, err, sizeof(err));
+	} else if (cfg.tx_port == cfg.rx_port) {
+		ret = port_init(cfg.rx_port, pool, nb_lcores, nb_lcores, true, err, sizeof(err));
 	} else {
 		ret = port_init(cfg.rx_port, pool, nb_lcores, 1, true, err, sizeof(err));
 		if (ret == 0)
@@ -256,12 +258,12 @@ main(int argc, char **argv)
 
 		run->lc.lpm = lpm;
 		run->lc.hops = hops;
-		run->lc.tx_port = cfg.tx_port;
-		run->lc.tx_queue = (uint16_t)n;
 		run->sync = &sync;
 		run->self = cfg.harness == HARNESS_SELF ? &self[n] : NULL;
-		run->rx_port = cfg.rx_port;
-		run->queue = (uint16_t)n;
+		run->lc.tx_port = run->self != NULL ? run->self->port : cfg.tx_port;
+		run->lc.tx_queue = run->self != NULL ? 0 : (uint16_t)n;
+		run->rx_port = run->self != NULL ? run->self->port : cfg.rx_port;
+		run->queue = run->self != NULL ? 0 : (uint16_t)n;
 		run->packets = lcore_share(cfg.packets, n, nb_lcores);
 		run->idle_polls = lcore_share(cfg.idle_polls, n, nb_lcores);
 	}
@@ -287,9 +289,14 @@ main(int argc, char **argv)
 		status = fflush(out) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 	}
 
-	port_fini(cfg.rx_port);
-	if (cfg.tx_port != cfg.rx_port)
-		port_fini(cfg.tx_port);
+	if (cfg.harness == HARNESS_SELF) {
+		for (n = 0; n < nb_lcores; n++)
+			port_fini(self[n].port);
+	} else {
+		port_fini(cfg.rx_port);
+		if (cfg.tx_port != cfg.rx_port)
+			port_fini(cfg.tx_port);
+	}
 cleanup:
 	if (self_made)
 		harness_self_free(self, nb_lcores);

@@ -82,11 +82,11 @@ lcores_write(FILE *f, const struct report *r)
 		lcore_delta(run, &d);
 		for (dropped = 0, i = 0; i < FWD_DROP_MAX; i++)
 			dropped += d.cnt.drop[i];
-		fprintf(f, "%s\n    {\"lcore\": %u, \"queue\": %u, \"packets\": {\"rx\": %" PRIu64
+		fprintf(f, "%s\n    {\"lcore\": %u, \"port\": %u, \"queue\": %u, \"packets\": {\"rx\": %" PRIu64
 			", \"tx\": %" PRIu64 ", \"dropped\": %" PRIu64 "}, \"polls\": {\"busy\": %" PRIu64
 			", \"empty\": %" PRIu64 "}, \"cycles\": {\"busy\": %" PRIu64 ", \"idle\": %" PRIu64
 			", \"harness\": %" PRIu64 ", \"window\": %" PRIu64 "}}",
-			n ? "," : "", run->lcore_id, run->queue, d.cnt.rx, d.cnt.tx, dropped,
+			n ? "," : "", run->lcore_id, run->rx_port, run->queue, d.cnt.rx, d.cnt.tx, dropped,
 			d.st.busy_polls, d.st.empty_polls, d.st.busy_cycles, d.st.idle_cycles,
 			d.st.harness_cycles, d.window_cycles);
 	}

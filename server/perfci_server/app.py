@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 
-from . import errors, readiness
+from . import bodies, errors, metrics, readiness
 from .alerts.router import router as alerts_router
 from .agents.router import admin_router as agents_admin_router
 from .agents.router import agent_router as agents_agent_router
 from .bisect.router import router as bisect_router
 from .bounded import BIGINT_MAX
 from .configs.router import router as configs_router
+from .deps import AdminCredentialsDep, is_admin_caller
 from .edge import StorableText
+from .request_log import RequestLog
 from .jobs.router import agent_router as jobs_agent_router
 from .jobs.router import router as jobs_router
 from .machines.router import router as machines_router
@@ -41,6 +43,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     errors.install(app)
     app.add_middleware(StorableText)
+    app.add_middleware(RequestLog)  # outermost: its latency covers every other middleware
 
     api = APIRouter(prefix=API_PREFIX)
     for router in (
@@ -67,17 +70,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "/ready",
         tags=["health"],
         summary="Readiness: the database and, where configured, the broker answer",
-        responses={503: {"model": errors.ErrorResponse, "description": "A dependency is down; details say which"}},
+        responses={503: {"model": errors.ErrorResponse, "description": "A dependency is down; details say which (and why, to an admin)"}},
     )
-    def ready() -> Any:
-        checks = readiness.check(get_settings())
+    def ready(request: Request, credentials: AdminCredentialsDep) -> Any:
+        """Admin and API tokens see why a dependency is down; anyone else sees which."""
+        current = get_settings()
+        checks = readiness.check(current)
         if all(state == "ok" for state in checks.values()):
             return {"status": "ready", "checks": checks}
         down = ", ".join(name for name, state in checks.items() if state != "ok")
+        if not is_admin_caller(request, current, credentials, database_up=checks["database"] == "ok"):
+            checks = readiness.without_reasons(checks)
         return errors.render(503, "not_ready", f"not ready: {down} unavailable", checks)
 
     app.include_router(api)
     app.include_router(pages_router)  # the verdict pages forges link to, outside the API
+    app.include_router(metrics.router)  # Prometheus's /metrics, outside the API
+    bodies.refuse_bodies_parsed_first(app.routes)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -90,6 +99,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         components.update(document.pop("$defs", {}))
         components["ResultDocument"] = document
+        bodies.document(schema, app.routes)
         _document_validation_errors(schema)
         _integer_bounds(schema)
         app.openapi_schema = schema

@@ -2,8 +2,13 @@
 
 import gc
 
+from . import logs
 from .app import create_app
+from .settings import get_settings
 
+# Every process uvicorn starts imports this (`perfci server --workers N` spawns N): each sends its
+# lines through logs.py, whatever logging uvicorn set up before.
+logs.configure(get_settings())
 app = create_app()
 
 # Garbage collection tuned for a server process (measured: benchmarks/server_ingest). With

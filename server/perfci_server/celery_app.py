@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from celery import Celery
 from celery.app.registry import TaskRegistry
-from celery.signals import worker_process_init
+from celery.signals import setup_logging, worker_process_init
 
-from . import db
+from . import db, logs
 from .settings import get_settings
 
 REQUEUE_TASK = "perfci.jobs.requeue_expired_leases"
 RESEND_STATUSES_TASK = "perfci.forge.resend_pending"
+SETTLE_STATUSES_TASK = "perfci.forge.settle_pending"
 BISECT_SWEEP_TASK = "perfci.bisect.advance_running"
 DETECTION_SWEEP_TASK = "perfci.alerts.detect_stragglers"
 COMPLETE_PUSHES_TASK = "perfci.repos.complete_pushes"
@@ -53,6 +54,7 @@ def make_celery() -> Celery:
         beat_schedule={
             "requeue-expired-leases": {"task": REQUEUE_TASK, "schedule": settings.requeue_interval_seconds},
             "resend-pending-commit-statuses": {"task": RESEND_STATUSES_TASK, "schedule": settings.forge_resend_interval_seconds},
+            "settle-pending-commit-statuses": {"task": SETTLE_STATUSES_TASK, "schedule": settings.detection_sweep_interval_seconds},
             "advance-running-bisects": {"task": BISECT_SWEEP_TASK, "schedule": settings.requeue_interval_seconds},
             "detect-stragglers": {"task": DETECTION_SWEEP_TASK, "schedule": settings.detection_sweep_interval_seconds},
             "complete-incomplete-pushes": {"task": COMPLETE_PUSHES_TASK, "schedule": settings.push_retry_interval_seconds},
@@ -68,6 +70,18 @@ celery_app = make_celery()
 def _fresh_engine_per_process(**_: object) -> None:
     # A forked pool process must not share the parent's database connections.
     db.reset_engine()
+
+
+# One line per task (logs.py), in a worker and in the embedded in-process mode alike.
+logs.log_tasks()
+
+
+@setup_logging.connect
+def _perfci_logs(**_: object) -> None:
+    # A worker or beat started by `celery` itself: our format and level, not Celery's (its own
+    # --loglevel gives way to PERFCI_LOG_LEVEL); `perfci worker|beat` configured them already.
+    if not logs.configured():
+        logs.configure(get_settings())
 
 
 def registered_tasks() -> TaskRegistry:

@@ -8,6 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from .forge.registry import Forge
+
 admin = typer.Typer(help="Administer the results service (database, repositories, configs, tokens).", no_args_is_help=True)
 
 
@@ -30,9 +32,11 @@ def server(
 ) -> None:
     import uvicorn
 
+    from . import logs
     from .settings import get_settings
 
     settings = get_settings()
+    logs.configure(settings)
     if migrate if migrate is not None else settings.is_sqlite:
         _migrate_to_head()
     uvicorn.run(
@@ -40,14 +44,33 @@ def server(
         host=host or settings.host,
         port=port or settings.port,
         workers=workers,
-        log_level="info",
-        access_log=False,
+        log_config=None,  # logs.configure's format; each worker process configures it again (asgi.py)
+        log_level=settings.log_level.lower(),
+        access_log=False,  # the request line (request_log.py) says it once
     )
+
+
+LogLevel = Annotated[Optional[str], typer.Option(help="Log level (default PERFCI_LOG_LEVEL, info)")]
+
+
+def _celery_logs(loglevel: str | None) -> tuple[list[str], str]:
+    """Logs configured for a Celery process (its own setup then leaves them be, celery_app.py): the
+    options that go before Celery's command (no banner in JSON: every line is an object), the level."""
+    from . import logs
+    from .settings import get_settings
+
+    settings = get_settings()
+    level = (loglevel or settings.log_level).upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        typer.echo(f"--loglevel: {loglevel!r} is not one of debug, info, warning, error, critical", err=True)
+        raise typer.Exit(2)
+    logs.configure(settings, level)
+    return (["--quiet"] if settings.effective_log_format == "json" else []), level
 
 
 def worker(
     concurrency: Annotated[int, typer.Option(min=1, help="Worker processes")] = 2,
-    loglevel: Annotated[str, typer.Option(help="Celery log level")] = "info",
+    loglevel: LogLevel = None,
 ) -> None:
     from .celery_app import celery_app
     from .settings import get_settings
@@ -55,19 +78,21 @@ def worker(
     if get_settings().tasks_run_eagerly:
         typer.echo("PERFCI_BROKER_URL is not set: tasks run inside the server, no worker is needed.", err=True)
         raise typer.Exit(1)
-    celery_app.worker_main(["worker", f"--concurrency={concurrency}", f"--loglevel={loglevel}", "-Q", "perfci"])
+    options, level = _celery_logs(loglevel)
+    celery_app.worker_main([*options, "worker", f"--concurrency={concurrency}", f"--loglevel={level}", "-Q", "perfci"])
 
 
-def beat(loglevel: Annotated[str, typer.Option(help="Celery log level")] = "info") -> None:
+def beat(loglevel: LogLevel = None) -> None:
     from .celery_app import celery_app
     from .settings import get_settings
 
     if get_settings().tasks_run_eagerly:
         typer.echo("PERFCI_BROKER_URL is not set: beat needs a broker.", err=True)
         raise typer.Exit(1)
+    options, level = _celery_logs(loglevel)
     data_dir = get_settings().data_dir
     data_dir.mkdir(parents=True, exist_ok=True)  # beat keeps its schedule file there
-    celery_app.start(["beat", f"--loglevel={loglevel}", "--schedule", str(data_dir / "celerybeat-schedule")])
+    celery_app.start([*options, "beat", f"--loglevel={level}", "--schedule", str(data_dir / "celerybeat-schedule")])
 
 
 def _migrate_to_head() -> None:
@@ -89,19 +114,18 @@ def admin_migrate() -> None:
 
 @admin.command("create-repo", help="Register a repository; prints its webhook secret once.")
 def create_repo(
-    name: Annotated[str, typer.Argument(help="GitHub/Gitea full_name or GitLab path_with_namespace")],
+    name: Annotated[str, typer.Argument(help="The repository as its forge's webhooks name it (owner/name)")],
     clone_url: Annotated[str, typer.Option(help="URL agents clone from")],
-    forge: Annotated[str, typer.Option(help="github, gitlab or gitea")] = "github",
+    forge: Annotated[Forge, typer.Option(help="The forge that hosts it")] = Forge.GITHUB,
     webhook_secret: Annotated[Optional[str], typer.Option(help="Use this secret instead of generating one")] = None,
     track_tags: Annotated[bool, typer.Option(help="Also benchmark pushed tags")] = False,
     default_branch: Annotated[str, typer.Option(help="The base other branches are judged against")] = "main",
 ) -> None:
     from .db import session_scope
-    from .models import Forge
     from .repos.schemas import RepositoryCreate, RepositoryCreated
     from .repos.service import create_repository
 
-    data = RepositoryCreate(name=name, forge=Forge(forge), clone_url=clone_url, webhook_secret=webhook_secret, track_tags=track_tags,
+    data = RepositoryCreate(name=name, forge=forge, clone_url=clone_url, webhook_secret=webhook_secret, track_tags=track_tags,
                             default_branch=default_branch)
     with session_scope() as session:
         repository = create_repository(session, data)
@@ -119,7 +143,7 @@ def create_config(
     packets: Annotated[int, typer.Option()] = 2_000_000,
     warmup: Annotated[int, typer.Option()] = 200_000,
     lcores: Annotated[Optional[int], typer.Option(help="forwarding lcores (scaling: the most; default: one, or the agent's allotted cores)")] = None,
-    scaling: Annotated[bool, typer.Option(help="run each repetition at 1..lcores lcores and fit Amdahl's serial fraction")] = False,
+    scaling: Annotated[bool, typer.Option(help="run each repetition at 1, 2, 4, ... lcores and fit Amdahl's serial fraction (three counts or more)")] = False,
     backend: Annotated[str, typer.Option(help="auto, pmu, sim or tsc")] = "auto",
     repetitions: Annotated[int, typer.Option()] = 5,
 ) -> None:

@@ -21,7 +21,7 @@ from . import identity
 from .identity import AgentIdentity
 from .bounded import DbOffset
 from .database_slots import DatabaseSlots
-from .errors import Forbidden, Unauthorized
+from .errors import DATABASE_UNAVAILABLE, Forbidden, Unauthorized
 from .pagination import PageParams
 from .security import AGENT_TOKEN_PREFIX, hash_token
 from .settings import DEVELOPMENT_ADMIN_TOKEN, Settings, get_settings
@@ -155,6 +155,28 @@ def require_admin(
         raise Unauthorized("invalid admin/API token")
 
 
+def is_admin_caller(request: Request, settings: Settings, credentials: HTTPAuthorizationCredentials | None, *, database_up: bool) -> bool:
+    """Whether the request carries a token :func:`require_admin` would take, answered without
+    raising (readiness shows admins more). API tokens live in the database: they count only while
+    it answers; PERFCI_ADMIN_TOKEN always does."""
+    token = credentials.credentials if credentials is not None else ""
+    if not token or token.startswith(AGENT_TOKEN_PREFIX):
+        return False
+    if token == DEVELOPMENT_ADMIN_TOKEN and settings.development_token_loopback_only and not _loopback(request):
+        return False
+    if hmac.compare_digest(token.encode(), settings.admin_token.get_secret_value().encode()):
+        return True
+    if not database_up:
+        return False
+    session = db.new_session()
+    try:
+        return identity.api_token_by_hash(session, hash_token(token)) is not None
+    except DATABASE_UNAVAILABLE:
+        return False
+    finally:
+        db.end_session(session, commit=False)
+
+
 def require_reader(
     request: Request,
     session: SessionDep,
@@ -166,6 +188,8 @@ def require_reader(
 
 
 AgentDep = Annotated[AgentIdentity, Depends(current_agent)]
+# The admin bearer token, if any, unchecked: for a route that only shows admins more (is_admin_caller).
+AdminCredentialsDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_admin_bearer)]
 AdminDep = Annotated[None, Depends(require_admin)]
 ReaderDep = Annotated[None, Depends(require_reader)]
 

@@ -12,14 +12,17 @@ default runs tasks in-process at once) every call sends.
 from __future__ import annotations
 
 import logging
+import math
 import threading
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from . import db
-from .settings import get_settings
+from .settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +30,9 @@ log = logging.getLogger(__name__)
 PULL_EVALUATE_TASK = "perfci.pulls.evaluate"  # a pull request's job ended: decide its verdict again
 BACKFILL_TASK = "perfci.jobs.backfill"  # a config was added: history for it (machine ids, config ids)
 FORGET_ABANDONED_TASK = "perfci.alerts.forget_abandoned"  # a force push took commits off a branch
+DETECT_TASK = "perfci.alerts.detect_pending"  # a run was stored: detect on its machine's new runs (machine id)
+REDETECT_BRANCH_TASK = "perfci.alerts.redetect_branch"  # a branch's order changed: detect over it again (branch id)
+DECIDE_SERIES_TASK = "perfci.alerts.decide_series"  # series verdicts left pending: decide again (machine id, commit ids)
 
 # A mark outlives a lost task by at most this long; the sweeps that go with coalesced tasks
 # (alerts' detection sweep) resend sooner than that.
@@ -115,3 +121,50 @@ def _redis() -> Any:
 
             client = _redis_clients[url] = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
         return client
+
+
+def retry_later(task: Any, settings: Settings, what: str, error: Exception, used_up: str) -> str:
+    """Retry a bound Celery ``task`` that waits on a forge (a post, a fetch) after the backoff
+    (doubling, capped) while it has retries left; then say so and answer ``used_up``: the sweep
+    that goes with the task takes over."""
+    retries = task.request.retries
+    if retries >= settings.forge_max_retries:
+        log.warning("%s: %s; retries used up, the sweep takes over", what, error)
+        return used_up
+    delay = retry_delay(settings, retries)
+    log.warning("%s: %s; retry %d in %.1f s", what, error, retries + 1, delay)
+    raise task.retry(countdown=delay, exc=error)
+
+
+def retry_delay(settings: Settings, retries: int) -> float:
+    return min(settings.forge_retry_backoff_seconds * 2 ** retries, settings.forge_retry_backoff_max_seconds)
+
+
+@contextmanager
+def slot(name: str, limit: int, seconds: float) -> Iterator[bool]:
+    """Hold one of ``limit`` slots called ``name`` while the block runs: True when one was free,
+    False when all are held (the caller comes back later instead of waiting). Slots live in Redis
+    next to the broker, so every worker process sees them; one a killed process held expires after
+    ``seconds``. Without a Redis broker (tasks run in-process) there is nothing to share: True."""
+    client = _redis()
+    held: str | None = None
+    token = uuid.uuid4().hex
+    if client is not None:
+        try:
+            for i in range(max(1, limit)):
+                key = f"perfci.slot:{name}:{i}"
+                if client.set(key, token, nx=True, ex=max(1, math.ceil(seconds))):
+                    held = key
+                    break
+        except Exception:  # a broker hiccup must not stop the work; the limit is a courtesy to others
+            log.warning("could not take a %s slot; going ahead", name, exc_info=True)
+            client = None
+    try:
+        yield client is None or held is not None
+    finally:
+        if held is not None:
+            try:
+                if client.get(held) == token.encode():
+                    client.delete(held)
+            except Exception:  # it expires on its own
+                log.warning("could not free the %s slot", name, exc_info=True)

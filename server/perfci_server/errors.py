@@ -68,7 +68,11 @@ class Conflict(PerfciError):
 
 
 class PayloadTooLarge(PerfciError):
-    status_code, code, description = 413, "payload_too_large", "Request body over the configured limit"
+    status_code, code, description = 413, "payload_too_large", "Request body over the route's limit (details: the limit and its setting)"
+
+
+class UnsupportedMediaType(PerfciError):
+    status_code, code, description = 415, "unsupported_media_type", "Request body not JSON in UTF-8 (RFC 8259 §8.1)"
 
 
 class Unprocessable(PerfciError):

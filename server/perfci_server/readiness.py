@@ -1,6 +1,8 @@
 """Readiness: can this process serve requests now? `/health` only says it is alive (liveness: a
 restart will not help a database outage); `/ready` asks the database and, where one is configured,
-the broker, so a load balancer sends traffic elsewhere while either is down."""
+the broker, so a load balancer sends traffic elsewhere while either is down. Why a dependency is
+down (the driver's error, with its host and port) is for admins: anyone else learns only which one
+is (:func:`without_reasons`)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,10 @@ def check(settings: Settings) -> dict[str, str]:
     if settings.broker_url:
         checks["broker"] = _broker(settings.broker_url)
     return checks
+
+
+def without_reasons(checks: dict[str, str]) -> dict[str, str]:
+    return {name: "ok" if state == "ok" else "unavailable" for name, state in checks.items()}
 
 
 def _database() -> str:

@@ -1,9 +1,9 @@
-"""Tokens and signatures. Tokens are 256-bit random, so a plain sha256 is a sound at-rest hash."""
+"""Tokens and webhook secrets. Tokens are 256-bit random, so a plain sha256 is a sound at-rest hash.
+(Each forge's record checks its own delivery signatures: forge/registry.py.)"""
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 
 AGENT_TOKEN_PREFIX = "pca_"
@@ -21,26 +21,3 @@ def hash_token(token: str) -> str:
 
 def new_webhook_secret() -> str:
     return secrets.token_hex(32)
-
-
-def github_signature(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def github_signature_valid(secret: str, body: bytes, header: str | None) -> bool:
-    if not header:
-        return False
-    return hmac.compare_digest(github_signature(secret, body).encode(), header.strip().encode())
-
-
-def gitea_signature_valid(secret: str, body: bytes, header: str | None) -> bool:
-    """Gitea's own header: the hex HMAC-SHA256 of the body, without GitHub's ``sha256=`` prefix."""
-    if not header:
-        return False
-    return hmac.compare_digest(github_signature(secret, body).removeprefix("sha256=").encode(), header.strip().encode())
-
-
-def gitlab_token_valid(secret: str, header: str | None) -> bool:
-    if not header:
-        return False
-    return hmac.compare_digest(secret.encode(), header.encode())

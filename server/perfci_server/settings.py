@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PrivateAttr, SecretStr, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Only acceptable while PERFCI_ENV=development: anyone reading this file knows it.
@@ -16,7 +16,8 @@ Env = Literal["development", "test", "production"]
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PERFCI_", extra="ignore")
+    # An invalid setting is reported by name and rule, never with its value (a token, a URL's password).
+    model_config = SettingsConfigDict(env_prefix="PERFCI_", extra="ignore", hide_input_in_errors=True)
 
     # Unset: development with the embedded database (the development admin token then works only
     # on loopback connections, deps.py), production with any other (PERFCI_ADMIN_TOKEN required):
@@ -54,8 +55,11 @@ class Settings(BaseSettings):
     requeue_interval_seconds: float = Field(30.0, gt=0)
     enrollment_token_ttl_seconds: int = Field(24 * 3600, ge=60)
 
-    webhook_max_bytes: int = Field(5 * 1024 * 1024, ge=1024)
-    upload_max_bytes: int = Field(2 * 1024 * 1024, ge=1024)
+    # Request bodies: the most each route reads (413 beyond, before anything parses it; bodies.py).
+    webhook_max_bytes: int = Field(5 * 1024 * 1024, ge=1024)  # forge deliveries (GitHub sends up to 25 MB)
+    upload_max_bytes: int = Field(2 * 1024 * 1024, ge=1024)  # result documents and failure reports
+    enroll_max_bytes: int = Field(16 * 1024, ge=1024)  # enrollment, unauthenticated: a name and a fingerprint (~1 KB)
+    body_max_bytes: int = Field(128 * 1024, ge=1024)  # every other body: admin requests, heartbeats, leases
 
     task_time_limit_seconds: int = Field(120, ge=5)
 
@@ -65,6 +69,9 @@ class Settings(BaseSettings):
     # clone can be large), retried with backoff, and beat retries what is still incomplete every
     # push_retry_interval_seconds.
     mirror_fetch_timeout_seconds: float = Field(240.0, gt=0, le=540)
+    # Fetches from one forge host at a time across every worker: a hanging forge holds at most this
+    # many worker slots (keep it below the workers' concurrency); the others serve other forges.
+    fetches_per_forge_host: int = Field(1, ge=1, le=64)
     push_retry_interval_seconds: float = Field(120.0, gt=0)
     # At most this many commits from one push (a new branch of a repository whose other branches
     # are not tracked yet would otherwise bring its whole history).
@@ -73,8 +80,8 @@ class Settings(BaseSettings):
     # mirror (and read the commit messages of) a repository on the server's own disk: only the demo
     # and tests, which serve their repositories from a directory, turn this on.
     allow_local_clone_urls: bool = False
-    # SSH clone URLs: the deploy key to fetch with (https URLs on the forge's host use
-    # github_token / gitlab_token below).
+    # SSH clone URLs: the deploy key to fetch with (https URLs on the forge's host use its token
+    # below).
     mirror_ssh_key_file: Path | None = None
 
     # Detection: how many measured commits of a branch each series run looks back over.
@@ -103,20 +110,18 @@ class Settings(BaseSettings):
     # Explanation: measured commits on each side of a range whose medians feed the lean model.
     explanation_window_commits: int = Field(10, ge=1, le=200)
 
-    # Forge feedback: commit statuses (GitHub statuses API, GitLab commit status API). No token
-    # for a forge means its verdicts are kept but not posted.
     # Start a server bisect (on the alert's machine) for every new regression alert group.
     auto_bisect_regressions: bool = False
     # Base URL of this server as a browser reaches it: status and comment links lead to its
     # read-only verdict pages (/v/{id}); without it, statuses carry no link.
     public_url: str | None = Field(None, description="Base URL of this server, for status links")
+    # Each forge of forge/registry.py: its API root and a token (statuses, the pull-request comment,
+    # fetching private repositories). No token for a forge: its verdicts are kept, not posted.
     github_api_url: str = "https://api.github.com"
     github_token: SecretStr | None = None
     gitlab_api_url: str = "https://gitlab.com/api/v4"
     gitlab_token: SecretStr | None = None
-    # Gitea (and Forgejo): its API root, e.g. https://gitea.example.com/api/v1, and a token with
-    # write:repository and write:issue (statuses, the pull-request comment).
-    gitea_api_url: str = "http://127.0.0.1:3000/api/v1"
+    gitea_api_url: str = "http://127.0.0.1:3000/api/v1"  # e.g. https://gitea.example.com/api/v1 (also Forgejo)
     gitea_token: SecretStr | None = None
     # Grafana's base URL: the read-only verdict pages link each alert to its Alerts dashboard.
     grafana_url: str | None = None
@@ -131,8 +136,27 @@ class Settings(BaseSettings):
     forge_retry_backoff_max_seconds: float = Field(600.0, gt=0)
     forge_max_retries: int = Field(6, ge=0, le=50)
     forge_resend_interval_seconds: float = Field(300.0, gt=0)
+    # A pending status whose commit has had nothing queued or running on its machine this long is
+    # decided again (forge.statuses.settle_pending): every status ends.
+    status_settle_seconds: float = Field(600.0, gt=0)
+
+    # Logs (docs/operations.md, "What the logs say"): one JSON object per line or text; unset, JSON
+    # in production and text otherwise.
+    log_format: Literal["text", "json"] | None = None
+    log_level: str = Field("info", pattern=r"(?i)^(debug|info|warning|error|critical)$")
+    # A bearer token that opens /metrics and nothing else (a Prometheus scrape); admin and API tokens
+    # open it too. /metrics needs a token wherever reads do.
+    metrics_token: SecretStr | None = None
 
     _env_implied: bool = PrivateAttr(False)
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _metrics_token_length(cls, value: SecretStr | None) -> SecretStr | None:
+        secret = value.get_secret_value() if value is not None else ""
+        if 0 < len(secret) < 24:
+            raise ValueError("PERFCI_METRICS_TOKEN must be at least 24 characters (or empty: no metrics token)")
+        return value if secret else None
 
     @model_validator(mode="after")
     def _refuse_unsafe_defaults(self) -> Settings:
@@ -160,6 +184,10 @@ class Settings(BaseSettings):
         if self.read_requires_token is not None:
             return self.read_requires_token
         return self.env != "development"
+
+    @property
+    def effective_log_format(self) -> str:
+        return self.log_format or ("json" if self.env == "production" else "text")
 
     @property
     def effective_database_url(self) -> str:

@@ -203,3 +203,24 @@ def test_without_knowing_the_core_pmu_a_hybrid_machine_still_looks_pmu_less(tmp_
     """What the probe saw before it read sysfs: two rows for `cycles`, so neither (never summed)."""
     probe = ev.probe(ev.mapping_for(ALDER_LAKE), "perf", recorded_perf("intel-adl-hybrid-csv.txt"), core=2, sysfs=fake_sysfs(tmp_path))
     assert probe.pmu is None and not probe.has_pmu
+
+
+# --- a perf whose messages are not UTF-8 ---------------------------------------------------------------
+
+
+def test_a_perf_printing_bytes_that_are_not_utf8_is_probed_not_fatal(tmp_path, monkeypatch):
+    """A real program in perf's place, whose version line and error messages hold bytes that do not
+    decode as UTF-8 (a Latin-1 locale's message, an event name echoed back): the probe reads them with
+    replacement and reports the events unknown, instead of the agent exiting at start."""
+    perf = tmp_path / "perf"
+    perf.write_bytes(b"#!/bin/sh\n"
+                     b"if [ \"$1\" = --version ]; then printf 'perf version 6.1 \\351dition\\n'; exit 0; fi\n"
+                     b"printf 'event syntax error: \\377\\376 \\351v\\351nement inconnu\\n' >&2\nexit 129\n")
+    perf.chmod(0o755)
+    monkeypatch.setattr(ev, "read_paranoid", lambda: -1)
+    mapping = ev.mapping_for(cpu("GenuineIntel", 6, 0x55))
+    probe = ev.probe(mapping, str(perf), core=None, sysfs=tmp_path)
+    assert probe.perf == "perf version 6.1 \ufffddition"
+    assert not probe.has_pmu and not probe.supported
+    wanted = [k for k, e in mapping.events.items() if e]
+    assert wanted and all(probe.unsupported[k] == f"{mapping.events[k]}: unknown to this perf/kernel" for k in wanted)

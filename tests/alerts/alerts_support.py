@@ -14,7 +14,7 @@ import numpy as np
 from perfci_core.result import BenchConfig
 from perfci_server.alerts import detection as alert_detection
 from perfci_server.settings import get_settings
-from server_support import (
+from tests.server.server_support import (
     ADMIN, GITHUB_BEFORE, body_of, complete_pushes, create_config, create_repository, enroll, github_headers, push_payload, result_document,
 )
 

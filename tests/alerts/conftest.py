@@ -1,32 +1,51 @@
-"""The alerts tests run on the server tests' fixtures (real PostgreSQL and Redis, one rolled-back
-transaction per test, a real Celery worker where it matters) plus builders of measured series."""
+"""The alerts tests run on the server fixtures of :mod:`tests.support` (real PostgreSQL and Redis,
+one rolled-back transaction per test, a real Celery worker where it matters); builders of measured
+series are in :mod:`tests.alerts.alerts_support`."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-from pathlib import Path
+from collections.abc import Iterator
 
-SERVER_TESTS = Path(__file__).resolve().parents[1] / "server"
-sys.path.insert(0, str(SERVER_TESTS))
-sys.path.insert(0, str(Path(__file__).parent))
+import pytest
 
-# Load the server tests' conftest under its own name and re-export its fixtures here.
-_spec = importlib.util.spec_from_file_location("server_conftest", SERVER_TESTS / "conftest.py")
-assert _spec is not None and _spec.loader is not None
-server_conftest = importlib.util.module_from_spec(_spec)
-sys.modules["server_conftest"] = server_conftest
-_spec.loader.exec_module(server_conftest)
+from tests.alerts.alerts_support import Lab, committed_sim_lab
+from tests.alerts.forge_server import ForgeServer
+from tests.alerts.pull_world import TOKEN as WORLD_TOKEN
+from tests.alerts.pull_world import World
+from tests.server.git_forge import GitForge
+from tests.support.server import settings_env
 
-_isolated_settings = server_conftest._isolated_settings
-pg_engine = server_conftest.pg_engine
-pg_settings = server_conftest.pg_settings
-connection = server_conftest.connection
-session = server_conftest.session
-sent_tasks = server_conftest.sent_tasks
-client = server_conftest.client
-committed = server_conftest.committed
-committed_client = server_conftest.committed_client
-redis_url = server_conftest.redis_url
-worker = importlib.import_module("test_celery_worker").worker  # a real Celery worker process
+FORGE_TOKEN = "ghp_" + "x" * 36
+STEP = 6  # the commit of the measured series (``lab``) where IPP rises 2.9 %
+
+
+@pytest.fixture(autouse=True)
+def _isolated(isolated_settings: None) -> None:
+    """Every test starts from development settings with no database or broker configured."""
+
+
+@pytest.fixture
+def forge() -> Iterator[ForgeServer]:
+    """A recording HTTP server standing in for the forge's API."""
+    with ForgeServer() as server:
+        yield server
+
+
+@pytest.fixture
+def lab(committed_client, sent_tasks, forge, monkeypatch) -> Iterator[Lab]:
+    """A committed sim series of 10 commits (IPP +2.9 % from ``STEP``), measured and detected, whose
+    verdicts post to ``forge``."""
+    settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=FORGE_TOKEN, PERFCI_FORGE_MAX_RETRIES="3",
+                 PERFCI_PUBLIC_URL="https://perfci.example.com", PERFCI_FORGE_RESEND_INTERVAL_SECONDS="0.001")
+    lab = committed_sim_lab(committed_client, sent_tasks, 10, STEP)
+    yield lab
+    lab.session.close()
+
+
+@pytest.fixture
+def world(committed_client, sent_tasks, tmp_path, monkeypatch) -> Iterator[World]:
+    """A pull-request world (pull_world.py) with a git repository served to the mirror."""
+    with ForgeServer() as forge:
+        settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=WORLD_TOKEN,
+                     PERFCI_PUBLIC_URL="https://perfci.example.com", PERFCI_ALLOW_LOCAL_CLONE_URLS="true")  # file:// forge
+        yield World(committed_client, sent_tasks, GitForge(tmp_path / "forge"), forge)

@@ -28,13 +28,13 @@ class ForgeServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 self._answer("POST", 201)
 
-            def do_PATCH(self) -> None:  # noqa: N802 - edits (a pull request's comment)
+            def do_PATCH(self) -> None:  # edits (a pull request's comment)
                 self._answer("PATCH", 200)
 
-            def do_PUT(self) -> None:  # noqa: N802 - GitLab's note edits
+            def do_PUT(self) -> None:  # GitLab's note edits
                 self._answer("PUT", 200)
 
             def _answer(self, method: str, success: int) -> None:
@@ -45,9 +45,11 @@ class ForgeServer:
                     server.requests.append(Recorded(method, self.path, {k.lower(): v for k, v in self.headers.items()}, body, code))
                     # an edit answers with the id it edited, a creation with a new one
                     made = self.path.rsplit("/", 1)[-1] if method != "POST" else str(len(server.requests))
-                payload = json.dumps({"id": int(made) if made.isdigit() else made, "state": body.get("state")} if code < 400
+                payload = json.dumps({"id": int(made) if made.isdigit() else made, "state": body.get("state")} if code < 300
                                      else {"message": f"HTTP {code}"}).encode()
                 self.send_response(code)
+                if 300 <= code < 400:  # a forge (or a proxy before it) sending the client elsewhere
+                    self.send_header("Location", "http://elsewhere.invalid" + self.path)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
@@ -70,4 +72,4 @@ class ForgeServer:
 
     def accepted(self) -> list[Recorded]:
         with self._lock:
-            return [r for r in self.requests if r.answered < 400]
+            return [r for r in self.requests if 200 <= r.answered < 300]

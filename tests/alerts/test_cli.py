@@ -11,10 +11,10 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
-from alerts_support import committed_sim_lab
+from tests.alerts.alerts_support import committed_sim_lab
 from perfci_cli.app import app
 from perfci_server.app import create_app
-from server_support import ADMIN
+from tests.server.server_support import ADMIN
 
 pytestmark = pytest.mark.services
 STEP = 5

@@ -10,11 +10,11 @@ import time
 import pytest
 import uvicorn
 
-from alerts_support import committed_sim_lab
+from tests.alerts.alerts_support import committed_sim_lab
 from perfci_cli.commands.compare import _series_source
 from perfci_core.analysis.min_effect import min_effect_of_series
 from perfci_server.app import create_app
-from server_support import ADMIN
+from tests.server.server_support import ADMIN
 
 pytestmark = pytest.mark.services
 ADMIN_TOKEN = ADMIN["Authorization"].split()[1]

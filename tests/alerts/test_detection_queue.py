@@ -10,13 +10,13 @@ import pytest
 import redis
 from sqlalchemy import func, select, update
 
-from alerts_support import SIM, Lab, sim_values
+from tests.alerts.alerts_support import SIM, Lab, sim_values
 from perfci_server import db, dispatch
 from perfci_server.alerts import detection as alert_detection
 from perfci_server.alerts import tasks as alert_tasks
 from perfci_server.models import Job, Run, utcnow
 from perfci_server.settings import get_settings
-from server_support import ADMIN
+from tests.server.server_support import ADMIN
 
 pytestmark = pytest.mark.services
 
@@ -114,7 +114,7 @@ def test_a_redetection_requested_while_the_broker_is_down_is_done_by_the_sweep(c
     """POST /alerts/detect answers 202; with the broker down its task is lost, but the request
     marked the series' newest runs for detection in its own transaction, so once the broker is
     back the straggler sweep sends detection and the series are examined again."""
-    from broker_outage import closed_port
+    from tests.server.broker_outage import closed_port
     from celery import Celery
 
     lab = Lab(client, session, sent_tasks, configs=(SIM,))

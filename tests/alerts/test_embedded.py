@@ -7,12 +7,12 @@ import json
 
 from fastapi.testclient import TestClient
 
-from alerts_support import SIM, document, push_commits, sha_of, sim_values
+from tests.alerts.alerts_support import SIM, document, push_commits, sha_of, sim_values
 from perfci_server import db, migrate
 from perfci_server.app import create_app
 from perfci_server.celery_app import celery_app
 from perfci_server.settings import get_settings
-from server_support import GITHUB_BEFORE, create_config, create_repository, enroll
+from tests.server.server_support import GITHUB_BEFORE, create_config, create_repository, enroll
 
 STEP = 4
 

@@ -14,13 +14,13 @@ import pytest
 from celery import Celery
 from sqlalchemy import func, select
 
-from alerts_support import SIM, Lab, push_commits, sha_of, sim_values
-from forge_server import ForgeServer
+from tests.alerts.alerts_support import SIM, Lab, push_commits, sha_of, sim_values
+from tests.alerts.forge_server import ForgeServer
 from perfci_server import db, dispatch
 from perfci_server.alerts import detection as alert_detection
-from perfci_server.models import Alert, AlertGroup, Branch, Commit, CommitStatus, Job, Run
+from perfci_server.models import Alert, AlertGroup, Commit, CommitStatus, Job, Run
 from perfci_server.settings import get_settings
-from server_support import ADMIN
+from tests.server.server_support import ADMIN
 
 pytestmark = pytest.mark.services
 STEP = 9
@@ -103,8 +103,12 @@ def test_upload_to_alert_to_forge_status_through_a_real_worker(committed_client,
     assert (alert["metric"], alert["backend"], alert["change_pct"]) == ("ipp", "sim", pytest.approx(2.9))
 
     # Every measured commit gets its status on the forge, despite the two 503s (retried with backoff).
-    _wait("every status to be posted", lambda: len({r.path for r in forge.accepted()}) == N, worker)
-    posted = {r.path.rsplit("/", 1)[1]: r.body for r in forge.accepted()}
+    def newest() -> dict[str, dict]:  # the newest accepted post per commit: pending once its job was queued, then its verdict
+        return {r.path.rsplit("/", 1)[1]: r.body for r in forge.accepted()}
+
+    _wait("every verdict to be posted",
+          lambda: len(newest()) == N and all(b["state"] != "pending" for b in newest().values()), worker)
+    posted = newest()
     assert posted[shas[STEP]]["state"] == "failure" and "regression: ipp +2.90%" in posted[shas[STEP]]["description"]
     assert posted[shas[0]]["state"] == "error"  # the first measured commit has no baseline: no verdict, never success
     assert {posted[s]["state"] for s in shas[1:] if s != shas[STEP]} == {"success"}
@@ -154,7 +158,7 @@ _SENT: dict[str, dict] = {}
 @pytest.fixture(autouse=True)
 def _remember_documents(monkeypatch):
     """Keep each uploaded document so a retry can send exactly the same content."""
-    import alerts_support
+    from tests.alerts import alerts_support
 
     real = alerts_support.document
 
@@ -169,38 +173,34 @@ def _remember_documents(monkeypatch):
 
 
 def test_concurrent_detection_of_one_series_makes_one_group(committed_client, sent_tasks):
-    """Four transactions detect on the same branch x machine at once (a detection and its
-    redelivered message, two re-detections): the pending runs go to exactly one of the detections
-    and the advisory lock serialises the group matching."""
+    """Four transactions detect on the same machine at once (a detection, its redelivered message,
+    and the straggler sweep's resends): the pending runs go to exactly one of the detections and the
+    advisory lock serialises the group matching."""
     session = db.new_session()
     lab = Lab(committed_client, session, sent_tasks, configs=(SIM,))
     agent = lab.agent("dut-01")
     lab.push(12)
     lab.measure(lambda i, _: sim_values(81.72 * (1.05 if i >= 6 else 1.0)), agent)
-    branch_id = session.scalar(select(Branch.id).where(Branch.name == "main"))
     session.close()
     machine_id = agent["machine_id"]
     errors, barrier, outcomes = [], threading.Barrier(4), []
 
-    def detect(kind):
+    def detect():
         try:
             with db.session_scope() as s:
                 barrier.wait(timeout=30)
-                if kind == "pending":
-                    outcomes.append(alert_detection.detect_pending(s, machine_id, get_settings()).as_dict())
-                else:
-                    alert_detection.redetect(s, branch_id, machine_id, get_settings())
+                outcomes.append(alert_detection.detect_pending(s, machine_id, get_settings()).as_dict())
         except Exception as exc:  # noqa: BLE001 - collected and asserted below
             errors.append(exc)
 
-    threads = [threading.Thread(target=detect, args=(kind,)) for kind in ("pending", "pending", "redetect", "redetect")]
+    threads = [threading.Thread(target=detect) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=120)
     assert errors == []
     assert (_count(AlertGroup), _count(Alert)) == (1, 1)
-    assert sorted(o["commits"] for o in outcomes) == [0, 12]  # the runs went to one detection only
+    assert sorted(o["commits"] for o in outcomes) == [0, 0, 0, 12]  # the runs went to one detection only
     with db.session_scope() as s:  # every measured commit got its verdict, every run is analysed
         judged = set(s.scalars(select(Commit.sha).join(CommitStatus, CommitStatus.commit_id == Commit.id)))
         pending = s.scalar(select(func.count()).select_from(Run).where(Run.status == "ok", Run.detected_at.is_(None)))

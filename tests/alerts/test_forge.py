@@ -4,45 +4,28 @@ triage flipping a status back. Data is committed (the post task opens its own se
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from sqlalchemy import select
 
-from alerts_support import committed_sim_lab
-from forge_server import ForgeServer
+from perfci_server import dispatch
 from perfci_server.alerts import verdicts
 from perfci_server.forge import client as forge_client
-from perfci_server.forge import service as forge_service
+from perfci_server.forge import statuses as forge_statuses
+from perfci_server.forge.registry import kind_of
 from perfci_server.forge import tasks as forge_tasks
-from perfci_server.models import AlertGroup, CommitState, CommitStatus, Forge
-from server_conftest import _settings_env
-from server_support import ADMIN
+from perfci_server.models import AlertGroup, CommitState, CommitStatus
+from tests.alerts.conftest import FORGE_TOKEN as TOKEN
+from tests.alerts.conftest import STEP
+from tests.server.server_support import ADMIN
 
 pytestmark = pytest.mark.services
 
-TOKEN = "ghp_" + "x" * 36
-STEP = 6
-
-
-@pytest.fixture
-def forge() -> Iterator[ForgeServer]:
-    with ForgeServer() as server:
-        yield server
-
-
-@pytest.fixture
-def lab(committed_client, sent_tasks, forge, monkeypatch):
-    _settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=TOKEN, PERFCI_FORGE_MAX_RETRIES="3",
-                  PERFCI_PUBLIC_URL="https://perfci.example.com", PERFCI_FORGE_RESEND_INTERVAL_SECONDS="0.001")
-    lab = committed_sim_lab(committed_client, sent_tasks, 10, STEP)
-    yield lab
-    lab.session.close()
-
 
 def _post_all(sent_tasks, start: int = 0) -> int:
-    posts = sent_tasks.named(forge_service.POST_TASK)
-    for (status_id,) in posts[start:]:
+    """Run the queued posts from ``start`` on, each status once (a later task of a status already
+    sent finds nothing to post); returns how many posts were queued in all."""
+    posts = sent_tasks.named(forge_statuses.POST_TASK)
+    for status_id in dict.fromkeys(status_id for (status_id,) in posts[start:]):
         forge_tasks.post_status.apply(args=(status_id,))
     return len(posts)
 
@@ -53,7 +36,8 @@ def _statuses(session) -> dict[int, CommitStatus]:
 
 
 def test_one_status_per_measured_commit_failure_names_the_regression(lab, forge, sent_tasks):
-    assert _post_all(sent_tasks) == 10
+    assert _post_all(sent_tasks) == 20  # each commit: pending once its job was queued, then its verdict
+    assert len(forge.requests) == 10  # posted after both: only the newest
     shas = lab.shas["main"]
     by_sha = {r.path.rsplit("/", 1)[1]: r for r in forge.requests}
     assert set(by_sha) == set(shas)
@@ -77,15 +61,15 @@ def test_one_status_per_measured_commit_failure_names_the_regression(lab, forge,
     assert all(r.body["target_url"].startswith("https://perfci.example.com/v/") for r in forge.requests)
     assert all(len(r.body["description"]) <= 140 for r in forge.requests)
     rows = _statuses(lab.session)
-    assert {(r.delivery, r.sent_version, r.attempts) for r in rows.values()} == {("sent", 1, 1)}
+    assert {(r.delivery, r.sent_version, r.attempts) for r in rows.values()} == {("sent", 2, 1)}  # version 1 was the pending
 
 
 def test_transient_failures_are_retried_with_backoff_until_posted(lab, forge, sent_tasks, monkeypatch):
     delays = []
-    real = forge_service.retry_delay
-    monkeypatch.setattr(forge_service, "retry_delay", lambda settings, n: delays.append(real(settings, n)) or 0)
+    real = dispatch.retry_delay
+    monkeypatch.setattr(dispatch, "retry_delay", lambda settings, n: delays.append(real(settings, n)) or 0)
     forge.script.extend([503, 429])
-    [first, *_] = sent_tasks.named(forge_service.POST_TASK)
+    [first, *_] = sent_tasks.named(forge_statuses.POST_TASK)
     forge_tasks.post_status.apply(args=first)
     assert [r.answered for r in forge.requests] == [503, 429, 201]
     assert delays == [5.0, 10.0]  # backoff x 2^n (the default 5 s base)
@@ -95,12 +79,21 @@ def test_transient_failures_are_retried_with_backoff_until_posted(lab, forge, se
 
 def test_a_refused_status_is_not_retried_and_the_alert_stays(lab, forge, sent_tasks):
     forge.script.append(401)
-    [first, *_] = sent_tasks.named(forge_service.POST_TASK)
+    [first, *_] = sent_tasks.named(forge_statuses.POST_TASK)
     forge_tasks.post_status.apply(args=first)
     assert [r.answered for r in forge.requests] == [401]
     [row] = [r for r in _statuses(lab.session).values() if r.id == first[0]]
     assert row.delivery == "failed" and "HTTP 401" in row.last_error
     assert len(lab.alerts()) == 1
+
+
+def test_a_redirected_status_is_a_failed_post_and_the_token_stays_home(lab, forge, sent_tasks):
+    forge.script.append(302)
+    [first, *_] = sent_tasks.named(forge_statuses.POST_TASK)
+    assert forge_tasks.post_status.apply(args=first).get() == "refused"
+    assert [r.answered for r in forge.requests] == [302]  # the redirect was not followed
+    [row] = [r for r in _statuses(lab.session).values() if r.id == first[0]]
+    assert row.delivery == "failed" and "HTTP 302 redirect to http://elsewhere.invalid" in row.last_error
 
 
 def test_an_outage_longer_than_the_retries_is_outlived_by_the_resend_sweep(lab, forge, sent_tasks):
@@ -111,7 +104,7 @@ def test_an_outage_longer_than_the_retries_is_outlived_by_the_resend_sweep(lab, 
     assert {r.delivery for r in rows.values()} == {"pending"} and all("HTTP 503" in r.last_error for r in rows.values())
     assert len(lab.alerts()) == 1  # the alert never depended on the post
     # The forge is back; the periodic sweep re-sends what is still pending.
-    sent_before = len(sent_tasks.named(forge_service.POST_TASK))
+    sent_before = len(sent_tasks.named(forge_statuses.POST_TASK))
     assert forge_tasks.resend_pending.apply().get() == 10
     _post_all(sent_tasks, sent_before)
     assert len(forge.accepted()) == 10
@@ -124,7 +117,7 @@ def test_triage_flips_the_commit_status_and_the_check(lab, forge, sent_tasks):
     [group] = lab.alerts()
     bad_sha = lab.shas["main"][STEP]
     assert client.get("/api/v1/alerts/check", params={"commit": bad_sha, "repository": "perfci-org/dataplane"}).json()["exit_code"] == 1
-    sent_before = len(sent_tasks.named(forge_service.POST_TASK))
+    sent_before = len(sent_tasks.named(forge_statuses.POST_TASK))
     response = client.post(f"/api/v1/alerts/{group['id']}/triage", json={"status": "invalid", "note": "measurement host was swapping", "by": "ada"}, headers=ADMIN)
     assert response.status_code == 200, response.text
     assert (response.json()["status"], response.json()["triaged_by"]) == ("invalid", "ada")
@@ -151,41 +144,37 @@ def test_triage_needs_an_admin_token_and_a_valid_state(lab):
     assert lab.client.post("/api/v1/alerts/999999/triage", json={"status": "fixed", "by": "ada"}, headers=ADMIN).status_code == 404
 
 
+def _status(forge: str, api_url: str, state: CommitState, description: str = "no baseline yet"):
+    return kind_of(forge).status_call(api_url, "t", "o/r", "c" * 40, state.value, "perfci/dut-01", description, None)
+
+
 def test_gitlab_commit_status_request_shape(forge):
-    post = forge_client.StatusPost(forge=Forge.GITLAB, api_url=forge.url + "/api/v4", token="glpat-secret", project="perfci-org/dataplane",
-                                   sha="a" * 40, state=CommitState.FAILURE, context="perfci/dut-01",
-                                   description="regression: ipp +2.90% (sim-64B, sim), alert 1", target_url=None)
-    assert forge_client.send(post, timeout=5) == 201
+    call = kind_of("gitlab").status_call(forge.url + "/api/v4", "glpat-secret", "perfci-org/dataplane", "a" * 40, "failure",
+                                         "perfci/dut-01", "regression: ipp +2.90% (sim-64B, sim), alert 1", None)
+    assert forge_client.call("gitlab", call, timeout=5).status_code == 201
     [request] = forge.requests
     assert request.path == "/api/v4/projects/perfci-org%2Fdataplane/statuses/" + "a" * 40
     assert request.headers["private-token"] == "glpat-secret"
     assert request.body == {"state": "failed", "name": "perfci/dut-01", "description": "regression: ipp +2.90% (sim-64B, sim), alert 1"}
 
 
-@pytest.mark.parametrize(("forge_kind", "neutral"), [(Forge.GITHUB, "error"), (Forge.GITLAB, "skipped"), (Forge.GITEA, "warning")])
+@pytest.mark.parametrize(("forge_kind", "neutral"), [("github", "error"), ("gitlab", "skipped"), ("gitea", "warning")])
 def test_no_verdict_is_never_posted_as_success(forge_kind, neutral):
-    post = forge_client.StatusPost(forge=forge_kind, api_url="http://forge.invalid", token="t", project="o/r", sha="c" * 40,
-                                   state=CommitState.NEUTRAL, context="perfci/dut-01", description="no baseline yet", target_url=None)
-    url, headers, body = forge_client.request_of(post)
-    assert body["state"] == neutral
-    if forge_kind is Forge.GITEA:  # GitHub's paths under Gitea's own API root and token scheme
-        assert (url, headers["Authorization"]) == ("http://forge.invalid/repos/o/r/statuses/" + "c" * 40, "token t")
+    call = _status(forge_kind, "http://forge.invalid", CommitState.NEUTRAL)
+    assert call.body["state"] == neutral
+    if forge_kind == "gitea":  # GitHub's paths under Gitea's own API root and token scheme
+        assert (call.url, call.headers["Authorization"]) == ("http://forge.invalid/repos/o/r/statuses/" + "c" * 40, "token t")
 
 
-@pytest.mark.parametrize("forge_kind", [Forge.GITHUB, Forge.GITLAB, Forge.GITEA])
-def test_a_suspect_being_confirmed_is_posted_as_pending_on_both_forges(forge_kind):
-    post = forge_client.StatusPost(forge=forge_kind, api_url="http://forge.invalid", token="t", project="o/r", sha="c" * 40,
-                                   state=CommitState.PENDING, context="perfci/dut-01",
-                                   description="confirming a suspected regression: cpp +2.10%", target_url=None)
-    _, _, body = forge_client.request_of(post)
-    assert body["state"] == "pending"  # both APIs name the state so
+@pytest.mark.parametrize("forge_kind", ["github", "gitlab", "gitea"])
+def test_a_suspect_being_confirmed_is_posted_as_pending_on_every_forge(forge_kind):
+    call = _status(forge_kind, "http://forge.invalid", CommitState.PENDING, "confirming a suspected regression: cpp +2.10%")
+    assert call.body["state"] == "pending"  # every API names the state so
 
 
 def test_unreachable_forge_is_transient(forge):
-    post = forge_client.StatusPost(forge=Forge.GITHUB, api_url="http://127.0.0.1:9", token="t", project="o/r", sha="b" * 40,
-                                   state=CommitState.SUCCESS, context="perfci/x", description="ok", target_url=None)
     with pytest.raises(forge_client.ForgeUnavailable):
-        forge_client.send(post, timeout=2)
+        forge_client.call("github", _status("github", "http://127.0.0.1:9", CommitState.SUCCESS), timeout=2)
 
 
 def test_a_batch_of_verdicts_takes_as_many_statements_as_one_commit(lab, sent_tasks):
@@ -202,7 +191,8 @@ def test_a_batch_of_verdicts_takes_as_many_statements_as_one_commit(lab, sent_ta
     def statements(commit_ids: list[int]) -> int:
         lab.session.expire_all()
         seen = []
-        listener = lambda *args: seen.append(args[2])  # noqa: E731 - the statement text
+        def listener(*args):
+            seen.append(args[2])  # the statement text
         event.listen(engine, "before_cursor_execute", listener)
         try:
             verdicts.record_verdicts(lab.session, machine_id, commit_ids, get_settings())
@@ -210,10 +200,10 @@ def test_a_batch_of_verdicts_takes_as_many_statements_as_one_commit(lab, sent_ta
             event.remove(engine, "before_cursor_execute", listener)
         return len(seen)
 
-    posted = len(sent_tasks.named(forge_service.POST_TASK))
+    posted = len(sent_tasks.named(forge_statuses.POST_TASK))
     one, batch = statements([bad]), statements(sorted(rows))
     assert batch == one, f"{batch} statements for {len(rows)} commits, {one} for one"
-    assert len(sent_tasks.named(forge_service.POST_TASK)) == posted  # same verdicts: nothing posted again
+    assert len(sent_tasks.named(forge_statuses.POST_TASK)) == posted  # same verdicts: nothing posted again
     lab.session.execute(CommitStatus.__table__.delete())  # and when every row is new
     every_new = statements(sorted(rows))
     assert {r.commit_id for r in _statuses(lab.session).values()} == set(rows)

@@ -5,7 +5,7 @@ import pytest
 
 from perfci_core import metrics
 from perfci_core.analysis import IncrementalDetector, Kind, Settings, detect
-from synth import levels, noisy
+from tests.analysis.synth import levels, noisy
 
 STEPS = {150: 0.03, 330: -0.04}
 

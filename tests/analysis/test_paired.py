@@ -127,10 +127,10 @@ def test_minimum_effect_learned_from_the_series_noise():
     rng = np.random.default_rng(11)
     quiet = noisy(levels(60, {}), rng, cv=0.002, reps=5)
     loud = noisy(levels(60, {}), rng, cv=0.04, reps=5)
-    q, l = min_effect_of_series(quiet), min_effect_of_series(loud)
-    assert q.source == l.source == "series" and q.points == 60
+    q, lo = min_effect_of_series(quiet), min_effect_of_series(loud)
+    assert q.source == lo.source == "series" and q.points == 60
     assert q.value == pytest.approx(0.002)  # the floor: a quiet series' noise is below it
-    assert 0.005 < l.value < 0.03 and l.noise is not None and l.value == pytest.approx(0.5 * l.noise)
+    assert 0.005 < lo.value < 0.03 and lo.noise is not None and lo.value == pytest.approx(0.5 * lo.noise)
 
 
 def test_minimum_effect_falls_back_to_the_floor_with_a_note():

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from perfci_agent.bisect.local import LocalBisect
 from perfci_cli.app import app
 
-from bisect_repo import BROKEN_INDEX, IMPROVEMENT_INDEX, REGRESSION_INDEX
+from tests.bisect.bisect_repo import BROKEN_INDEX, IMPROVEMENT_INDEX, REGRESSION_INDEX
 
 pytestmark = pytest.mark.dataplane
 CONFIG = "self-64B-short"
@@ -132,7 +132,7 @@ def test_usage_errors_exit_2(bisect_repo, args, message):
 @pytest.fixture(scope="module")
 def store_forward_repo(tmp_path_factory):
     """base, two neutral commits, regression (f) (a store-forward block, no extra instruction), two more."""
-    from bisect_repo import DATAPLANE, PATCHES, _build_dirs, git
+    from tests.bisect.bisect_repo import DATAPLANE, PATCHES, _build_dirs, git
 
     repo = tmp_path_factory.mktemp("sf") / "repo"
     repo.mkdir()

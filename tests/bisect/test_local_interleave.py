@@ -15,7 +15,7 @@ from perfci_agent.bisect import local
 from perfci_agent.interleave import Interleaved, pair_order
 from perfci_core.result import BenchConfig, MetricValue, ResultDocument, Sample
 
-from bisect_repo import REGRESSION_INDEX
+from tests.bisect.bisect_repo import REGRESSION_INDEX
 
 NOW = datetime(2026, 11, 23, tzinfo=timezone.utc)
 WIGGLE = [0.0, 0.3, -0.2, 0.1, -0.1, 0.2, -0.3, 0.05]

@@ -14,7 +14,7 @@ import pytest
 
 from perfci_agent.bisect.local import LocalBisect
 
-from bisect_repo import DATAPLANE, _build_dirs, git
+from tests.bisect.bisect_repo import DATAPLANE, _build_dirs, git
 
 pytestmark = pytest.mark.dataplane
 CONFIG = "self-64B-short"

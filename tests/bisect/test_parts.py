@@ -20,7 +20,7 @@ from perfci_agent.errors import UsageError
 from perfci_core.analysis.bisect import change_text
 from perfci_core.result import BenchConfig, ResultDocument, Sample
 
-from bisect_repo import git
+from tests.bisect.bisect_repo import git
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -33,10 +33,10 @@ from perfci_server.bisect import service as bisect_service
 from perfci_server.jobs import repository as job_sql
 from perfci_server.models import Alert, AlertGroup, Bisect, BranchCommit, Commit
 from perfci_server.settings import get_settings
-from server_support import (ADMIN, GITHUB_COMMITS, TEST_DATABASE_URL, body_of, complete_pushes, create_config, create_repository,
-                            enroll, github_headers, push_github, push_payload)
+from tests.server.server_support import ADMIN, GITHUB_COMMITS, body_of, complete_pushes, create_config, create_repository, enroll, github_headers, push_github, push_payload
+from tests.support.services import TEST_DATABASE_URL
 
-from bisect_repo import BROKEN_INDEX, IMPROVEMENT_INDEX, REGRESSION_INDEX, git
+from tests.bisect.bisect_repo import BROKEN_INDEX, IMPROVEMENT_INDEX, REGRESSION_INDEX, git
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_CONFIG = {"name": "self-64B-short", "packets": 100_000, "warmup": 2_000, "backend": "sim", "repetitions": 1}
@@ -295,7 +295,7 @@ def test_server_bisect_hunts_a_direction_and_isolates_the_move_against_it(client
     """c1..c6: +1.6 % IPP at c3, -6.4 % at c5 (sim values uploaded through the agent endpoints, as a
     sim agent reports them). The server's search hunts what it is told and reports both commits."""
     from perfci_server.settings import get_settings
-    from server_support import enroll, result_document
+    from tests.server.server_support import enroll, result_document
 
     ipp = [100.0, 100.0, 101.6, 101.6, 95.0976, 95.0976]
     shas = _empty_history(tmp_path / "repo", 6)
@@ -376,7 +376,7 @@ TSC_CONFIG = {"name": "self-64B-tsc", "packets": 100_000, "warmup": 2_000, "back
 
 def _start_tsc_bisect(client, session, sent_tasks, tmp_path, n: int) -> tuple[list[str], dict, int]:
     """A bisect of ``n`` pushed commits on a ``tsc`` config of 5 repetitions: (shas, the agent, the bisect's id)."""
-    from server_support import enroll
+    from tests.server.server_support import enroll
 
     shas = _empty_history(tmp_path / "repo", n)
     create_repository(client)
@@ -398,7 +398,7 @@ def _advance_all(session, sent_tasks) -> None:
 
 
 def _upload(client, agent: dict, job: dict, values: list[float]) -> None:
-    from server_support import result_document
+    from tests.server.server_support import result_document
 
     config = {k: TSC_CONFIG[k] for k in ("name", "packets", "warmup")}
     doc = result_document(job["commit"], config=config, machine_id=agent["fingerprint"], reps=len(values),

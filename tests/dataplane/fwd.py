@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +47,36 @@ def run_fwd(binary: Path, eal: list[str], app: list[str], timeout: float = 60, *
     proc = subprocess.run([str(binary), *eal, "--", *app], capture_output=True, text=True,
                           timeout=timeout, **kw)
     return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def sigterm_in_window(binary: Path, eal: list[str], app: list[str], forwarding: float = 0.3, timeout: float = 60) -> Run:
+    """Run until the measurement window has been open for ``forwarding`` seconds, then SIGTERM.
+    The dataplane's window control (``--perf-ctl``/``--perf-ack``, perf's protocol, answered here)
+    says when it opened: by then its signal handlers are installed, however long start-up took on a
+    loaded host."""
+    ctl_r, ctl_w = os.pipe()
+    ack_r, ack_w = os.pipe()
+    try:
+        proc = subprocess.Popen([str(binary), *eal, "--", *app, "--perf-ctl", str(ctl_w), "--perf-ack", str(ack_r)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(ctl_w, ack_r))
+        os.close(ctl_w)
+        os.close(ack_r)
+        with os.fdopen(ctl_r, "r") as ctl, os.fdopen(ack_w, "w") as ack:
+            for command in ("enable", "disable"):
+                line = ctl.readline()
+                if line != f"{command}\n":
+                    break  # the dataplane ended or failed: its exit status and stderr say why
+                ack.write("ack\n")
+                ack.flush()
+                if command == "enable":
+                    time.sleep(forwarding)  # every lcore in its window, forwarding
+                    proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        if "proc" in locals() and proc.poll() is None:
+            proc.kill()
+        raise
+    return Run(proc.returncode, out, err)
 
 
 def build(source: Path, builddir: Path) -> Path:

@@ -6,14 +6,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from .fwd import eal_args, run_fwd
+from .fwd import eal_args, run_fwd, sigterm_in_window
 
 
 def test_self_fed_report_is_complete_and_consistent(fwd_bin):
@@ -86,13 +84,7 @@ def test_runs_on_hugepages(fwd_bin):
 
 
 def test_sigterm_closes_the_window_and_reports(fwd_bin):
-    proc = subprocess.Popen([str(fwd_bin), *eal_args(), "--", "--packets", str(10**12)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
-    report = json.loads(out)
+    report = sigterm_in_window(fwd_bin, eal_args(), ["--packets", str(10**12)]).report
     assert report["stop_reason"] == "signal"
     assert report["window"]["packets"]["rx"] > 0
 

@@ -20,7 +20,7 @@ import pytest
 from perfci_agent.measure import default_core
 from perfci_agent.server_api import ApiClient, ServerUnreachable
 from perfci_server.settings import DEVELOPMENT_ADMIN_TOKEN
-from server_support import github_headers
+from tests.server.server_support import github_headers
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -19,11 +19,11 @@ import subprocess
 import pytest
 from sqlalchemy import create_engine, text
 
-from e2e_support import (BIN, Stack, agent_argv, agent_env, free_port, healthy, make_history, server_env, signed_push,
+from tests.e2e.e2e_support import (BIN, Stack, agent_argv, agent_env, free_port, healthy, make_history, server_env, signed_push,
                          start_api, start_worker)
 from perfci_agent.daemon import host, identity
 from perfci_agent.measure import default_core
-from server_support import SECRET
+from tests.server.server_support import SECRET
 
 pytestmark = [pytest.mark.services, pytest.mark.dataplane]
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from e2e_support import Stack, free_port, git, server_env, signed_push, start_api
+from tests.e2e.e2e_support import Stack, free_port, git, server_env, signed_push, start_api
 from perfci_agent.daemon import host
 from perfci_agent.daemon.agent import Agent
 from perfci_agent.daemon.config import load
 from perfci_agent.server_api import AgentClient
 from perfci_core.result import BenchConfig, ResultDocument
-from server_support import SECRET
+from tests.server.server_support import SECRET
 
 pytestmark = pytest.mark.services
 CONFIG = {"name": "self-64B-sim", "packets": 50_000, "warmup": 1_000, "backend": "sim", "repetitions": 2}

@@ -21,11 +21,11 @@ import subprocess
 
 import pytest
 
-from bisect_repo import BROKEN_INDEX, IMPROVEMENT_INDEX, REGRESSION_INDEX, make_repository
-from e2e_support import (BIN, ROOT, Stack, agent_argv, agent_env, free_port, server_env, signed_push, start_api,
+from tests.bisect.bisect_repo import BROKEN_INDEX, IMPROVEMENT_INDEX, REGRESSION_INDEX, make_repository
+from tests.e2e.e2e_support import (BIN, ROOT, Stack, agent_argv, agent_env, free_port, server_env, signed_push, start_api,
                          start_worker)
 from perfci_server.settings import DEVELOPMENT_ADMIN_TOKEN
-from server_support import SECRET
+from tests.server.server_support import SECRET
 
 pytestmark = [pytest.mark.services, pytest.mark.dataplane]
 

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from e2e_support import ROOT, agent_argv, agent_env, base_repository, free_port, git, server_env, start_api, start_worker
+from tests.e2e.e2e_support import ROOT, agent_argv, agent_env, base_repository, free_port, git, server_env, start_api, start_worker
 
 pytestmark = [pytest.mark.dataplane, pytest.mark.services, pytest.mark.timeout(45 * 60)]
 
@@ -86,10 +86,10 @@ def test_statuses_and_the_pull_request_comment_on_a_real_gitea(gitea, database, 
     staged = _commit(work, "fwd: stage the MAC header through a vector", "a-store-forward-block.patch")
     gitea.push(repo, work, "feature-a")
     pull = gitea.open_pull(repo, "feature-a", "main", "fwd: stage the MAC header through a vector")
-    verdict = stack.wait_for("the pull request's verdict", lambda: final(staged, "perfci/pr/dut-01"), MEASURED_S, interval=2)
+    verdict = stack.wait_for("the pull request's verdict", lambda: final(staged, "perfci/pr/dut-01/main"), MEASURED_S, interval=2)
     assert verdict["status"] == "failure", verdict
     assert "sf_blocks_pp from zero" in verdict["description"], verdict
-    assert any(s["status"] == "pending" for s in gitea.commit_statuses(repo, staged) if s["context"] == "perfci/pr/dut-01")
+    assert any(s["status"] == "pending" for s in gitea.commit_statuses(repo, staged) if s["context"] == "perfci/pr/dut-01/main")
 
     def verdict_comment(head: str) -> dict[str, Any] | None:
         """The pull request's one comment once it gives the verdict on ``head``. The status and the comment are
@@ -100,14 +100,14 @@ def test_statuses_and_the_pull_request_comment_on_a_real_gitea(gitea, database, 
         return comments[0] if f"head `{head[:12]}`" in body and not body.startswith("### perfci: measuring") else None
 
     comment = stack.wait_for("the pull request's comment", lambda: verdict_comment(staged), MEASURED_S, interval=2)
-    assert "store-forward" in comment["body"] and "mac_rewrite" in comment["body"], comment["body"]
+    assert "store-forward" in comment["body"] and "mac\\_rewrite" in comment["body"], comment["body"]
     first_id = comment["id"]
 
     # 4. A second push to the pull request: the same comment is edited for the new head.
     again = _commit(work, "docs: note the staging")
     gitea.push(repo, work, "feature-a")
 
-    assert stack.wait_for("the new head's verdict", lambda: final(again, "perfci/pr/dut-01"), MEASURED_S, interval=2)
+    assert stack.wait_for("the new head's verdict", lambda: final(again, "perfci/pr/dut-01/main"), MEASURED_S, interval=2)
     comment = stack.wait_for("the comment to be edited for the new head", lambda: verdict_comment(again), MEASURED_S,
                              interval=2)
     assert comment["id"] == first_id

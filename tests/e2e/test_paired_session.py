@@ -13,12 +13,12 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from e2e_support import free_port, make_history, server_env, signed_push, start_api
+from tests.e2e.e2e_support import free_port, make_history, server_env, signed_push, start_api
 from perfci_agent.daemon.agent import Agent
 from perfci_agent.daemon.config import load
 from perfci_server.jobs import repository as job_sql
 from perfci_server.models import Commit, Run
-from server_support import SECRET
+from tests.server.server_support import SECRET
 
 pytestmark = [pytest.mark.services, pytest.mark.dataplane]
 REPOSITORY = "perfci-org/dataplane"

@@ -1,4 +1,4 @@
-"""Fixtures of the forge tests: a real Gitea (the build .ci/gitea makes, PERFCI_GITEA_BIN) and a
+"""Fixtures of the forge tests: a real Gitea (``gitea``, from :mod:`tests.support.gitea`) and a
 loopback HTTP server recording the webhook deliveries it sends.
 
 One Gitea serves the whole session (starting one takes seconds); each test makes its own repository.
@@ -11,8 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gitea_fixture import gitea  # noqa: F401 - the session's Gitea
-from webhook_listener import WebhookListener
+from tests.forge.webhook_listener import WebhookListener
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitea import Gitea, Repo
-from webhook_listener import Received, WebhookListener
+from tests.forge.gitea import Gitea, Repo
+from tests.forge.webhook_listener import Received, WebhookListener
 
 WEBHOOK_PATH = "/webhooks/gitea"
 AUTHOR = {"GIT_AUTHOR_NAME": "Perf Tester", "GIT_AUTHOR_EMAIL": "perf@example.invalid",

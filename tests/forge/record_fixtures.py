@@ -1,7 +1,7 @@
 """Re-record the Gitea webhook fixtures (tests/forge/fixtures/gitea/) from a real Gitea: the life of
 a pull request (pull_request_scenario.py), signed with the fixtures' secret.
 
-    PERFCI_GITEA_BIN=$(bash .ci/gitea) .venv/bin/python tests/forge/record_fixtures.py
+    PERFCI_GITEA_BIN=$(bash .ci/gitea) .venv/bin/python -m tests.forge.record_fixtures
 
 Each file is {"headers": <the X-* headers and Content-Type as sent>, "body": <the JSON payload>}.
 Gitea signs the bytes it sends; they are `json.dumps(body, indent=2, ensure_ascii=False)` exactly
@@ -11,16 +11,14 @@ Gitea signs the bytes it sends; they are `json.dumps(body, indent=2, ensure_asci
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from tests.forge import pull_request_scenario
+from tests.forge.gitea import Gitea, GiteaBuild, signature
+from tests.forge.webhook_listener import Received, WebhookListener
 
-import pull_request_scenario  # noqa: E402
-from gitea import Gitea, GiteaBuild, signature  # noqa: E402
-from webhook_listener import Received, WebhookListener  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 FIXTURE_SECRET = "perfci-fixture-secret"
 OUT = HERE / "fixtures" / "gitea"

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-import pull_request_scenario
-from gitea import Gitea, signature
-from webhook_listener import Received, WebhookListener
+from tests.forge import pull_request_scenario
+from tests.forge.gitea import Gitea, signature
+from tests.forge.webhook_listener import Received, WebhookListener
 
 pytestmark = pytest.mark.services
 SECRET = "perfci-forge-test-secret"

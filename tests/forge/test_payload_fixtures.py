@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gitea import signature
+from tests.forge.gitea import signature
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SECRET = "perfci-fixture-secret"

@@ -37,7 +37,7 @@ class WebhookListener:
         listener = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with listener._changed:
                     listener.received.append(Received(self.path, dict(self.headers.items()), body))

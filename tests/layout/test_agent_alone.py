@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER_ONLY = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "kombu", "redis")
+SERVER_ONLY = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "kombu", "redis", "prometheus_client")
 CLIENT_ONLY = ("typer", "rich", "httpx", "matplotlib", "pydantic_settings", "perfci_agent", "perfci_server", "perfci_cli")
 
 # Installed as sitecustomize on PYTHONPATH: the listed top-level modules cannot be imported.
@@ -100,8 +100,8 @@ def test_the_agent_extra_pulls_no_server_package() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     agent = requirement_names(project["project"]["dependencies"] + project["project"]["optional-dependencies"]["agent"])
     server = requirement_names(project["project"]["optional-dependencies"]["server"])
-    assert {"fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "redis"} <= server
-    assert agent & {"fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "redis"} == set()
+    assert {"fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "redis", "prometheus-client"} <= server
+    assert agent & {"fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "celery", "redis", "prometheus-client"} == set()
     assert "matplotlib" not in agent  # perfci plot is the client's: perfci[client]
     assert "matplotlib" in requirement_names(project["project"]["optional-dependencies"]["client"])
     assert project["project"]["scripts"]["perfci"] == "perfci_cli.app:app"
@@ -115,9 +115,11 @@ def test_each_package_is_found_and_shipped(package: str) -> None:
     assert any(package.startswith(pattern.rstrip("*")) for pattern in tool["packages"]["find"]["include"])
 
 
-def test_memhazard_sources_stay_package_data() -> None:
+def test_the_c_tools_sources_stay_package_data() -> None:
+    """memhazard and the calibration loop: the agent builds both from its installed package."""
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["perfci_agent"]
-    tool = ROOT / "agents" / "perfci_agent" / "hazards" / "tool"
-    assert sorted(p.name for pattern in data for p in (ROOT / "agents" / "perfci_agent").glob(pattern)) == sorted(
-        p.name for p in tool.iterdir() if p.suffix == ".c" or p.name == "meson.build")
-    assert (tool / "meson.build").exists()
+    package = ROOT / "agents" / "perfci_agent"
+    tools = (package / "hazards" / "tool", package / "clockcal")
+    assert sorted(str(p.relative_to(package)) for pattern in data for p in package.glob(pattern)) == sorted(
+        str(p.relative_to(package)) for tool in tools for p in tool.iterdir() if p.suffix == ".c" or p.name == "meson.build")
+    assert all((tool / "meson.build").exists() for tool in tools)

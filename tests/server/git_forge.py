@@ -3,8 +3,10 @@ URL): commits made here are what a push brings, and the server's mirror fetches 
 
 from __future__ import annotations
 
+import http.server
 import os
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +45,38 @@ class GitForge:
                 "author": {"name": "Ada Lovelace", "email": "ada@example.com", "username": "ada"},
                 "committer": {"name": "Ada Lovelace", "email": "ada@example.com", "username": "ada"},
                 "added": [], "removed": [], "modified": ["dataplane/src/fwd.c"]}
+
+
+class HangingForge:
+    """A forge over git's dumb HTTP protocol (the bare repository's files, served as they are)
+    that can hang: while ``hanging`` is set it accepts every request and never answers."""
+
+    def __init__(self, bare: Path) -> None:
+        self.hanging = threading.Event()
+        self.released = threading.Event()
+        self.requests = 0
+        forge = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, directory=str(bare.parent), **kwargs)
+
+            def do_GET(self) -> None:
+                forge.requests += 1
+                if forge.hanging.is_set():
+                    forge.released.wait(60)  # until the test ends: the client gives up first
+                    return
+                super().do_GET()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/{bare.name}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.released.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()

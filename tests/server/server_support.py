@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -13,30 +12,30 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
-from perfci_server.security import github_signature
+from perfci_server.forge.github import signature as github_signature
 from perfci_server.settings import get_settings
-
-TEST_DATABASE_URL = os.environ.get("PERFCI_TEST_DATABASE_URL", "postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test")
+from tests.support.services import BASE_DATABASE_URL, WORKER, database_name, database_url
 
 
 @contextmanager
 def scratch_database(suffix: str) -> Iterator[str]:
-    """The URL of an empty PostgreSQL database next to the test database, dropped afterwards. Named
-    after the test database and ``suffix``, so runs on different test databases never collide."""
-    scratch = f"{make_url(TEST_DATABASE_URL).database}_{suffix}"
-    admin = create_engine(TEST_DATABASE_URL, isolation_level="AUTOCOMMIT")
+    """The URL of an empty PostgreSQL database (not a clone of the template: for the tests of the
+    migrations themselves), dropped afterwards. Named after the test database, the xdist worker and
+    ``suffix``, so no two runs or workers collide."""
+    scratch = database_name(WORKER, suffix)
+    admin = create_engine(BASE_DATABASE_URL, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
             conn.execute(text(f"DROP DATABASE IF EXISTS {scratch} WITH (FORCE)"))
             conn.execute(text(f"CREATE DATABASE {scratch}"))
-        yield make_url(TEST_DATABASE_URL).set(database=scratch).render_as_string(hide_password=False)
+        yield database_url(scratch)
         with admin.connect() as conn:
             conn.execute(text(f"DROP DATABASE IF EXISTS {scratch} WITH (FORCE)"))
     finally:
         admin.dispose()
-TEST_REDIS_URL = os.environ.get("PERFCI_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
 FIXTURES = Path(__file__).parent / "fixtures"
 ADMIN = {"Authorization": "Bearer perfci-development-admin-token"}
 MACHINE = {"cpu_model": "Intel(R) Xeon(R) Gold 6338", "cores": 32, "kernel": "6.1.0-18-amd64", "governor": "performance", "turbo": False}

@@ -7,7 +7,7 @@ from sqlalchemy import select
 
 from perfci_server.models import Agent, Job, Run
 from perfci_server.settings import get_settings
-from server_support import ADMIN, GITHUB_COMMITS, MACHINE, MACHINE_ID, complete_pushes, create_config, create_repository, enroll, push_github
+from tests.server.server_support import ADMIN, GITHUB_COMMITS, MACHINE, MACHINE_ID, complete_pushes, create_config, create_repository, enroll, push_github
 
 pytestmark = pytest.mark.services
 
@@ -55,7 +55,8 @@ def test_an_agent_that_stopped_claiming_says_why_and_the_agents_api_shows_it(cli
     why = "this machine's identity changed since enrollment (cpu_model_name): re-enroll it as a new machine"
     headers = agent["headers"]
     assert client.post("/api/v1/agent/heartbeat", json={"stopped_claiming": why}, headers=headers).status_code == 200
-    listed = lambda: {a["id"]: a["stopped_claiming"] for a in client.get("/api/v1/agents", headers=ADMIN).json()["items"]}  # noqa: E731
+    def listed():
+        return {a["id"]: a["stopped_claiming"] for a in client.get("/api/v1/agents", headers=ADMIN).json()["items"]}
     assert listed()[agent["agent_id"]] == why
     assert client.post("/api/v1/agent/heartbeat", json={"version": "0.2"}, headers=headers).status_code == 200
     assert listed()[agent["agent_id"]] == why  # an older agent's heartbeat without the field leaves it

@@ -3,20 +3,16 @@ empty only a Redis database no one else uses."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import psycopg
 import pytest
 import redis
 from sqlalchemy.engine import make_url
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import owned  # noqa: E402
+from benchmarks import owned
+from benchmarks.server_ingest import detection, run
+from tests.support.services import TEST_DATABASE_URL, TEST_REDIS_URL
 
-from server_support import TEST_DATABASE_URL, TEST_REDIS_URL  # noqa: E402
-
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.xdist_group("redis")]  # the test Redis database, unflushed
 
 
 def _libpq(url: str) -> str:
@@ -29,14 +25,14 @@ def test_the_defaults_are_the_benchmarks_own():
     assert owned.default_redis_url() != TEST_REDIS_URL
 
 
-def test_a_database_a_benchmark_did_not_create_is_refused_and_kept():
+def test_a_database_a_benchmark_did_not_create_is_refused_and_kept(pg_engine):
     with pytest.raises(owned.NotOurs, match="refusing to drop"):
         owned.recreate_database(TEST_DATABASE_URL)
     with psycopg.connect(_libpq(TEST_DATABASE_URL)) as conn:  # still there, untouched
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
-def test_a_benchmark_database_is_recreated_empty():
+def test_a_benchmark_database_is_recreated_empty(pg_engine):
     url = make_url(TEST_DATABASE_URL).set(database=f"{make_url(TEST_DATABASE_URL).database}_owned_check")
     rendered = url.render_as_string(hide_password=False)
     try:
@@ -63,16 +59,10 @@ def test_a_redis_database_in_other_use_is_refused():
 
 
 def test_the_detection_benchmark_has_its_own_database():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "server_ingest"))
-    import detection
-
     assert make_url(detection.DEFAULT_DB).database == "perfci_bench_detection"
 
 
-def test_the_ingest_benchmark_prints_the_machine_and_postgresql_state_it_ran_on():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "server_ingest"))
-    import run
-
+def test_the_ingest_benchmark_prints_the_machine_and_postgresql_state_it_ran_on(pg_engine):
     settings = run._postgres_settings(TEST_DATABASE_URL)  # read from the server, not assumed
     for name in ("fsync=", "synchronous_commit=", "shared_buffers=", "max_connections="):
         assert name in settings
@@ -81,9 +71,6 @@ def test_the_ingest_benchmark_prints_the_machine_and_postgresql_state_it_ran_on(
 
 
 def test_paced_arrivals_follow_the_schedule_and_count_the_late_ones():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "server_ingest"))
-    import run
-
     pace = run.Pace(rate=1000.0)
     pace.t0 = 0.0  # long past: every slot is already due, so every cycle is late
     for _ in range(5):

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,38 +12,10 @@ from sqlalchemy import func, select
 from perfci_server import db
 from perfci_server.models import Job
 from perfci_server.repos.service import COMPLETE_PUSH_TASK
-from server_support import TEST_DATABASE_URL, create_config, create_repository, enroll, push_github
+from tests.server.server_support import create_config, create_repository, enroll, push_github
 
 pytestmark = pytest.mark.services
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def worker(redis_url, committed, tmp_path):
-    env = {
-        **os.environ,
-        "PERFCI_DATABASE_URL": TEST_DATABASE_URL,
-        "PERFCI_BROKER_URL": redis_url,
-        "PERFCI_ENV": "development",
-        "PERFCI_DATA_DIR": str(tmp_path),
-    }
-    log = open(tmp_path / "worker.log", "w+")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "perfci_server.celery_app", "worker", "--pool=solo", "-Q", "perfci", "--loglevel=info", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    yield process, log
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    log.close()
 
 
 def test_worker_process_completes_a_push(committed_client, sent_tasks, worker, redis_url):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from perfci_server.settings import get_settings
-from server_support import ADMIN, SECRET
+from tests.server.server_support import ADMIN, SECRET
 
 pytestmark = pytest.mark.services
 
@@ -52,3 +52,15 @@ def test_other_transports_stay_refused_with_the_setting(client, sent_tasks, monk
     monkeypatch.setenv("PERFCI_ALLOW_LOCAL_CLONE_URLS", "true")
     get_settings.cache_clear()
     assert _create(client, url).status_code == 422
+
+
+@pytest.mark.parametrize("url", ["https://x-access-token:ghp_0123456789abcdefghij@github.com/perfci-org/dataplane.git",
+                                 "https://ghp_0123456789abcdefghijklmn@github.com/perfci-org/dataplane.git",
+                                 "http://perfci:s3cret@git.internal:3000/net/dataplane.git",
+                                 "ssh://git:s3cret@gitlab.example.com/net/dataplane.git"])
+def test_credentials_never_enter_a_clone_url(client, sent_tasks, url):
+    """Every API token holder reads clone URLs back: a token there would leave the server. The
+    answer says where a token belongs instead."""
+    response = _create(client, url)
+    assert response.status_code == 422
+    assert "PERFCI_<FORGE>_TOKEN" in response.text and "s3cret" not in response.text and "ghp_0123" not in response.text

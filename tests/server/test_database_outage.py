@@ -13,7 +13,7 @@ from perfci_server import db
 from perfci_server.app import create_app
 from perfci_server.errors import DATABASE_RETRY_AFTER_SECONDS
 from perfci_server.settings import get_settings
-from server_support import ADMIN, body_of, github_headers, push_payload
+from tests.server.server_support import ADMIN, body_of, github_headers, push_payload
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from perfci_server import db, migrate
 from perfci_server.app import create_app
 from perfci_server.celery_app import celery_app
 from perfci_server.settings import get_settings
-from server_support import GITHUB_COMMITS, create_config, create_repository, enroll, push_github, result_document
+from tests.server.server_support import GITHUB_COMMITS, create_config, create_repository, enroll, push_github, result_document
 
 
 def test_webhook_to_series_on_embedded_sqlite(monkeypatch):

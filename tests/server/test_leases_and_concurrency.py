@@ -15,7 +15,7 @@ from perfci_server.jobs import service as job_service
 from perfci_server.jobs.tasks import requeue_expired_leases
 from perfci_server.models import Agent, Job, Run, utcnow
 from perfci_server.settings import get_settings
-from server_support import complete_pushes, create_config, create_repository, enroll, push_github, result_document
+from tests.server.server_support import complete_pushes, create_config, create_repository, enroll, push_github, result_document
 
 pytestmark = pytest.mark.services
 

@@ -16,7 +16,7 @@ from perfci_server.alerts import series_repository as series_sql
 from perfci_server.bisect import repository as bisect_sql
 from perfci_server.results import repository as result_sql
 from perfci_server.settings import get_settings
-from server_support import scratch_database
+from tests.server.server_support import scratch_database
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 # (run, rep) -> {(metric, backend): value}: run 1's reps are not contiguous, cpp is missing at
@@ -138,6 +138,7 @@ def scratch_url(pg_engine: Engine) -> Iterator[str]:
 
 
 @pytest.mark.services
+@pytest.mark.xdist_group("pg-roles")  # the migrations alter the cluster-wide dashboard role
 def test_postgresql_values_survive_upgrade_and_downgrade(scratch_url):
     _check(scratch_url, postgresql=True)
 

@@ -7,7 +7,7 @@ from sqlalchemy import create_engine, inspect
 
 from perfci_server import migrate
 from perfci_server.models import Base
-from server_support import scratch_database
+from tests.server.server_support import scratch_database
 
 
 def _round_trip(url: str) -> None:
@@ -24,6 +24,7 @@ def _round_trip(url: str) -> None:
 
 
 @pytest.mark.services
+@pytest.mark.xdist_group("pg-roles")  # the migrations alter the cluster-wide dashboard role
 def test_postgresql_upgrade_check_downgrade(pg_engine):
     with scratch_database("migrations") as url:
         _round_trip(url)

@@ -32,7 +32,7 @@ class Listener:
         listener = self
 
         class Handler(SimpleHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            def do_GET(self) -> None:
                 listener.authorizations.append(self.headers.get("Authorization"))
                 if redirect_to is None:
                     self.path = self.path.split("?", 1)[0]  # info/refs?service=...: the dumb file

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from perfci_server.alerts import series_repository as series_sql
 from perfci_server.alerts.window import Window
 from perfci_server.models import BranchCommit, Job, Run
-from server_support import result_document
+from tests.server.server_support import result_document
 
 pytestmark = pytest.mark.services
 

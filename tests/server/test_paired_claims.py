@@ -17,7 +17,7 @@ from perfci_server.celery_app import celery_app
 from perfci_server.jobs import repository as job_sql
 from perfci_server.models import Job, Run
 from perfci_server.settings import get_settings
-from server_support import GITHUB_COMMITS, complete_pushes, create_config, create_repository, enroll, push_github, result_document
+from tests.server.server_support import GITHUB_COMMITS, complete_pushes, create_config, create_repository, enroll, push_github, result_document
 
 
 def _pair_rounds(rounds: int) -> list[tuple[int, int]]:

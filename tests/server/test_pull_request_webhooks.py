@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from perfci_server.models import Push, PullRequest
 from perfci_server.pulls.service import PREPARE_TASK
-from server_support import ADMIN
+from tests.server.server_support import ADMIN
 
 pytestmark = pytest.mark.services
 
@@ -117,7 +117,7 @@ def test_gitlabs_documented_merge_request_hook(client, session, sent_tasks, name
 def test_other_pull_request_actions_are_answered_and_ignored(client, session, sent_tasks):
     headers, _, body = recorded("gitea/pull_request_opened.json")
     register(client, body, "gitea")
-    from perfci_server.security import github_signature
+    from perfci_server.forge.github import signature as github_signature
 
     edited = json.dumps({**body, "action": "label_updated"}).encode()
     headers = {**headers, "X-Gitea-Delivery": "label-1", "X-Gitea-Signature": github_signature(SECRET, edited).removeprefix("sha256=")}

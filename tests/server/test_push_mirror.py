@@ -7,9 +7,7 @@ are shaped like GitHub's (at most 20 commits listed) and GitLab's (20 listed, to
 from __future__ import annotations
 
 import copy
-import http.server
 import subprocess
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,8 +22,9 @@ from perfci_server.repos import mirror
 from perfci_server.repos import service as repo_service
 from perfci_server.repos import tasks as repo_tasks
 from perfci_server.settings import get_settings
-from git_forge import GitForge as Forge
-from server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
+from tests.server.git_forge import GitForge as Forge
+from tests.server.git_forge import HangingForge
+from tests.server.server_support import ADMIN, SECRET, body_of, create_config, enroll, fixture, github_headers
 
 pytestmark = pytest.mark.services
 ZERO = "0" * 40
@@ -292,41 +291,6 @@ def test_forge_tokens_go_only_to_the_forges_own_host_and_never_on_the_command_li
     assert ssh == {"GIT_SSH_COMMAND": "ssh -i /etc/perfci/deploy_key -o IdentitiesOnly=yes -o BatchMode=yes"}
 
 
-class HangingForge:
-    """A forge over git's dumb HTTP protocol (the bare repository's files, served as they are)
-    that can hang: while ``hanging`` is set it accepts every request and never answers."""
-
-    def __init__(self, bare: Path) -> None:
-        self.hanging = threading.Event()
-        self.released = threading.Event()
-        self.requests = 0
-        forge = self
-
-        class Handler(http.server.SimpleHTTPRequestHandler):
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                super().__init__(*args, directory=str(bare.parent), **kwargs)
-
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                forge.requests += 1
-                if forge.hanging.is_set():
-                    forge.released.wait(60)  # until the test ends: the client gives up first
-                    return
-                super().do_GET()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/{bare.name}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.released.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def test_thirty_pushes_while_the_forge_hangs_are_answered_recorded_and_completed_once_it_answers(
         committed_client, sent_tasks, db_session, forge, tmp_path):
     """No request waits on the forge: 30 concurrent pushes to one branch are all answered 202 and
@@ -368,3 +332,57 @@ def test_thirty_pushes_while_the_forge_hangs_are_answered_recorded_and_completed
         assert client.get(f"/api/v1/repositories/{repo['id']}/pushes", params={"complete": False}).json()["total"] == 0
     finally:
         hanging.close()
+
+
+def _hung_then_answered(client, db_session, forge, tmp_path, pushes: list[tuple[str, str, list[str], bool]]):
+    """Deliver the pushes while the forge hangs, let each one's first fetch time out (in a shuffled
+    order, as busy workers would), then let the forge answer and complete them, shuffled again.
+    Returns the repository's id."""
+    import random
+
+    bare = tmp_path / "dataplane.git"
+    subprocess.run(["git", "clone", "--quiet", "--bare", "--mirror", str(forge.path), str(bare)], check=True)
+    subprocess.run(["git", "-C", str(bare), "update-server-info"], check=True)
+    hanging = HangingForge(bare)
+    try:
+        repo = register(client, "perfci-org/dataplane", "github", hanging.url)
+        create_config(client)
+        enroll(client)
+        hanging.hanging.set()
+        for i, (before, after, listed, forced) in enumerate(pushes):
+            assert deliver_github(client, github_push(forge, before, after, listed, forced=forced), f"g-{i}").status_code == 202
+        ids = sorted(p["id"] for p in client.get(f"/api/v1/repositories/{repo['id']}/pushes", params={"limit": 100}).json()["items"])
+        order = random.Random(7).sample(ids, len(ids))
+        for push_id in order:  # every first fetch fails: each push's listed commits are placed, as guesses
+            assert repo_tasks.complete_one(push_id, get_settings(), 1) == (False, 0)
+        hanging.hanging.clear()
+        for push_id in random.Random(8).sample(ids, len(ids)):
+            assert repo_tasks.complete_one(push_id, get_settings(), 30)[0] is True
+        db_session.expire_all()
+        return repo["id"]
+    finally:
+        hanging.close()
+
+
+def test_pushes_whose_first_fetches_failed_end_in_gits_order(committed_client, sent_tasks, db_session, forge, tmp_path):
+    base, *pushed = forge.commit(11)
+    _hung_then_answered(committed_client, db_session, forge, tmp_path,
+                        [(before, after, [after], False) for before, after in zip([base, *pushed], pushed)])
+    assert branch_shas(db_session) == [base, *pushed]
+    assert jobs_per_commit(db_session) == {sha: 1 for sha in [base, *pushed]}
+    assert "perfci.alerts.redetect_branch" in {name for name, _ in sent_tasks}  # detection follows git's order
+
+
+def test_a_forced_push_whose_first_fetch_failed_is_completed_as_a_forced_push(committed_client, sent_tasks, db_session, forge,
+                                                                              tmp_path):
+    base, old = forge.commit(2)
+    forge.git("reset", "--quiet", "--hard", base)
+    [new] = forge.commit(1, "fwd: the rewrite")
+    forge.git("tag", "old", old)  # the forced-away commit stays fetchable, as it would on a forge for a while
+    repo_id = _hung_then_answered(committed_client, db_session, forge, tmp_path,
+                                  [("0" * 40, old, [base, old], False), (old, new, [new], True)])
+    assert branch_shas(db_session) == [base, new]
+    abandoned = committed_client.get(f"/api/v1/repositories/{repo_id}/commits", params={"branch": "main", "abandoned": True}).json()
+    assert [c["sha"] for c in abandoned["items"]] == [old]
+    forgotten = [args for name, args in sent_tasks if name == "perfci.alerts.forget_abandoned"]
+    assert forgotten and forgotten[-1][1] == [db_session.scalar(select(Commit.id).where(Commit.sha == old))]

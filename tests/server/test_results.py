@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from perfci_server.models import Job, MetricValue, Run, Sample
 from perfci_server.settings import get_settings
-from server_support import GITHUB_COMMITS, MACHINE, enroll, result_document
+from tests.server.server_support import GITHUB_COMMITS, MACHINE, enroll, result_document
 
 pytestmark = pytest.mark.services
 

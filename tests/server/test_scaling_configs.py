@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from perfci_server.models import MetricValue, Run
-from server_support import ADMIN, complete_pushes, create_config, create_repository, enroll, push_github, result_document
+from tests.server.server_support import ADMIN, complete_pushes, create_config, create_repository, enroll, push_github, result_document
 
 pytestmark = pytest.mark.services
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from perfci_server.app import create_app
 from perfci_server.deps import get_session
-from server_support import ADMIN, create_config, create_repository, enroll, push_github
+from tests.server.server_support import ADMIN, create_config, create_repository, enroll, push_github
 
 pytestmark = pytest.mark.services
 

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from perfci_server import db, migrate
 from perfci_server.app import create_app
 from perfci_server.settings import Settings, get_settings
-from server_support import ADMIN, TEST_DATABASE_URL
+from tests.server.server_support import ADMIN
+from tests.support.services import TEST_DATABASE_URL
 
 LOOPBACK = {"client": ("127.0.0.1", 40000), "base_url": "http://127.0.0.1:8000"}
 FROM_ANOTHER_HOST = {"client": ("192.0.2.7", 40000), "base_url": "http://198.51.100.1:8000"}

@@ -9,10 +9,12 @@ from pydantic import ValidationError
 
 from perfci_server.errors import Unprocessable
 from perfci_server.results.service import parse_result_document
-from perfci_server.security import github_signature, github_signature_valid, gitlab_token_valid, hash_token, new_token
+from perfci_server.forge.events import PushedCommit, PushEvent, oldest_first
+from perfci_server.forge.github import signature as github_signature
+from perfci_server.forge.registry import kind_of
+from perfci_server.security import hash_token, new_token
 from perfci_server.settings import DEVELOPMENT_ADMIN_TOKEN, Settings
-from perfci_server.webhooks.schemas import ForgeCommit, ForgePush
-from server_support import result_document
+from tests.server.server_support import result_document
 
 
 def test_settings_refuse_the_default_admin_token_outside_development():
@@ -37,10 +39,14 @@ def test_github_signature_is_hmac_sha256_of_the_raw_body():
     assert github_signature("It's a Secret to Everybody", b"Hello, World!") == (
         "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
     )
-    assert github_signature_valid("k", b"body", github_signature("k", b"body"))
-    assert not github_signature_valid("k", b"body", None)
-    assert not github_signature_valid("k", b"body", github_signature("other", b"body"))
-    assert gitlab_token_valid("tok", "tok") and not gitlab_token_valid("tok", "tok2") and not gitlab_token_valid("tok", None)
+    github, gitea, gitlab = kind_of("github"), kind_of("gitea"), kind_of("gitlab")
+    assert github.verifies("k", b"body", github_signature("k", b"body"))
+    assert not github.verifies("k", b"body", None)
+    assert not github.verifies("k", b"body", github_signature("other", b"body"))
+    assert gitea.verifies("k", b"body", github_signature("k", b"body").removeprefix("sha256="))  # hex, no prefix
+    assert not gitea.verifies("k", b"body", github_signature("k", b"body"))
+    assert gitlab.verifies("tok", b"body", "tok") and not gitlab.verifies("tok", b"body", "tok2")
+    assert not gitlab.verifies("tok", b"body", None)
 
 
 def test_tokens_are_random_and_hashed():
@@ -49,10 +55,10 @@ def test_tokens_are_random_and_hashed():
 
 
 def test_push_commits_are_ordered_oldest_first_whichever_way_the_forge_lists_them():
-    c1, c2 = ForgeCommit(id="1" * 40), ForgeCommit(id="2" * 40)
-    assert [c.sha for c in ForgePush.from_forge("refs/heads/main", "0" * 40, "2" * 40, [c1, c2]).commits] == ["1" * 40, "2" * 40]
-    assert [c.sha for c in ForgePush.from_forge("refs/heads/main", "0" * 40, "2" * 40, [c2, c1]).commits] == ["1" * 40, "2" * 40]
-    push = ForgePush.from_forge("refs/tags/v1", "0" * 40, "0" * 40, [])
+    c1, c2 = PushedCommit("1" * 40), PushedCommit("2" * 40)
+    assert [c.sha for c in oldest_first([c1, c2], "2" * 40)] == ["1" * 40, "2" * 40]
+    assert [c.sha for c in oldest_first([c2, c1], "2" * 40)] == ["1" * 40, "2" * 40]
+    push = PushEvent("refs/tags/v1", "0" * 40, "0" * 40, [])
     assert push.is_tag and push.is_deletion and push.ref_name == "v1"
 
 
@@ -66,3 +72,19 @@ def test_result_document_parsing_reports_what_is_wrong():
     assert all(not s.metrics for s in flagged.samples) and "not a finite number" in flagged.notes[0]  # flagged, not a 422
 
 
+
+
+def test_text_from_outside_is_shown_in_markdown_never_applied():
+    from markdown_it import MarkdownIt
+
+    from perfci_server.markdown_text import escape
+
+    render = MarkdownIt("commonmark", {"html": False}).enable("table").render
+    hostile = ["dut-01 | x", "[click](https://evil.example)", "![i](https://evil.example/i.png)", "<script>x</script>",
+               "# heading", "- item", "1. item", "**bold** _it_ `code`", "a\nb"]
+    for text in hostile:
+        html = render(f"| machine |\n|---|\n| {escape(text)} |\n\n{escape(text)}\n")
+        assert "<a " not in html and "<img" not in html and "<script>" not in html and "<h1>" not in html
+        assert "<li>" not in html and "<strong>" not in html and "<em>" not in html and "<code>" not in html
+        assert html.count("<td>") == 1  # the text stayed in its cell
+    assert escape("mac_rewrite (fwd.c:104)") == "mac\\_rewrite (fwd.c:104)"  # readable in the raw comment

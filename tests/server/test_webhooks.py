@@ -10,7 +10,7 @@ from perfci_server.jobs import service as job_service
 from perfci_server.models import Branch, BranchCommit, Commit, Job, WebhookDelivery
 from perfci_server.repos.service import COMPLETE_PUSH_TASK
 from perfci_server.settings import get_settings
-from server_support import (
+from tests.server.server_support import (
     GITHUB_BEFORE,
     GITHUB_COMMITS,
     SECRET,

@@ -46,7 +46,8 @@ def valgrind_version() -> str | None:
     if exe is None:
         return None
     try:
-        return subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout.strip() or None
+        done = subprocess.run([exe, "--version"], capture_output=True, text=True, errors="replace", timeout=30)
+        return done.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
 

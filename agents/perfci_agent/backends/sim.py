@@ -6,11 +6,16 @@ cache misses.
   (checked on this dataplane), and divided by the report's ``total.fwd_packets`` (every fwd_burst
   call, warm-up included) it is IPP. In the same pass it replays the window's loads and stores
   through a store-buffer model: store-forward blocks, split loads and stores, 4K aliases per
-  packet, and the functions and lines where they happen (with, per blocked-load site, the distance
+  packet, loads of lines a non-temporal store wrote (``nt_reloads_pp``: never forwarded, a memory round
+  trip), and the functions and lines where they happen (with, per blocked-load site, the distance
   in instructions back to the store: ``sim.sf_dist_<min|median|max>.<site>``). When a store has left
   the buffer follows the backend's ``commit_rule`` (``time``, the default, or ``rob``: memhazard's
-  "Store commit"), recorded as ``sim.hz_commit_rule.<rule>``. Bit-identical run to run (EAL init,
-  which varies, is not collected). One memhazard pass costs less than one callgrind pass did.
+  "Store commit"), recorded as ``sim.hz_commit_rule.<rule>``. It also counts the window's
+  instructions by function (each symbol's self instructions, what is inlined into it included, as
+  callgrind counts them): the :data:`FUNCTIONS` largest as ``sim.fn.<function>``, the rest as one
+  ``sim.fn_other``, so an IPP move is explained by where the instructions came and went.
+  Bit-identical run to run (EAL init, which varies, is not collected). One memhazard pass costs
+  less than one callgrind pass did.
 - cachegrind ``--cache-sim=yes`` with an explicit geometry (``--I1 --D1 --LL``; its
   auto-detection is wrong in VMs) simulates the caches; the agent sums the D1 and LL *read*
   misses (``D1mr``, ``DLmr``) of the lines attributed to ``fwd_burst`` (its own code and what is
@@ -58,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfci_core import metrics
-from perfci_core.metrics import SITE_PREFIX
+from perfci_core.metrics import FUNCTION_PREFIX, OTHER_FUNCTIONS_KEY, SITE_PREFIX
 from perfci_core.result import BenchConfig, Sample
 
 from .. import runner
@@ -194,8 +199,8 @@ def parse_cachegrind_function(text: str, function: str = FWD_FUNCTION) -> dict[s
 HAZARD_SITES = 5  # per hazard kind, the sites named in the raw keys (most events first)
 RAW_HAZARDS = {"sf_blocked": "sim.sf_blocks", "split_loads": "sim.split_loads", "split_stores": "sim.split_stores",
                "alias_4k": "sim.alias_4k", "sf_forwarded": "sim.sf_forwarded", "line_transfers": "sim.line_transfers",
-               "read_transfers": "sim.read_transfers"}
-SITE_KINDS = ("sf_blocked", "split_loads", "split_stores", "alias_4k", "line_transfers", "read_transfers")
+               "read_transfers": "sim.read_transfers", "nt_reloads": "sim.nt_reloads"}
+SITE_KINDS = ("sf_blocked", "split_loads", "split_stores", "alias_4k", "line_transfers", "read_transfers", "nt_reloads")
 # Raw keys ``sim.sf_dist_<min|median|max>.<site>``: instructions from a blocked load back to its store, per named
 # sf_blocks site (not under ``sim.site.``, which holds counts only).
 DISTANCE_PREFIX = "sim.sf_dist_"
@@ -205,6 +210,8 @@ def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
     """Raw counts of one memhazard run: totals, the model used, and the top sites per hazard kind
     (``sim.site.<kind>.<function>@<file:line>``, for the explanation and bisect's table)."""
     raw: dict[str, float] = {RAW_HAZARDS[k]: float(v) for k, v in report.counts.items()}
+    if report.nontemporal:  # non-temporal stores, the loads of what they wrote, the lines past the table
+        raw.update({RAW_HAZARDS.get(k, f"sim.{k}"): float(v) for k, v in report.nontemporal.items()})
     raw.update({"sim.loads": float(report.loads), "sim.stores": float(report.stores),
                 "sim.hz_store_buffer": float(report.store_buffer), "sim.hz_rob": float(report.rob),
                 f"{RECORDED_PREFIX}{report.family}": 1.0, f"{RECORDED_RULE_PREFIX}{report.commit_rule}": 1.0})
@@ -218,6 +225,23 @@ def hazard_raw(report: HazardReport, family: FamilyChoice) -> dict[str, float]:
             if site.distance:
                 for part in ("min", "median", "max"):
                     raw[f"{DISTANCE_PREFIX}{part}.{site.label}"[:128]] = float(getattr(site.distance, part))
+    return raw
+
+
+FUNCTIONS = 16  # the functions named in the raw keys (most instructions first); fwd_burst's window runs 2 or 3
+
+
+def function_raw(report: HazardReport) -> dict[str, float]:
+    """Self instructions of the window by function: the :data:`FUNCTIONS` largest
+    (``sim.fn.<function>``) and the sum of the others (``sim.fn_other``, only when there are others)."""
+    ranked = sorted(report.functions.items(), key=lambda kv: (-kv[1], kv[0]))
+    raw: dict[str, float] = {}
+    for name, count in ranked[:FUNCTIONS]:
+        key = f"{FUNCTION_PREFIX}{name}"[:128]
+        raw[key] = raw.get(key, 0.0) + float(count)
+    rest = sum(count for _, count in ranked[FUNCTIONS:])
+    if rest:
+        raw[OTHER_FUNCTIONS_KEY] = float(rest)
     return raw
 
 
@@ -236,13 +260,18 @@ class SimBackend:
 
     def __init__(self, timeout: float = 600.0, geometry: Geometry | None = None, cache_sim: bool = True,
                  family: str | None = None, tool_cache: Path | None = None, lcores: int = 1,
-                 commit_rule: str | None = None) -> None:
+                 commit_rule: str | None = None, window_fn: str = FWD_FUNCTION) -> None:
+        """``window_fn``: the function whose calls memhazard counts in (``fwd_burst``: the forwarding
+        work, whose instructions per packet are IPP; a benchmark may widen it to the whole poll
+        loop, ``lcore_main``, to see every line the lcores share, the ``ipp`` it derives is then
+        that loop's)."""
         if lcores < 1:
             raise ValueError(f"lcores must be 1 or more, got {lcores}")
         commit_rule = commit_rule or DEFAULT_COMMIT_RULE
         if commit_rule not in COMMIT_RULES:
             raise ValueError(f"unknown store-commit rule {commit_rule!r}; known: {', '.join(COMMIT_RULES)}")
         self.commit_rule = commit_rule
+        self.window_fn = window_fn
         self.lcores = lcores
         self.timeout = timeout
         self.geometry = geometry or read_geometry()
@@ -293,7 +322,7 @@ class SimBackend:
         thread again, and one lcore could run far ahead of the others (the line-transfer counts
         do not depend on that order, the memory the tool holds until the others catch up does)."""
         return self._spec(binary, core, config, workdir,
-                          [f"--tool={TOOL_NAME}", f"--window-fn={FWD_FUNCTION}", f"--family={self.family.name}",
+                          [f"--tool={TOOL_NAME}", f"--window-fn={self.window_fn}", f"--family={self.family.name}",
                            f"--commit-rule={self.commit_rule}", "--fair-sched=yes",
                            "--vex-iropt-register-updates=allregs-at-mem-access", "--read-inline-info=yes", "--fullpath-after=",
                            f"--out-file={out}"], valgrind_lib, self.forwarding_cores(core, config))
@@ -319,13 +348,14 @@ class SimBackend:
                 raise RunFailed(f"memhazard output unusable: {exc}") from None
             packets = float(res.report["total"]["fwd_packets"])
             if report.windows == 0 or report.instructions == 0 or packets == 0:
-                raise RunFailed(f"memhazard saw {report.windows} call(s) of {FWD_FUNCTION} and {report.instructions} instructions "
-                                f"for {packets:.0f} packets: the binary needs the symbol {FWD_FUNCTION} (an exported, "
+                raise RunFailed(f"memhazard saw {report.windows} call(s) of {self.window_fn} and {report.instructions} instructions "
+                                f"for {packets:.0f} packets: the binary needs the symbol {self.window_fn} (an exported, "
                                 f"non-inlined function; built with symbols, not stripped)")
             raw["sim.fwd_instructions"] = float(report.instructions)
             raw["sim.fwd_packets"] = packets
             raw["sim.lcores"] = float(len(results[0].report.get("lcores") or [None]))
             raw.update(hazard_raw(report, self.family))
+            raw.update(function_raw(report))
             if self.cache_sim:
                 try:
                     sums = parse_cachegrind_function(cg_out.read_text())

@@ -25,7 +25,7 @@ class CommitInfo:
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, errors="replace", timeout=120)
 
 
 def _info(line: str) -> CommitInfo:

@@ -177,7 +177,7 @@ def callgrind_profile(parent: Path, culprit: Path, config: BenchConfig, core: in
 
 HAZARD_WORDS = {"sf_blocks": "store-forward blocks", "split_loads": "split loads", "split_stores": "split stores",
                 "alias_4k": "4K aliases", "line_transfers": "line transfers between lcores",
-                "read_transfers": "read transfers between lcores"}
+                "read_transfers": "read transfers between lcores", "nt_reloads": "non-temporal reloads"}
 
 
 SiteKey = tuple[str, str, str, str]  # (hazard kind, function, file, the line's source text or its number)
@@ -286,7 +286,7 @@ def perf_shares(binary: Path, config: BenchConfig, core: int, workdir: Path, eve
         spec = runner.RunSpec(binary, core, config, workdir=workdir, wrapper=[perf, "record", "-q", "-e", event, "-o", str(data), "--"])
         runner.run(spec)
         report = subprocess.run([perf, "report", "-i", str(data), "--stdio", "--sort", "symbol,dso", "--percent-limit", "0.1"],
-                                capture_output=True, text=True, timeout=300)
+                                capture_output=True, text=True, errors="replace", timeout=300)
         if report.returncode != 0:
             raise RunFailed(f"perf report failed: {report.stderr.strip()[:500]}")
     return parse_perf_report(report.stdout)

@@ -67,6 +67,12 @@ def render(doc: ResultDocument, console: Console) -> None:
         absent = sorted({k for s in doc.samples for k, v in s.raw.items() if v is None})
         if absent:
             console.print(f"absent counters (not supported / not counted): {', '.join(absent)}")
+    if doc.config.scaling and doc.samples:
+        from perfci_core.analysis.scaling import attribution
+
+        moved = attribution([s.raw for s in doc.samples])
+        if moved:
+            console.print(f"scaling: {escape(moved)}", soft_wrap=True)
     render_unavailable(doc, console)
     if doc.noisy is not None:
         from ..noisy import describe
@@ -119,7 +125,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print the result document as JSON"),
         lcores: Optional[int] = typer.Option(None, "--lcores", min=1, max=64,
                                              help="forwarding lcores (with --scaling: the most; default one, or every allowed core)"),
-        scaling: bool = typer.Option(False, "--scaling", help="run each repetition at 1..N lcores and fit Amdahl's serial fraction"),
+        scaling: bool = typer.Option(False, "--scaling", help="run each repetition at 1, 2, 4, ... N lcores with the calibration loop; "
+                                                               "Amdahl's serial fraction from 3 or more counts"),
         cores: Optional[str] = typer.Option(None, "--cores", help="cores to forward on, in order, e.g. 2,3 (default: --core, then every other allowed core)"),
         sim_family: Optional[str] = typer.Option(None, "--sim-family",
                                                  help="sim: store-buffer model intel-icx|intel-spr|intel-skx|amd-zen4 (default: this CPU's)"),

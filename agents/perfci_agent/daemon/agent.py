@@ -249,7 +249,7 @@ class Agent:
         except MeasureError as exc:  # bad input or backend; build and run failures are results
             self.fail(job.job_id, job.attempt, f"cannot measure: {exc}")
             return None
-        except Exception as exc:  # noqa: BLE001 - an agent bug must not kill the daemon
+        except Exception as exc:  # an agent bug must not kill the daemon
             log.exception("%s: agent error", job.label)
             self.fail(job.job_id, job.attempt, f"agent error: {type(exc).__name__}: {exc}", tail(traceback.format_exc()))
             return None
@@ -341,7 +341,7 @@ class Agent:
         except MeasureError as exc:  # bad input or backend; build and run failures are results
             self._fail_pair(sides, f"cannot measure: {exc}")
             return []
-        except Exception as exc:  # noqa: BLE001 - an agent bug must not kill the daemon
+        except Exception as exc:  # an agent bug must not kill the daemon
             log.exception("%s: agent error", self._pair_label(sides))
             self._fail_pair(sides, f"agent error: {type(exc).__name__}: {exc}", tail(traceback.format_exc()))
             return []

@@ -47,7 +47,8 @@ def toolchain(backends: list[str]) -> Iterator[Line]:
     for name in ("git", "meson", "ninja", "pkg-config"):
         yield _tool(name, "to fetch and build the dataplane")
     if shutil.which("pkg-config"):
-        r = subprocess.run(["pkg-config", "--modversion", "libdpdk"], capture_output=True, text=True, timeout=30)
+        r = subprocess.run(["pkg-config", "--modversion", "libdpdk"], capture_output=True, text=True, errors="replace",
+                           timeout=30)
         yield Line(OK, "libdpdk", r.stdout.strip()) if r.returncode == 0 else \
             Line(FAIL, "libdpdk", "pkg-config does not find libdpdk (Debian: libdpdk-dev)")
     yield _tool("valgrind", "by the sim backend" if {"auto", "sim"} & set(backends) else None)

@@ -34,7 +34,7 @@ class FetchFailed(Exception):
 
 def _git(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT,
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, errors="replace", timeout=GIT_TIMEOUT,
                               env={**os.environ, **_GIT_ENV})
     except subprocess.TimeoutExpired:
         raise FetchFailed(f"git {args[0]} timed out after {GIT_TIMEOUT:.0f} s") from None

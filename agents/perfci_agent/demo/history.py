@@ -40,7 +40,7 @@ def _git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
     done = subprocess.run(["git", *args], cwd=repo, input=stdin, capture_output=True, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed in {repo}: {done.stderr.decode(errors='replace').strip()}")
-    return done.stdout.decode().strip()
+    return done.stdout.decode(errors="replace").strip()
 
 
 def import_dataplane(repo: Path, source: Path) -> None:

@@ -15,7 +15,7 @@ ZERO = "0" * 40
 
 def _commit(repo: Path, sha: str) -> dict[str, Any]:
     fields = subprocess.run(["git", "show", "-s", "--format=%an%x00%ae%x00%aI%x00%B", sha], cwd=repo,
-                            capture_output=True, text=True, check=True).stdout.split("\0")
+                            capture_output=True, text=True, errors="replace", check=True).stdout.split("\0")
     name, email, when, message = fields[0], fields[1], fields[2], fields[3].strip()
     return {"id": sha, "tree_id": "", "distinct": True, "message": message, "timestamp": when,
             "author": {"name": name, "email": email}, "committer": {"name": name, "email": email}}

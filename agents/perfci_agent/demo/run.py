@@ -56,7 +56,7 @@ class Outcome:
     alerts: list[dict[str, Any]] = field(default_factory=list)
     bisect: dict[str, Any] = field(default_factory=dict)
     plots: list[Path] = field(default_factory=list)
-    scaling: str = ""  # the head commit at 1 and 2 lcores (tsc), or why not
+    scaling: str = ""  # the head commit at 1..N lcores (tsc): rates, calibration, B or why none; or why not measured
     problems: list[str] = field(default_factory=list)
 
 
@@ -119,7 +119,7 @@ def _wait_healthy(client: ApiClient, proc: subprocess.Popen[bytes], log: Path, t
 
 
 def _run_cli(args: list[str], env: dict[str, str], log: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([*_perfci(), *args], env=env, capture_output=True, text=True)
+    done = subprocess.run([*_perfci(), *args], env=env, capture_output=True, text=True, errors="replace")
     log.write_text(f"$ perfci {' '.join(args)}\n{done.stderr}\n{done.stdout}")
     return done
 
@@ -227,15 +227,19 @@ def run(workdir: Path, source: Path, backend: str = "auto", console: Console | N
 
 
 def _scaling(out: Outcome, repo: Path, workdir: Path, env: dict[str, str], logs: Path, console: Console) -> None:
-    """The head commit at 1 and 2 lcores with tsc (two repetitions, the agent's build cache): the
-    serial fraction on this machine. Its figures are the machine's noise on a shared VM; only the
-    command succeeding is checked. What is printed is the host reference of the result
-    (:mod:`perfci_agent.scaling_reference`): B fitted to the median throughput at each lcore count,
-    and those medians, so the rates shown are the ones B was fitted to."""
-    if len(os.sched_getaffinity(0)) < 2:
+    """The head commit at 1, 2, 4, ... lcores up to this machine's cores with tsc (two repetitions,
+    the agent's build cache), with the calibration loop on the same cores before each run. Its
+    figures are the machine's on a shared VM; what is checked is that the command succeeds and its
+    result carries the calibration loop's figures. What is printed is the host reference of the
+    result (:mod:`perfci_agent.scaling_reference`): the median throughput at each lcore count, what
+    moved from one lcore to the most (the clock, a sibling, or the code's contention), and B fitted
+    to those medians where three or more lcore counts make it identifiable; on two cores, what the
+    machine cannot show instead of a B."""
+    cpus = len(os.sched_getaffinity(0))
+    if cpus < 2:
         out.scaling = "not measured: one core allowed (a scaling run needs two)"
         return
-    console.print("scaling: the head commit at 1 and 2 lcores (tsc, 2 repetitions)")
+    console.print(f"scaling: the head commit at 1..{cpus} lcores (tsc, 2 repetitions, the calibration loop before each run)")
     done = _run_cli(["measure", "--repo", str(repo), "--commit", out.commits[-1].sha, "--backend", "tsc", "--config", "self-64B-short",
                      "--scaling", "--reps", "2", "--cache-dir", str(workdir / "agent" / "cache"), "--json"], env, logs / "scaling.log")
     if done.returncode != 0:
@@ -244,9 +248,14 @@ def _scaling(out: Outcome, repo: Path, workdir: Path, env: dict[str, str], logs:
     try:
         reference = scaling_reference.reference(ResultDocument.model_validate_json(done.stdout))
     except (ValidationError, scaling_reference.ReferenceError) as exc:
-        out.problems.append(f"perfci measure --scaling: no serial fraction in its result ({exc}); see {logs / 'scaling.log'}")
+        out.problems.append(f"perfci measure --scaling: no scaling result ({exc}); see {logs / 'scaling.log'}")
         return
-    out.scaling = f"{scaling_reference.summary(reference)} — this VM's figures, not the dataplane's"
+    if reference["calibration"] is None:
+        out.problems.append(f"perfci measure --scaling: no calibration loop figures in its result; see {logs / 'scaling.log'}")
+    text = scaling_reference.summary(reference)
+    if reference["serial_fraction"] is None:
+        text = f"{cpus} cores cannot show a serial fraction, only the throughput at {len(reference['lcores'])} lcore counts: {text}"
+    out.scaling = f"{text} — this VM's figures, not the dataplane's"
 
 
 def _wait_for_machine(admin: ApiClient, agent: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> None:

@@ -4,8 +4,8 @@
 Debian's valgrind package ships). In the same window as callgrind's ``--toggle-collect=fwd_burst``
 it counts the instructions (identical to callgrind's count) and replays every load and store
 through a store-buffer model of one microarchitecture family: loads blocked by store forwarding,
-loads and stores split across a cache line, loads that 4K-alias a store in flight, each also per
-function and source line. With several threads (one per lcore) it also counts the cache-line
+loads and stores split across a cache line, loads that 4K-alias a store in flight, loads of lines a
+non-temporal store wrote (never forwarded: a memory round trip), each also per function and source line. With several threads (one per lcore) it also counts the cache-line
 transfers between them that a coherent cache would make (stores to lines another thread holds,
 loads of lines another thread wrote), with the threads' accesses ordered as cores running in
 lockstep would make them, whatever order valgrind ran them in. The family rules and sizes, with their sources, are in
@@ -19,11 +19,12 @@ at the family's widths, ``rob`` keeps it for ROB instructions; every report reco
 """
 
 from .family import DEFAULT_FAMILY, FAMILIES, FamilyChoice, family_for, recorded_family
-from .report import COMMIT_RULES, DEFAULT_COMMIT_RULE, KINDS, Distance, HazardReport, Site, parse_report
+from .report import COMMIT_RULES, DEFAULT_COMMIT_RULE, KINDS, NONTEMPORAL_KEYS, Distance, HazardReport, Site, parse_report
 from .tool import ToolUnavailable, memhazard_lib
 
 __all__ = [
     "DEFAULT_FAMILY", "FAMILIES", "FamilyChoice", "family_for", "recorded_family", "COMMIT_RULES", "DEFAULT_COMMIT_RULE", "KINDS",
+    "NONTEMPORAL_KEYS",
     "Distance", "HazardReport", "Site", "parse_report",
     "ToolUnavailable", "memhazard_lib",
 ]

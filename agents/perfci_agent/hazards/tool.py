@@ -29,7 +29,7 @@ class ToolUnavailable(MeasureError):
 
 def _run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=cwd)
+        return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600, cwd=cwd)
     except FileNotFoundError:
         raise ToolUnavailable(f"memhazard needs {cmd[0]}, which is not installed: {SDK_HINT}") from None
 

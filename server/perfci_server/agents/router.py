@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
+from ..bodies import json_body
 from ..deps import AdminDep, AgentDep, PageDep, ReaderDep, SessionDep, SettingsDep
 from ..errors import Forbidden, NotFound, Unauthorized, responses
 from ..jobs import service as job_service
@@ -29,9 +30,16 @@ from .schemas import (
 agent_router = APIRouter(prefix="/agent", tags=["agent"])
 admin_router = APIRouter(tags=["agents"])
 
+# Bodies are read after the caller is authenticated (bodies.py); enrollment is the unauthenticated
+# exception, with its own tight limit.
+EnrollBody = Annotated[EnrollRequest, json_body(EnrollRequest, "enroll_max_bytes")]
+HeartbeatBody = Annotated[HeartbeatRequest, json_body(HeartbeatRequest)]
+EnrollmentTokenBody = Annotated[EnrollmentTokenCreate, json_body(EnrollmentTokenCreate)]
+ApiTokenBody = Annotated[ApiTokenCreate, json_body(ApiTokenCreate)]
+
 
 @agent_router.post("/enroll", status_code=status.HTTP_201_CREATED, responses=responses(Unauthorized))
-def enroll(request: EnrollRequest, session: SessionDep, settings: SettingsDep) -> Enrolled:
+def enroll(request: EnrollBody, session: SessionDep, settings: SettingsDep) -> Enrolled:
     """Exchange a single-use enrollment token for this agent's own bearer token."""
     agent, token = service.enroll(session, request)
     job_service.backfill(session, settings, machine_ids=[agent.machine_id])  # history to judge its first push against
@@ -39,19 +47,19 @@ def enroll(request: EnrollRequest, session: SessionDep, settings: SettingsDep) -
 
 
 @agent_router.post("/heartbeat", responses=responses(Unauthorized, Forbidden))
-def heartbeat(request: HeartbeatRequest, session: SessionDep, agent: AgentDep) -> HeartbeatResponse:
+def heartbeat(agent: AgentDep, request: HeartbeatBody, session: SessionDep) -> HeartbeatResponse:
     service.heartbeat(session, agent, request)
     return HeartbeatResponse(agent_id=agent.id, server_time=utcnow())
 
 
 @admin_router.post("/enrollment-tokens", status_code=status.HTTP_201_CREATED, responses=responses(Unauthorized, Forbidden))
-def issue_enrollment_token(data: EnrollmentTokenCreate, session: SessionDep, settings: SettingsDep, _: AdminDep) -> EnrollmentTokenIssued:
+def issue_enrollment_token(_: AdminDep, data: EnrollmentTokenBody, session: SessionDep, settings: SettingsDep) -> EnrollmentTokenIssued:
     token, row = service.issue_enrollment_token(session, settings, data.note, data.ttl_seconds)
     return EnrollmentTokenIssued(token=token, expires_at=row.expires_at)
 
 
 @admin_router.post("/api-tokens", status_code=status.HTTP_201_CREATED, responses=responses(Unauthorized, Forbidden))
-def create_api_token(data: ApiTokenCreate, session: SessionDep, _: AdminDep) -> ApiTokenIssued:
+def create_api_token(_: AdminDep, data: ApiTokenBody, session: SessionDep) -> ApiTokenIssued:
     row, token = service.create_api_token(session, data.name)
     return ApiTokenIssued(id=row.id, name=row.name, token=token)
 

@@ -47,8 +47,8 @@ never dropped nor re-opened: their alerts' numbers are refreshed, nothing else.
 
 Changes of a metric the catalogue does not know (no better-direction) are logged, not alerted:
 an alert must say regression or improvement. Metrics the catalogue keeps as context
-(``alerts=False``: 4K aliases, which move with code layout) are not analysed for alerts; the
-explanations of other alerts still name their moves.
+(``alerts=False``: 4K aliases, which move with code layout) are not analysed for alerts; an
+explanation names their moves where eIPC moved too, never for an IPP move.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ from .. import dispatch
 from ..bisect import service as bisect_service
 from ..models import AlertDirection, AlertGroup, AlertStatus, utcnow
 from ..settings import Settings
-from . import confirm, verdicts
+from . import confirm, origins, verdicts
 from . import repository as alert_sql
 from . import series_repository as series_sql
 from . import window as window_cache
@@ -80,7 +80,7 @@ from .window import Window, WindowSeries, version_of
 
 log = logging.getLogger(__name__)
 
-DETECT_TASK = "perfci.alerts.detect_pending"
+DETECT_TASK = dispatch.DETECT_TASK
 DETECTION = DetectionSettings(unknown_metric="report")  # the server's default settings (PERFCI_CONFIRM_LOOKS=3)
 STALE_MARGIN = 20  # measured commits after a truncated window's start before an absence counts
 PENDING_BATCH = 1000  # runs one detection task takes at most (keeps it well inside its time limit)
@@ -95,12 +95,6 @@ def detection_settings(settings: Settings) -> DetectionSettings:
 @functools.cache
 def _detection(confirm_looks: int) -> DetectionSettings:
     return dataclasses.replace(DETECTION, confirm_looks=confirm_looks)
-
-
-def schedule_detection(session: Session, machine_id: int) -> None:
-    """After an upload commits, detect on the machine's new runs (unless a detection of the
-    machine is already waiting: it will see this run too)."""
-    dispatch.send_once_after_commit(session, DETECT_TASK, machine_id)
 
 
 def resend_stragglers(session: Session, settings: Settings) -> list[int]:
@@ -123,6 +117,8 @@ def detect_pending(session: Session, machine_id: int, settings: Settings) -> Out
         return outcome
     if len(runs) == PENDING_BATCH:  # a backlog (workers were down): the rest in the next task
         dispatch.send_once_after_commit(session, DETECT_TASK, machine_id)
+    analysed = [run.id for run in runs]
+    runs = [run for run in runs if run.round >= 0]  # a pull request's rounds decide its own verdict only
     branches = series_sql.branches_of_commits(session, (run.commit_id for run in runs))
     series = sorted({(branch_id, run.config_id) for run in runs for branch_id in branches.get(run.commit_id, [])})
     for branch_id in sorted({branch_id for branch_id, _ in series}):  # ascending: tasks never wait on each other in a cycle
@@ -130,10 +126,13 @@ def detect_pending(session: Session, machine_id: int, settings: Settings) -> Out
     for branch_id, config_id in series:
         detect_config(session, branch_id, machine_id, config_id, settings, outcome)
     outcome.commits.update(run.commit_id for run in runs)
+    outcome.commits.update(origins.recheck_awaiting(session, machine_id, {run.commit_id for run in runs}, settings))
+    # Commits waiting on these (their baseline, their merged-in parent) are decided now too.
+    outcome.commits.update(alert_sql.pending_series_commits(session, machine_id, {b for b, _ in series}))
+    series_sql.mark_detected(session, analysed, utcnow())  # analysed: their commits' verdicts can be given now
     verdicts.record_verdicts(session, machine_id, outcome.commits, settings)
     if settings.auto_bisect_regressions:
         _bisect_new_regressions(session, outcome)
-    series_sql.mark_detected(session, [run.id for run in runs], utcnow())
     log.info("detection for %d run(s) of machine %s: %s", len(runs), machine_id, outcome.as_dict())
     return outcome
 
@@ -143,7 +142,8 @@ def _bisect_new_regressions(session: Session, outcome: Outcome) -> None:
     a group keeps the one bisect it got first)."""
     for group_id in sorted(outcome.groups):
         group = session.get(AlertGroup, group_id)
-        if group is not None and group.direction == AlertDirection.REGRESSION.value and group.status == AlertStatus.UNTRIAGED.value:
+        if (group is not None and group.direction == AlertDirection.REGRESSION.value and group.status == AlertStatus.UNTRIAGED.value
+                and group.origin_commit_id is None):  # a sighting's culprit is its origin
             bisect_service.start_for_alert_group(session, group_id)
 
 
@@ -153,27 +153,31 @@ def request_redetection(session: Session, branch_id: int, machine_id: int) -> No
     transaction, and the detection task (resent by the straggler sweep if lost) re-examines
     those series."""
     series_sql.mark_newest_runs_pending(session, branch_id, machine_id)
-    schedule_detection(session, machine_id)
+    dispatch.send_once_after_commit(session, DETECT_TASK, machine_id)
 
 
-def forget_abandoned(session: Session, branch_id: int, commit_ids: list[int]) -> int:
+def redetect_branch(session: Session, branch_id: int) -> list[int]:
+    """Detection again over a branch on every machine that measured it; returns the machines."""
+    machines = series_sql.machines_of_branch(session, branch_id)
+    for machine_id in machines:
+        request_redetection(session, branch_id, machine_id)
+    return machines
+
+
+def forget_abandoned(session: Session, branch_id: int, commit_ids: list[int], settings: Settings) -> int:
     """A force push took these commits off the branch: its untriaged alert groups about them go
-    (triaged ones stay, as history; detection skips groups about commits off the branch)."""
+    (triaged ones stay, as history; detection skips groups about commits off the branch), and
+    their sightings elsewhere are classified again (a rebased copy becomes the change's own)."""
+    doomed = alert_sql.untriaged_groups_of(session, branch_id, commit_ids)
+    sightings = [g for g in alert_sql.sightings_of(session, doomed) if g.id not in doomed]
     dropped = alert_sql.drop_untriaged_groups_of(session, branch_id, commit_ids)
+    session.flush()
+    for machine_id in sorted({g.machine_id for g in sightings}):
+        changed = origins.reclassify(session, [g for g in sightings if g.machine_id == machine_id], settings)
+        verdicts.record_verdicts(session, machine_id, changed, settings)
     log.info("branch %s: %d commit(s) were forced off it; %d untriaged alert group(s) about them dropped", branch_id,
              len(commit_ids), dropped)
     return dropped
-
-
-def redetect(session: Session, branch_id: int, machine_id: int, settings: Settings) -> Outcome:
-    """Detection over every config measured on a branch x machine (after a detector change)."""
-    outcome = Outcome()
-    series_sql.lock_branch_machine(session, branch_id, machine_id)
-    for config_id in alert_sql.configs_of_machine_on_branch(session, branch_id, machine_id):
-        detect_config(session, branch_id, machine_id, config_id, settings, outcome)
-    verdicts.record_verdicts(session, machine_id, outcome.commits, settings)
-    log.info("redetection of branch %s x machine %s: %s", branch_id, machine_id, outcome.as_dict())
-    return outcome
 
 
 def detect_config(session: Session, branch_id: int, machine_id: int, config_id: int, settings: Settings,

@@ -1,5 +1,7 @@
 """Explanation of an alert group: the lean model over the medians of every metric around its range,
-and the one-line summary."""
+each alerted metric's own why, and the one-line summary. ``sim`` parts name the functions whose
+instructions moved and every hazard site; a serial fraction that moved is said with the line
+sharing a ``sim`` config of the machine simulated over the same range."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from perfci_core.analysis import explain
-from perfci_core.metrics import hazard_sites
+from perfci_core.analysis.explain import sharing_text, why
+from perfci_core.metrics import function_instructions, hazard_sites
 
 from ..models import Alert, AlertGroup, BenchConfig, Machine
 from ..settings import Settings
@@ -38,14 +41,17 @@ def explain_group(session: Session, group: AlertGroup, members: list[Alert], rng
         before_at = series_sql.measured_positions_between(session, group.branch_id, group.machine_id, config_id, prev_fb, lg, k, True) if lg >= 0 else []
         after_at = series_sql.measured_positions_between(session, group.branch_id, group.machine_id, config_id, fb, next_lg, k, False)
         before, after = _medians(session, group, config_id, backend, before_at), _medians(session, group, config_id, backend, after_at)
-        sites: dict[str, Any] = {}
-        if backend == "sim" and before_at and after_at:  # where the simulated hazards happen
-            sites = {"sites_before": hazard_sites(series_sql.sim_sample_raw(session, group.branch_id, group.machine_id, config_id, before_at[-1])),
-                     "sites_after": hazard_sites(series_sql.sim_sample_raw(session, group.branch_id, group.machine_id, config_id, after_at[0]))}
-        explanation = explain(before, after, **sites)
+        context: dict[str, Any] = {}
+        if backend == "sim" and before_at and after_at:  # where the simulated instructions and hazards went
+            context = _where(series_sql.sim_sample_raw(session, group.branch_id, group.machine_id, config_id, before_at[-1]),
+                             series_sql.sim_sample_raw(session, group.branch_id, group.machine_id, config_id, after_at[0]))
+        if "serial_fraction" in before and "serial_fraction" in after:
+            context["sharing"] = _sharing(session, group, (prev_fb, lg, fb, next_lg), k)
+        explanation = explain(before, after, **context)
         parts.append({
             "config": config_names.get(config_id, str(config_id)), "backend": backend,
             "cause": explanation.cause, "sentence": explanation.sentence,
+            "whys": {a.metric: why(a.metric, before, after, **context) for a in members if (a.config_id, a.backend) == (config_id, backend)},
             "decompositions": [dataclasses.asdict(d) for d in explanation.decompositions],
             "counters": [dataclasses.asdict(c) for c in explanation.counters],
             "before": before, "after": after, "commits_before": len(before_at), "commits_after": len(after_at),
@@ -53,6 +59,29 @@ def explain_group(session: Session, group: AlertGroup, members: list[Alert], rng
     lead_part = parts[0]
     group.explanation = _json_safe({"cause": lead_part["cause"], "sentence": lead_part["sentence"], "parts": parts})
     group.summary = _summary(session, group, (lg, fb), lead_part, len(members))
+
+
+def _where(raw_before: dict[str, Any], raw_after: dict[str, Any]) -> dict[str, Any]:
+    return {"sites_before": hazard_sites(raw_before), "sites_after": hazard_sites(raw_after),
+            "functions_before": function_instructions(raw_before), "functions_after": function_instructions(raw_after)}
+
+
+def _sharing(session: Session, group: AlertGroup, bounds: tuple[int | None, int, int, int | None], k: int) -> str | None:
+    """The line sharing between lcores that a ``sim`` config of the group's machine saw move over the
+    group's range (its nearest measured commits on each side), with its sites; None when none moved."""
+    prev_fb, lg, fb, next_lg = bounds
+    for config_id in series_sql.sim_configs_measuring(session, group.branch_id, group.machine_id, "line_transfers_pp", prev_fb, next_lg):
+        before_at = series_sql.measured_positions_between(session, group.branch_id, group.machine_id, config_id, prev_fb, lg, k, True) if lg >= 0 else []
+        after_at = series_sql.measured_positions_between(session, group.branch_id, group.machine_id, config_id, fb, next_lg, k, False)
+        if not before_at or not after_at:
+            continue
+        before, after = _medians(session, group, config_id, "sim", before_at), _medians(session, group, config_id, "sim", after_at)
+        where = _where(series_sql.sim_sample_raw(session, group.branch_id, group.machine_id, config_id, before_at[-1]),
+                       series_sql.sim_sample_raw(session, group.branch_id, group.machine_id, config_id, after_at[0]))
+        text = sharing_text(before, after, where["sites_before"], where["sites_after"])
+        if text is not None:
+            return text
+    return None
 
 
 def _medians(session: Session, group: AlertGroup, config_id: int, backend: str, positions: list[int]) -> dict[str, float]:

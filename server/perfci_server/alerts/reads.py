@@ -33,6 +33,7 @@ def read_groups(session: Session, groups: list[AlertGroup]) -> list[AlertGroupRe
         by_group[a.group_id].append(a)
     commit_ids = [c for g in groups for c in (g.last_good_commit_id, g.first_bad_commit_id)]
     commit_ids += [c for a in alerts for c in (a.last_good_commit_id, a.first_bad_commit_id)]
+    commit_ids += [c for g in groups for c in (g.origin_commit_id, g.awaiting_commit_id)]
     commits = alert_sql.commits_by_id(session, commit_ids)
     branch_of = {g.id: g.branch_id for g in groups}
     positions = alert_sql.branch_positions(session, [(g.branch_id, c) for g in groups for c in (g.last_good_commit_id, g.first_bad_commit_id)]
@@ -71,6 +72,8 @@ def read_groups(session: Session, groups: list[AlertGroup]) -> list[AlertGroupRe
             last_good=ref(g, g.last_good_commit_id, author=False), first_bad=first_bad, summary=g.summary,
             explanation=g.explanation, triage_note=g.triage_note, triaged_by=g.triaged_by, triaged_at=g.triaged_at,
             created_at=g.created_at, updated_at=g.updated_at,
+            origin_sha=commits[g.origin_commit_id].sha if g.origin_commit_id else None, origin_group_id=g.origin_group_id,
+            awaiting_sha=commits[g.awaiting_commit_id].sha if g.awaiting_commit_id else None,
             alerts=[AlertRead(
                 config=configs.get(a.config_id, ""), metric=a.metric, backend=a.backend, direction=a.direction,
                 before_median=a.before_median, after_median=a.after_median, change_pct=a.change_pct,
@@ -138,6 +141,8 @@ def triage(session: Session, group_id: int, data: Triage, settings: Settings) ->
     lg, fb = explanation.candidate_span(session, group)
     commits = series_sql.commits_at(session, group.branch_id, lg, fb)
     verdicts.record_verdicts(session, group.machine_id, commits, settings)
+    for sighting in alert_sql.sightings_of(session, [group.id]):  # a copy of the change follows its triage
+        verdicts.record_verdicts(session, sighting.machine_id, alert_sql.range_commits(session, sighting), settings)
     log.info("alert group %s triaged %s by %s", group.id, group.status, group.triaged_by)
     return read_groups(session, [group])[0]
 
@@ -160,7 +165,8 @@ def check(session: Session, sha: str, repository: str | None, machine: str | Non
         return CheckResult(commit=sha, state=CheckState.PENDING, exit_code=2, machines=[], pending_jobs=0, regressions=[],
                            detail=f"commit {sha} is not known{where} yet (no push delivered it)")
     commit_ids = [c.id for c in commits]
-    regressions = read_groups(session, alert_sql.implicating_groups(session, commit_ids, machine_ids))
+    regressions = read_groups(session, [g for g in alert_sql.implicating_groups(session, commit_ids, machine_ids)
+                                        if g.origin_commit_id is None and g.awaiting_commit_id is None])
     pending = alert_sql.active_jobs(session, commit_ids, machine_ids)
     suspects = read_suspects(session, alert_sql.pending_suspects(session, commit_ids, machine_ids))
     verdicts = [MachineVerdict(machine_id=s.machine_id, machine=name, state=s.state, description=s.description)

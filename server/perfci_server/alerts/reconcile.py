@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from ..models import Alert, AlertDirection, AlertGroup, AlertStatus, Branch
 from ..settings import Settings
-from . import explanation
+from . import explanation, origins
 from . import repository as alert_sql
 from . import series_repository as series_sql
 
@@ -229,6 +229,7 @@ class Book:
         for group_id in sorted(self.touched & set(self.groups)):
             group = self.groups[group_id]
             others = [self.range_of(g) for g in self.groups.values() if g.id != group_id]
+            origins.classify(self.session, group, self.members(group_id), settings)
             explanation.explain_group(self.session, group, self.members(group_id), self.range_of(group), others, settings)
             outcome.groups.add(group_id)
         self.session.flush()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Select, and_, delete, exists, func, select
+from sqlalchemy import Select, and_, delete, exists, func, select, tuple_
 from sqlalchemy.orm import Session, aliased
 
 from ..bounded import BIGINT_MAX
@@ -23,7 +23,10 @@ from ..models import (
     JobPurpose,
     JobState,
     Machine,
+    MetricValue,
     Repository,
+    Run,
+    RunStatus,
     StatusScope,
     Suspect,
     SuspectState,
@@ -75,9 +78,13 @@ def groups_statement(
     branch: str | None = None,
     config: str | None = None,
     metric: str | None = None,
+    sightings: bool = False,
 ) -> Select[tuple[AlertGroup]]:
-    """Alert groups, newest first; config/metric keep groups with at least one such alert."""
+    """Alert groups, newest first; config/metric keep groups with at least one such alert; later
+    sightings of a change another commit carries first only with ``sightings``."""
     statement = select(AlertGroup).order_by(AlertGroup.id.desc())
+    if not sightings:
+        statement = statement.where(AlertGroup.origin_commit_id.is_(None))
     if status is not None:
         statement = statement.where(AlertGroup.status == status)
     if direction is not None:
@@ -247,6 +254,15 @@ def verdicts(session: Session, commit_ids: Sequence[int], machine_ids: Sequence[
     return [(status, name) for status, name in session.execute(statement)]
 
 
+def untriaged_groups_of(session: Session, branch_id: int, commit_ids: Sequence[int]) -> list[int]:
+    """Ids of the groups :func:`drop_untriaged_groups_of` deletes."""
+    statement = select(AlertGroup.id).where(
+        AlertGroup.branch_id == branch_id, AlertGroup.status == AlertStatus.UNTRIAGED.value,
+        AlertGroup.first_bad_commit_id.in_(list(commit_ids)) | AlertGroup.last_good_commit_id.in_(list(commit_ids)),
+    )
+    return list(session.scalars(statement))
+
+
 def drop_untriaged_groups_of(session: Session, branch_id: int, commit_ids: Sequence[int]) -> int:
     """Delete the branch's untriaged alert groups whose range ends or starts at one of these commits
     (commits a force push took off the branch); triaged ones stay, as history."""
@@ -255,3 +271,172 @@ def drop_untriaged_groups_of(session: Session, branch_id: int, commit_ids: Seque
         AlertGroup.first_bad_commit_id.in_(list(commit_ids)) | AlertGroup.last_good_commit_id.in_(list(commit_ids)),
     ).returning(AlertGroup.id)
     return len(session.execute(statement).all())
+
+
+class Baseline(NamedTuple):
+    measured: bool  # an earlier commit of one of its branches is measured on the machine
+    waiting_for: str | None  # else: the sha of the nearest earlier commit with a job under way
+
+
+def baselines(session: Session, commit_ids: Sequence[int], machine_id: int) -> dict[int, Baseline]:
+    """Per commit (on at least one branch): whether it has a measured baseline on the machine, or
+    one being measured. Both lookups walk back from the commit's position on each branch it is on
+    (the (branch, position) key), and stop at the first match."""
+    here, earlier = aliased(BranchCommit), aliased(BranchCommit)
+    before_it = and_(earlier.branch_id == here.branch_id, earlier.position < here.position)
+    on_machine = and_(Job.commit_id == earlier.commit_id, Job.machine_id == machine_id)
+    measured = exists().where(before_it, on_machine, Job.state == JobState.DONE.value)
+    waiting = (
+        select(Commit.sha).select_from(earlier).join(Job, on_machine).join(Commit, Commit.id == earlier.commit_id)
+        .where(before_it, Job.state.in_((JobState.QUEUED.value, *ACTIVE_STATES)))
+        .order_by(earlier.position.desc()).limit(1).correlate(here).scalar_subquery()
+    )
+    out: dict[int, Baseline] = {}
+    rows = session.execute(select(here.commit_id, measured.correlate(here), waiting).where(here.commit_id.in_(list(commit_ids))))
+    for commit_id, is_measured, waiting_sha in rows:
+        seen = out.get(commit_id)
+        if seen is None or (is_measured and not seen.measured) or (not seen.measured and not seen.waiting_for):
+            out[commit_id] = Baseline(bool(is_measured), waiting_sha)
+    return out
+
+
+class OwnMeasurement(NamedTuple):
+    """A commit's own series jobs on a machine (round 0, every config)."""
+
+    active: int  # queued, leased or running, or measured and not yet analysed by detection
+    done: int
+    failed: int
+    failure: str  # why the last failed one failed ("" when none did)
+
+
+def own_measurements(session: Session, commit_ids: Sequence[int], machine_id: int) -> dict[int, OwnMeasurement]:
+    """Per commit that has its own jobs on the machine: how far they are."""
+    rows = session.execute(
+        select(Job.commit_id, Job.state, func.count(), func.max(Run.status))
+        .outerjoin(Run, and_(Run.job_id == Job.id, Run.attempt == Job.attempts))
+        .where(Job.commit_id.in_(list(commit_ids)), Job.machine_id == machine_id, Job.round == 0)
+        .group_by(Job.commit_id, Job.state)
+    )
+    counts: dict[int, dict[str, int]] = {}
+    failure: dict[int, str] = {}
+    for commit_id, state, n, status in rows:
+        counts.setdefault(commit_id, {})[state] = n
+        if state == JobState.FAILED.value:
+            failure[commit_id] = "it did not build" if status == RunStatus.BUILD_FAILED.value else f"its run ended {status or 'without a result'}"
+    undetected = select(Job.commit_id).distinct().join(Run, Run.job_id == Job.id).where(
+        Job.commit_id.in_(list(commit_ids)), Job.machine_id == machine_id, Job.round == 0, Run.status == RunStatus.OK.value,
+        Run.detected_at.is_(None))
+    for commit_id in session.scalars(undetected):  # measured, not yet analysed: detection decides it next
+        counts.setdefault(commit_id, {})["analysing"] = 1
+    active = (JobState.QUEUED.value, *ACTIVE_STATES, "analysing")
+    return {c: OwnMeasurement(sum(n for s, n in by.items() if s in active), by.get(JobState.DONE.value, 0),
+                              by.get(JobState.FAILED.value, 0), failure.get(c, ""))
+            for c, by in counts.items()}
+
+
+def pending_series_commits(session: Session, machine_id: int, branch_ids: Iterable[int]) -> list[int]:
+    """Commits of these branches whose series verdict on the machine is pending (what they wait
+    for may have been measured since), and whose own runs detection has seen."""
+    ids = list(branch_ids)
+    if not ids:
+        return []
+    undetected = exists().where(Job.commit_id == CommitStatus.commit_id, Job.machine_id == machine_id, Run.job_id == Job.id,
+                                Run.status == RunStatus.OK.value, Run.detected_at.is_(None))
+    statement = (
+        select(CommitStatus.commit_id).distinct()
+        .join(BranchCommit, BranchCommit.commit_id == CommitStatus.commit_id)
+        .where(CommitStatus.machine_id == machine_id, CommitStatus.scope == StatusScope.SERIES.value,
+               CommitStatus.state == "pending", BranchCommit.branch_id.in_(ids),
+               ~undetected)  # a commit whose own run detection has not seen yet is decided when it does
+    )
+    return list(session.scalars(statement))
+
+
+# --- whose change it is (origins.py) ------------------------------------------------------------
+
+
+def commits_with_shas(session: Session, repository_id: int, shas: Sequence[str]) -> list[Commit]:
+    """The repository's commits with these shas, in the order given (unknown ones left out)."""
+    found = {c.sha: c for c in session.scalars(select(Commit).where(Commit.repository_id == repository_id,
+                                                                     Commit.sha.in_(list(shas))))}
+    return [found[sha] for sha in shas if sha in found]
+
+
+def own_values(session: Session, commit_id: int, machine_id: int, config_id: int) -> dict[tuple[str, str], list[float]]:
+    """(metric, backend) -> the repetitions of the commit's own measurement (round 0) on machine x config."""
+    statement = (
+        select(MetricValue.metric, MetricValue.backend, MetricValue.rep_values)
+        .join(Run, Run.id == MetricValue.run_id)
+        .join(Job, Job.id == Run.job_id)
+        .where(Job.commit_id == commit_id, Job.machine_id == machine_id, Job.config_id == config_id, Job.round == 0,
+               Run.status == RunStatus.OK.value)
+    )
+    out: dict[tuple[str, str], list[float]] = {}
+    for metric, backend, values in session.execute(statement):
+        out.setdefault((metric, backend), []).extend(v for v in values if v is not None)
+    return {k: v for k, v in out.items() if v}
+
+
+def _own(statement: Select[Any]) -> Select[Any]:
+    """Groups that are their own change (not a sighting, not waiting to be told)."""
+    return statement.where(AlertGroup.origin_commit_id.is_(None), AlertGroup.awaiting_commit_id.is_(None))
+
+
+def group_carried_by(session: Session, group: AlertGroup, commit_id: int, keys: set[tuple[int, str, str]]) -> int | None:
+    """The nearest group of the machine, on a branch the commit is on, at or before it, in the same
+    direction with one of these series: the change the commit carries."""
+    here, first_bad = aliased(BranchCommit), aliased(BranchCommit)
+    statement = _own(
+        select(AlertGroup.id, first_bad.position)
+        .join(here, and_(here.branch_id == AlertGroup.branch_id, here.commit_id == commit_id))
+        .join(first_bad, and_(first_bad.branch_id == AlertGroup.branch_id, first_bad.commit_id == AlertGroup.first_bad_commit_id))
+        .where(AlertGroup.machine_id == group.machine_id, AlertGroup.direction == group.direction, AlertGroup.id != group.id,
+               first_bad.position <= here.position,
+               exists().where(Alert.group_id == AlertGroup.id,
+                              tuple_(Alert.config_id, Alert.metric, Alert.backend).in_(sorted(keys))))
+        .order_by(first_bad.position.desc(), AlertGroup.id)
+        .limit(1)
+    )
+    row = session.execute(statement).first()
+    return row[0] if row else None
+
+
+def group_of_copy(session: Session, group: AlertGroup, commit: Commit) -> AlertGroup | None:
+    """The oldest group of the machine, in the same direction, about another commit with the same
+    patch id that is still on the group's branch: the change this commit copies."""
+    original = aliased(Commit)
+    statement = _own(
+        select(AlertGroup)
+        .join(original, original.id == AlertGroup.first_bad_commit_id)
+        .join(BranchCommit, and_(BranchCommit.branch_id == AlertGroup.branch_id, BranchCommit.commit_id == original.id))
+        .where(original.repository_id == commit.repository_id, original.patch_id == commit.patch_id, original.id != commit.id,
+               AlertGroup.machine_id == group.machine_id, AlertGroup.direction == group.direction, AlertGroup.id != group.id)
+        .order_by(AlertGroup.id)
+        .limit(1)
+    )
+    return session.scalar(statement)
+
+
+def groups_awaiting(session: Session, machine_id: int, commit_ids: Sequence[int]) -> list[AlertGroup]:
+    if not commit_ids:
+        return []
+    statement = select(AlertGroup).where(AlertGroup.machine_id == machine_id, AlertGroup.awaiting_commit_id.in_(list(commit_ids)))
+    return list(session.scalars(statement.order_by(AlertGroup.id)))
+
+
+def sightings_of(session: Session, group_ids: Sequence[int]) -> list[AlertGroup]:
+    if not group_ids:
+        return []
+    return list(session.scalars(select(AlertGroup).where(AlertGroup.origin_group_id.in_(list(group_ids))).order_by(AlertGroup.id)))
+
+
+def range_commits(session: Session, group: AlertGroup) -> list[int]:
+    """The commits of a group's range (last good, first bad] on its branch."""
+    first_bad = select(BranchCommit.position).where(BranchCommit.branch_id == group.branch_id,
+                                                    BranchCommit.commit_id == group.first_bad_commit_id).scalar_subquery()
+    last_good = select(BranchCommit.position).where(BranchCommit.branch_id == group.branch_id,
+                                                    BranchCommit.commit_id == group.last_good_commit_id).scalar_subquery()
+    statement = select(BranchCommit.commit_id).where(BranchCommit.branch_id == group.branch_id,
+                                                     BranchCommit.position <= first_bad,
+                                                     BranchCommit.position > func.coalesce(last_good, -1))
+    return list(session.scalars(statement))

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
+from ..bodies import json_body
 from ..bounded import DbId
 from ..deps import AdminDep, PageDep, ReaderDep, SessionDep, SettingsDep
 from ..errors import NotFound, Unauthorized, responses
@@ -18,6 +19,9 @@ from .schemas import AlertGroupRead, CheckResult, Redetect, RedetectAccepted, Su
 router = APIRouter(prefix="/alerts", tags=["alerts"])
 
 _SHA = Query(pattern=r"^[0-9a-f]{40}$", description="Full commit sha")
+# Read once the caller is an admin (bodies.py).
+RedetectBody = Annotated[Redetect, json_body(Redetect)]
+TriageBody = Annotated[Triage, json_body(Triage)]
 
 
 @router.get("", responses=responses(Unauthorized))
@@ -32,10 +36,13 @@ def list_alerts(
     branch: Annotated[str | None, Query(description="Branch name")] = None,
     config: Annotated[str | None, Query(description="Groups with an alert of this benchmark config")] = None,
     metric: Annotated[str | None, Query(description="Groups with an alert of this metric")] = None,
+    sightings: Annotated[bool, Query(description="Also later sightings of a change another commit carries first "
+                                                 "(a merge of it, a cherry-pick or rebase of it)")] = False,
 ) -> Page[AlertGroupRead]:
-    """Alert groups, newest first."""
+    """Alert groups, newest first; a change is listed once, at the first commit that carries it."""
     statement = alert_sql.groups_statement(
-        status.value if status else None, direction.value if direction else None, machine_id, repository_id, branch, config, metric
+        status.value if status else None, direction.value if direction else None, machine_id, repository_id, branch, config, metric,
+        sightings,
     )
     return reads.read_page(session, paginate(session, statement, page, lambda group: group))
 
@@ -60,7 +67,7 @@ def check_commit(
     session: SessionDep,
     _: ReaderDep,
     commit: Annotated[str, _SHA],
-    repository: Annotated[str | None, Query(description="Repository name (GitHub full_name / GitLab path)")] = None,
+    repository: Annotated[str | None, Query(description="Repository name, as its forge names it (owner/name)")] = None,
     machine: Annotated[str | None, Query(description="Machine name or id; default every machine")] = None,
 ) -> CheckResult:
     """The CI gate: regressed (an untriaged regression implicates the commit), clean, or pending (not analysed
@@ -69,7 +76,7 @@ def check_commit(
 
 
 @router.post("/detect", status_code=status.HTTP_202_ACCEPTED, responses=responses(Unauthorized, NotFound))
-def redetect(data: Redetect, session: SessionDep, _: AdminDep) -> RedetectAccepted:
+def redetect(_: AdminDep, data: RedetectBody, session: SessionDep) -> RedetectAccepted:
     """Run detection again over every series of a branch x machine (e.g. after a detector upgrade)."""
     branch_id = reads.branch_id_of(session, data.repository_id, data.branch)
     configs = alert_sql.configs_of_machine_on_branch(session, branch_id, data.machine_id)
@@ -83,6 +90,6 @@ def get_alert_group(group_id: DbId, session: SessionDep, _: ReaderDep) -> AlertG
 
 
 @router.post("/{group_id}/triage", responses=responses(Unauthorized, NotFound))
-def triage(group_id: DbId, data: Triage, session: SessionDep, _: AdminDep, settings: SettingsDep) -> AlertGroupRead:
+def triage(group_id: DbId, _: AdminDep, data: TriageBody, session: SessionDep, settings: SettingsDep) -> AlertGroupRead:
     """Set untriaged / acknowledged / invalid / fixed with a note and who; commit statuses follow."""
     return reads.triage(session, group_id, data, settings)

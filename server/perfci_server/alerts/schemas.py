@@ -60,6 +60,11 @@ class AlertGroupRead(BaseModel):
     created_at: datetime
     updated_at: datetime
     alerts: list[AlertRead]
+    origin_sha: str | None = Field(None, description="A later sighting: the commit that carries this change first (a merge's "
+                                                     "merged-in parent, the original of a cherry-pick or rebase)")
+    origin_group_id: int | None = Field(None, description="That commit's own alert group, when it has one")
+    awaiting_sha: str | None = Field(None, description="A merged-in parent being measured: whose change this is is not "
+                                                       "known until it is")
 
 
 class SuspectRead(BaseModel):

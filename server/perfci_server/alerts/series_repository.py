@@ -28,11 +28,11 @@ _PENDING = (Run.status == RunStatus.OK.value) & Run.detected_at.is_(None)  # ix_
 
 
 def lock_pending_runs(session: Session, machine_id: int, limit: int) -> Sequence[Row[Any]]:
-    """(id, commit_id, config_id) of the machine's oldest ``limit`` successful runs detection has
-    not analysed, locked for the transaction; runs another detection holds are skipped (that one
-    does them)."""
+    """(id, commit_id, config_id, round) of the machine's oldest ``limit`` successful runs detection
+    has not analysed, locked for the transaction; runs another detection holds are skipped (that
+    one does them)."""
     statement = (
-        select(Run.id, Job.commit_id, Job.config_id)
+        select(Run.id, Job.commit_id, Job.config_id, Job.round)
         .join(Job, Job.id == Run.job_id)
         .where(_PENDING, Job.machine_id == machine_id)
         .order_by(Run.id)
@@ -60,6 +60,18 @@ def mark_newest_runs_pending(session: Session, branch_id: int, machine_id: int) 
     if run_ids:
         session.execute(update(Run).where(Run.id.in_(run_ids)).values(detected_at=None))
     return len(run_ids)
+
+
+def machines_of_branch(session: Session, branch_id: int) -> list[int]:
+    """Machines with a successful run of a commit on the branch."""
+    statement = (
+        select(Job.machine_id).distinct()
+        .join(Run, Run.job_id == Job.id)
+        .join(BranchCommit, BranchCommit.commit_id == Job.commit_id)
+        .where(BranchCommit.branch_id == branch_id, Run.status == RunStatus.OK.value)
+        .order_by(Job.machine_id)
+    )
+    return list(session.scalars(statement))
 
 
 def machines_with_pending_runs(session: Session, received_before: datetime) -> list[int]:
@@ -118,7 +130,7 @@ def pending_commits(session: Session, machine_id: int, config_id: int) -> set[in
     """Commits of the machine x config with a successful run detection has not analysed yet
     (held by this detection or another)."""
     statement = select(Job.commit_id).join(Run, Run.job_id == Job.id).where(_PENDING, Job.machine_id == machine_id,
-                                                                            Job.config_id == config_id)
+                                                                            Job.config_id == config_id, Job.round >= 0)
     return set(session.scalars(statement))
 
 
@@ -228,6 +240,23 @@ def sim_sample_raw(
         if valued[sample.run_id][i] is not None and (newest is None or sample.id > newest.id):
             newest = sample
     return (newest.raw if newest is not None else None) or {}
+
+
+def sim_configs_measuring(session: Session, branch_id: int, machine_id: int, metric: str, lo: int | None,
+                          hi: int | None) -> list[int]:
+    """The configs with a ``sim`` value of ``metric`` on the machine at a branch position in [lo, hi] (None: unbounded)."""
+    statement = (
+        select(MetricValue.config_id).distinct()
+        .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
+        .where(BranchCommit.branch_id == branch_id, MetricValue.machine_id == machine_id, MetricValue.backend == "sim",
+               MetricValue.metric == metric)
+        .order_by(MetricValue.config_id)
+    )
+    if lo is not None:
+        statement = statement.where(BranchCommit.position >= lo)
+    if hi is not None:
+        statement = statement.where(BranchCommit.position <= hi)
+    return list(session.scalars(statement))
 
 
 def measured_positions_between(

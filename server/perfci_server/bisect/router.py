@@ -6,6 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
+from ..bodies import json_body
+
 from ..deps import AdminDep, PageDep, ReaderDep, SessionDep
 from ..errors import Conflict, NotFound, Unauthorized, Unprocessable, responses
 from ..models import BisectStatus
@@ -17,9 +19,11 @@ from .schemas import BisectCreate, BisectRead
 
 router = APIRouter(prefix="/bisects", tags=["bisects"])
 
+BisectBody = Annotated[BisectCreate, json_body(BisectCreate)]  # read once the caller is an admin
+
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=responses(Unauthorized, NotFound, Conflict, Unprocessable))
-def create_bisect(data: BisectCreate, session: SessionDep, _: AdminDep) -> BisectRead:
+def create_bisect(_: AdminDep, data: BisectBody, session: SessionDep) -> BisectRead:
     """Bisect good..bad of a branch on one machine: jobs are scheduled for its agents as the search needs them."""
     return service.read(session, service.create(session, data))
 

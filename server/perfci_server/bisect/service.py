@@ -30,6 +30,7 @@ from .. import dispatch
 from ..configs import repository as config_sql
 from ..errors import Conflict, NotFound, Unprocessable
 from ..jobs import repository as job_sql
+from ..jobs import service as job_service
 from ..models import Bisect, BisectStatus, JobPurpose, JobState, utcnow
 from ..repos import repository as repo_sql
 from ..settings import Settings
@@ -194,6 +195,7 @@ def advance(session: Session, bisect_id: int, settings: Settings) -> str:
         commit_ids = [bisect.commit_ids[i] for i in new]
         job_sql.insert_missing_jobs(session, commit_ids, [bisect.machine_id], [bisect.config_id], settings.max_attempts,
                                     JobPurpose.BISECT, f"bisect {bisect.id}: {step.why}")
+        job_service.mark_measuring(session, commit_ids, [bisect.machine_id], settings)
         if len(commit_ids) == 2 and bisect.backend != catalogue.Backend.SIM.value:
             # A step comparing two new commits: one interleaved session (the claim leases both), as the local bisect
             # does, of at least the pairs whose paired test can reach alpha (8 at 0.01; fewer decide on all the runs).

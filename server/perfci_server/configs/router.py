@@ -4,6 +4,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
+from ..bodies import json_body
+
 from ..deps import AdminDep, PageDep, ReaderDep, SessionDep
 from ..errors import Conflict, NotFound, Unauthorized, responses
 from ..pagination import Page, paginate
@@ -14,6 +16,10 @@ from .schemas import ConfigCreate, ConfigRead, ConfigUpdate
 
 router = APIRouter(prefix="/configs", tags=["configs"])
 
+# Read once the caller is an admin (bodies.py).
+ConfigBody = Annotated[ConfigCreate, json_body(ConfigCreate)]
+ConfigUpdateBody = Annotated[ConfigUpdate, json_body(ConfigUpdate)]
+
 
 @router.get("", responses=responses(Unauthorized))
 def list_configs(
@@ -23,11 +29,11 @@ def list_configs(
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=responses(Unauthorized, Conflict))
-def create_config(data: ConfigCreate, session: SessionDep, _: AdminDep) -> ConfigRead:
+def create_config(_: AdminDep, data: ConfigBody, session: SessionDep) -> ConfigRead:
     """A new benchmark config; the newest commits of each branch get its jobs (PERFCI_BACKFILL_COMMITS)."""
     return ConfigRead.model_validate(service.create_config(session, data))
 
 
 @router.patch("/{config_id}", responses=responses(Unauthorized, NotFound))
-def update_config(config_id: DbId, data: ConfigUpdate, session: SessionDep, _: AdminDep) -> ConfigRead:
+def update_config(config_id: DbId, _: AdminDep, data: ConfigUpdateBody, session: SessionDep) -> ConfigRead:
     return ConfigRead.model_validate(service.update_config(session, config_id, data))

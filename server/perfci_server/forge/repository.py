@@ -1,19 +1,17 @@
-"""SQL for commit statuses (verdicts per commit x machine and their delivery)."""
+"""SQL of the forge room: commit statuses (verdicts per commit x machine and their delivery), and
+the pull request whose comment is being posted."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
-from sqlalchemy import Row, and_, exists, select
-from sqlalchemy.orm import aliased
+from sqlalchemy import Row, and_, exists, func, select
 from sqlalchemy.orm import Session
 
 from .. import db
-from ..models import (
-    ACTIVE_STATES, BranchCommit, Commit, CommitStatus, Delivery, Job, JobState, Machine, Repository, StatusScope, utcnow,
-)
+from ..models import ACTIVE_STATES, Commit, CommitState, CommitStatus, Delivery, Job, JobState, PullRequest, Repository, StatusScope, utcnow
 
 
 def commits_with_repository(session: Session, commit_ids: Sequence[int]) -> Sequence[Row[Any]]:
@@ -27,29 +25,25 @@ def commits_with_repository(session: Session, commit_ids: Sequence[int]) -> Sequ
     return session.execute(statement).all()
 
 
-def machine_name(session: Session, machine_id: int) -> str:
-    machine = session.get(Machine, machine_id)
-    return machine.name if machine else str(machine_id)
-
-
 def insert_missing_statuses(session: Session, machine_id: int, rows: list[dict[str, Any]]) -> set[int]:
-    """Create the (commit, machine) rows that do not exist yet; returns the commit ids created."""
+    """Create the (commit, machine, scope, base branch) rows that do not exist yet; returns the commit ids created."""
     if not rows:
         return set()
     now = utcnow()
     full = [{"machine_id": machine_id, "version": 1, "attempts": 0, "last_error": "", "created_at": now,
              "updated_at": now, **row} for row in rows]
-    inserted = db.insert_ignoring_conflicts(session, CommitStatus.__table__, full, ["commit_id", "machine_id", "scope"],
+    inserted = db.insert_ignoring_conflicts(session, CommitStatus.__table__, full, ["commit_id", "machine_id", "scope", "base_branch"],
                                             returning=CommitStatus.__table__.c.commit_id)
     return {row[0] for row in inserted}
 
 
-def lock_statuses(session: Session, machine_id: int, commit_ids: Sequence[int], scope: StatusScope) -> Sequence[CommitStatus]:
-    """The machine's status rows of these commits in one scope, locked in commit order."""
+def lock_statuses(session: Session, machine_id: int, commit_ids: Sequence[int], scope: StatusScope,
+                  base_branch: str) -> Sequence[CommitStatus]:
+    """The machine's status rows of these commits about one subject, locked in commit order."""
     statement = (
         select(CommitStatus)
         .where(CommitStatus.machine_id == machine_id, CommitStatus.commit_id.in_(list(commit_ids)),
-               CommitStatus.scope == scope.value)
+               CommitStatus.scope == scope.value, CommitStatus.base_branch == base_branch)
         .order_by(CommitStatus.commit_id)
         .with_for_update()
         .execution_options(populate_existing=True)
@@ -72,7 +66,7 @@ def lock_by_id(session: Session, status_id: int) -> CommitStatus | None:
     return session.scalar(select(CommitStatus).where(CommitStatus.id == status_id).with_for_update())
 
 
-def stale_pending(session: Session, older_than: datetime, limit: int) -> list[int]:
+def undelivered(session: Session, older_than: datetime, limit: int) -> list[int]:
     statement = (
         select(CommitStatus.id)
         .where(CommitStatus.delivery == Delivery.PENDING.value, CommitStatus.updated_at < older_than)
@@ -82,37 +76,39 @@ def stale_pending(session: Session, older_than: datetime, limit: int) -> list[in
     return list(session.scalars(statement))
 
 
-class Baseline(NamedTuple):
-    measured: bool  # an earlier commit of one of its branches is measured on the machine
-    waiting_for: str | None  # else: the sha of the nearest earlier commit with a job under way
-
-
-def baselines(session: Session, commit_ids: Sequence[int], machine_id: int) -> dict[int, Baseline]:
-    """Per commit (on at least one branch): whether it has a measured baseline on the machine, or
-    one being measured. Both lookups walk back from the commit's position on each branch it is on
-    (the (branch, position) key), and stop at the first match."""
-    here, earlier = aliased(BranchCommit), aliased(BranchCommit)
-    before_it = and_(earlier.branch_id == here.branch_id, earlier.position < here.position)
-    on_machine = and_(Job.commit_id == earlier.commit_id, Job.machine_id == machine_id)
-    measured = exists().where(before_it, on_machine, Job.state == JobState.DONE.value)
-    waiting = (
-        select(Commit.sha).select_from(earlier).join(Job, on_machine).join(Commit, Commit.id == earlier.commit_id)
-        .where(before_it, Job.state.in_((JobState.QUEUED.value, *ACTIVE_STATES)))
-        .order_by(earlier.position.desc()).limit(1).correlate(here).scalar_subquery()
-    )
-    out: dict[int, Baseline] = {}
-    rows = session.execute(select(here.commit_id, measured.correlate(here), waiting).where(here.commit_id.in_(list(commit_ids))))
-    for commit_id, is_measured, waiting_sha in rows:
-        seen = out.get(commit_id)
-        if seen is None or (is_measured and not seen.measured) or (not seen.measured and not seen.waiting_for):
-            out[commit_id] = Baseline(bool(is_measured), waiting_sha)
-    return out
-
-
-def statuses_of(session: Session, commit_id: int, scope: StatusScope) -> list[CommitStatus]:
-    statement = select(CommitStatus).where(CommitStatus.commit_id == commit_id, CommitStatus.scope == scope.value)
+def statuses_of(session: Session, commit_id: int, scope: StatusScope, base_branch: str) -> list[CommitStatus]:
+    statement = select(CommitStatus).where(CommitStatus.commit_id == commit_id, CommitStatus.scope == scope.value,
+                                           CommitStatus.base_branch == base_branch)
     return list(session.scalars(statement.order_by(CommitStatus.machine_id)))
 
 
 def by_public_id(session: Session, public_id: str) -> CommitStatus | None:
     return session.scalar(select(CommitStatus).where(CommitStatus.public_id == public_id))
+
+
+def lock_pull_request(session: Session, pull_request_id: int) -> PullRequest | None:
+    statement = select(PullRequest).where(PullRequest.id == pull_request_id).with_for_update()
+    return session.scalar(statement.execution_options(populate_existing=True))
+
+
+def unsettled(session: Session, quiet_since: datetime, limit: int) -> list[CommitStatus]:
+    """Pending verdicts nothing will decide: no job of their commit is queued or running on their
+    machine, and none has changed (nor the verdict) since ``quiet_since``."""
+    same = and_(Job.commit_id == CommitStatus.commit_id, Job.machine_id == CommitStatus.machine_id)
+    active = exists().where(same, Job.state.in_((JobState.QUEUED.value, *ACTIVE_STATES)))
+    last_job = select(func.max(Job.updated_at)).where(same).correlate(CommitStatus).scalar_subquery()
+    statement = (
+        select(CommitStatus)
+        .where(CommitStatus.state == CommitState.PENDING.value, ~active, CommitStatus.updated_at < quiet_since,
+               func.coalesce(last_job, CommitStatus.updated_at) < quiet_since)
+        .order_by(CommitStatus.id)
+        .limit(limit)
+    )
+    return list(session.scalars(statement))
+
+
+def pull_head(session: Session, pull_request_id: int | None) -> int | None:
+    """The head commit a pull request is measuring now (None: gone, or no head yet)."""
+    if pull_request_id is None:
+        return None
+    return session.scalar(select(PullRequest.head_commit_id).where(PullRequest.id == pull_request_id))

@@ -362,3 +362,18 @@ def newest_commits_of_branches(session: Session, per_branch: int) -> list[int]:
                     ).subquery()
     statement = select(ranked.c.commit_id).where(ranked.c.k <= per_branch).order_by(ranked.c.branch_id, ranked.c.position)
     return list(dict.fromkeys(session.scalars(statement)))
+
+
+def queued_own_jobs(session: Session, commit_ids: Sequence[int], machine_ids: Sequence[int]) -> dict[int, list[int]]:
+    """Machine id -> the commits (of these) with their own measurement (round 0) queued there."""
+    if not commit_ids or not machine_ids:
+        return {}
+    statement = (
+        select(Job.machine_id, Job.commit_id).distinct()
+        .where(Job.commit_id.in_(list(commit_ids)), Job.machine_id.in_(list(machine_ids)), Job.round == 0,
+               Job.state == JobState.QUEUED.value)
+    )
+    out: dict[int, list[int]] = {}
+    for machine_id, commit_id in session.execute(statement):
+        out.setdefault(machine_id, []).append(commit_id)
+    return out

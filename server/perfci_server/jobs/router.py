@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
+from ..bodies import json_body
 from ..deps import AgentDep, AgentTokenDep, PageDep, ReaderDep, SessionDep, SettingsDep, authenticate_agent, committed
 from ..errors import Conflict, Forbidden, NotFound, Unauthorized, Unprocessable, responses
 from ..models import Job, JobState, utcnow
@@ -19,6 +20,11 @@ agent_router = APIRouter(prefix="/agent/jobs", tags=["agent"])
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 _AGENT_ERRORS = (Unauthorized, Forbidden)
+
+# Read once the caller is a known agent (bodies.py); a failure report carries log tails, as an upload does.
+LeaseBody = Annotated[LeaseRenewal, json_body(LeaseRenewal)]
+FailureBody = Annotated[FailureReport, json_body(FailureReport, "upload_max_bytes")]
+ReleaseBody = Annotated[ReleaseRequest, json_body(ReleaseRequest)]
 
 
 @agent_router.post(
@@ -35,14 +41,14 @@ async def claim(session: SessionDep, token: AgentTokenDep, settings: SettingsDep
 
 
 @agent_router.post("/{job_id}/lease", responses=responses(*_AGENT_ERRORS, NotFound, Conflict))
-def renew_lease(job_id: DbId, renewal: LeaseRenewal, session: SessionDep, agent: AgentDep, settings: SettingsDep) -> LeaseRenewed:
+def renew_lease(job_id: DbId, agent: AgentDep, renewal: LeaseBody, session: SessionDep, settings: SettingsDep) -> LeaseRenewed:
     """Extend the lease of the agent's current attempt (and mark the job running)."""
     length = service.renew_lease(session, agent, job_id, renewal.attempt, settings)
     return LeaseRenewed(job_id=job_id, attempt=renewal.attempt, lease_expires_at=utcnow() + length)
 
 
 @agent_router.post("/{job_id}/attempts/{attempt}/failure", responses=responses(*_AGENT_ERRORS, NotFound, Conflict, Unprocessable))
-def report_failure(job_id: DbId, attempt: DbInt, report: FailureReport, session: SessionDep, agent: AgentDep) -> JobOutcome:
+def report_failure(job_id: DbId, attempt: DbInt, agent: AgentDep, report: FailureBody, session: SessionDep) -> JobOutcome:
     """The attempt produced no result document; the job is retried while attempts remain."""
     outcome = service.report_failure(session, agent, job_id, attempt, report.reason, report.log_tail)
     job = session.get(Job, job_id)
@@ -51,7 +57,7 @@ def report_failure(job_id: DbId, attempt: DbInt, report: FailureReport, session:
 
 
 @agent_router.post("/{job_id}/attempts/{attempt}/release", responses=responses(*_AGENT_ERRORS, NotFound, Conflict, Unprocessable))
-def release(job_id: DbId, attempt: DbInt, request: ReleaseRequest, session: SessionDep, agent: AgentDep) -> JobOutcome:
+def release(job_id: DbId, attempt: DbInt, agent: AgentDep, request: ReleaseBody, session: SessionDep) -> JobOutcome:
     """Give an unfinished attempt back (the agent is stopping): the job is queued again at once."""
     return service.release_attempt(session, agent, job_id, attempt, request.reason)
 

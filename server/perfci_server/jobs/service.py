@@ -16,9 +16,10 @@ from .. import dispatch
 from ..configs import repository as config_sql
 from ..configs.schemas import ConfigRead
 from ..errors import Conflict, NotFound
+from ..forge import statuses as forge_statuses
 from ..identity import AgentIdentity, touch_agent
 from ..machines import repository as machine_sql
-from ..models import ACTIVE_STATES, Job, JobPurpose, JobState, Run, RunStatus, utcnow
+from ..models import ACTIVE_STATES, CommitState, Job, JobPurpose, JobState, Run, RunStatus, utcnow
 from ..settings import Settings
 from . import repository as job_sql
 from .schemas import ClaimedJob, JobDetail, JobOutcome, JobRead, PartnerJob, RunRead
@@ -32,7 +33,33 @@ def schedule_commits(session: Session, commit_ids: Sequence[int], settings: Sett
     configs = config_sql.enabled_ids(session)
     created = job_sql.insert_missing_jobs(session, commit_ids, machines, configs, settings.max_attempts)
     log.info("scheduled %d job(s) for %d commit(s) x %d machine(s) x %d config(s)", created, len(commit_ids), len(machines), len(configs))
+    if created:
+        mark_measuring(session, commit_ids, machines, settings)
     return created
+
+
+def schedule_for(session: Session, commit_ids: Sequence[int], machine_ids: Sequence[int], config_ids: Sequence[int],
+                 settings: Settings) -> int:
+    """The commits' own measurement on these machines x configs (idempotent): a merged-in parent
+    whose level tells whose change a merge carries."""
+    created = job_sql.insert_missing_jobs(session, commit_ids, machine_ids, config_ids, settings.max_attempts)
+    if created:
+        log.info("scheduled %d job(s) for %d commit(s) another commit's verdict waits on", created, len(commit_ids))
+        mark_measuring(session, commit_ids, machine_ids, settings)
+    return created
+
+
+def measuring(machine: str) -> tuple[CommitState, str]:
+    """The series verdict of a commit whose own measurement is queued or running on the machine."""
+    return CommitState.PENDING, f"being measured on {machine}"
+
+
+def mark_measuring(session: Session, commit_ids: Sequence[int], machine_ids: Sequence[int], settings: Settings) -> None:
+    """``pending`` on the forge for each commit as soon as its own measurement is queued (a
+    backfilled commit waits behind every other job: its status says so from the start)."""
+    for machine_id, queued in sorted(job_sql.queued_own_jobs(session, commit_ids, machine_ids).items()):
+        verdict = measuring(machine_sql.name_of(session, machine_id))
+        forge_statuses.write_verdicts(session, machine_id, forge_statuses.SERIES, dict.fromkeys(queued, verdict), settings)
 
 
 def backfill(session: Session, settings: Settings, machine_ids: Sequence[int] | None = None,
@@ -49,6 +76,7 @@ def backfill(session: Session, settings: Settings, machine_ids: Sequence[int] | 
                                           f"backfill: the newest {settings.backfill_commits} commit(s) of each branch")
     if created:
         log.info("backfill: %d job(s) for %d commit(s) x %d machine(s) x %d config(s)", created, len(commits), len(machines), len(configs))
+        mark_measuring(session, commits, machines, settings)
     return created
 
 

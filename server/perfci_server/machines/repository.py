@@ -21,6 +21,11 @@ def by_id(session: Session, machine_id: int) -> Machine | None:
     return session.get(Machine, machine_id)
 
 
+def name_of(session: Session, machine_id: int) -> str:
+    machine = session.get(Machine, machine_id)
+    return machine.name if machine else str(machine_id)
+
+
 def by_fingerprint(session: Session, fingerprint: str) -> Machine | None:
     return session.scalar(select(Machine).where(Machine.fingerprint == fingerprint))
 

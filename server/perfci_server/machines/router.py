@@ -4,6 +4,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from ..bodies import json_body
+
 from ..deps import AdminDep, PageDep, ReaderDep, SessionDep
 from ..errors import NotFound, Unauthorized, responses
 from ..pagination import Page, paginate
@@ -12,6 +14,8 @@ from ..bounded import DbId
 from .schemas import MachineRead, MachineUpdate
 
 router = APIRouter(prefix="/machines", tags=["machines"])
+
+MachineUpdateBody = Annotated[MachineUpdate, json_body(MachineUpdate)]  # read once the caller is an admin
 
 
 @router.get("", responses=responses(Unauthorized))
@@ -30,7 +34,7 @@ def get_machine(machine_id: DbId, session: SessionDep, _: ReaderDep) -> MachineR
 
 
 @router.patch("/{machine_id}", responses=responses(Unauthorized, NotFound))
-def update_machine(machine_id: DbId, data: MachineUpdate, session: SessionDep, _: AdminDep) -> MachineRead:
+def update_machine(machine_id: DbId, _: AdminDep, data: MachineUpdateBody, session: SessionDep) -> MachineRead:
     """Enable or disable a machine (disabled machines get no new jobs) or rename it."""
     machine = machine_sql.by_id(session, machine_id)
     if machine is None:

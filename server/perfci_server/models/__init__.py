@@ -8,7 +8,7 @@ from .commit_status import CommitState, CommitStatus, Delivery, StatusScope
 from .job import ACTIVE_STATES, JOB_PRIORITY, Job, JobPurpose, JobState, Run, RunStatus
 from .machine import Agent, ApiToken, EnrollmentToken, Machine
 from .pull_request import PullRequest, PullState
-from .repository import AbandonedCommit, Branch, BranchCommit, Commit, Forge, Push, Repository, WebhookDelivery
+from .repository import AbandonedCommit, Branch, BranchCommit, Commit, Push, Repository, WebhookDelivery
 from .result import MetricValue, Sample
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
     "Delivery",
     "DetectionWindow",
     "EnrollmentToken",
-    "Forge",
     "Job",
     "JobState",
     "Machine",

@@ -48,6 +48,14 @@ class AlertGroup(IdMixin, CreatedAtMixin, Base):
     triage_note: Mapped[str] = mapped_column(Text, default="")
     triaged_by: Mapped[str] = mapped_column(String(128), default="")
     triaged_at: Mapped[datetime | None]
+    # Whose change it is (alerts.origins). A change belongs to the first commit that carries it:
+    # set, the group is a later sighting — its first bad commit merged the change in (origin: the
+    # merged-in parent) or copies it (a cherry-pick or rebase: the original commit) — linked to the
+    # origin's own group when it has one; it neither fails a status nor counts as a new alert.
+    origin_commit_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("commits.id", ondelete="SET NULL"))
+    origin_group_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("alert_groups.id", ondelete="SET NULL"))
+    # A merged-in parent being measured: until it is, whose change this is cannot be told (pending).
+    awaiting_commit_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("commits.id", ondelete="SET NULL"))
     # The lean-model explanation: structured (JSON) and as one readable sentence.
     explanation: Mapped[dict[str, Any]] = mapped_column(default=dict)
     summary: Mapped[str] = mapped_column(Text, default="")

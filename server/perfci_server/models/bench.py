@@ -18,7 +18,7 @@ class BenchConfig(IdMixin, CreatedAtMixin, Base):
     routes: Mapped[str] = mapped_column(String(1024), default="default")
     packets: Mapped[int] = mapped_column(BigInteger, default=2_000_000)
     warmup: Mapped[int] = mapped_column(BigInteger, default=200_000)
-    # Forwarding lcores; a scaling config runs 1..lcores (NULL: the agent's allotted cores).
+    # Forwarding lcores; a scaling config runs 1, 2, 4, ... up to lcores (NULL: the agent's allotted cores).
     lcores: Mapped[int | None] = mapped_column(Integer)
     scaling: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # "auto" lets the agent pick its best backend (and the result says which one it used).

@@ -1,8 +1,10 @@
 """Commit verdicts per machine, and their delivery to the forge as a commit status.
 
-One row per (commit, machine): detection writes the verdict (``success``, ``failure`` naming
-the regression, or ``pending`` while a suspected change naming the commit is being confirmed) in the same transaction as the alerts, so it survives any forge outage; the
-delivery columns say whether the forge has it yet. ``version`` grows with every verdict change;
+One row per commit x machine x subject: the commit on its branch's series (``series``), or a pull
+request's head against its base (``pull``, one row per base branch, so two pull requests that share a
+head keep their own verdicts, contexts and pages). The deciding room writes the verdict in the same
+transaction as what it decided from, so it survives any forge outage; the delivery columns say
+whether the forge has it yet. ``version`` grows with every verdict change;
 a delivery records the version it posted, so a late retry of an old verdict cannot mark a newer
 one as sent.
 """
@@ -47,7 +49,7 @@ class Delivery(str, Enum):
 class CommitStatus(IdMixin, CreatedAtMixin, Base):
     __tablename__ = "commit_statuses"
     __table_args__ = (
-        UniqueConstraint("commit_id", "machine_id", "scope"),
+        UniqueConstraint("commit_id", "machine_id", "scope", "base_branch"),
         CheckConstraint("state IN ('success', 'failure', 'pending', 'neutral')", name="state"),
         CheckConstraint("scope IN ('series', 'pull')", name="scope"),
         CheckConstraint("delivery IN ('pending', 'sent', 'failed', 'disabled')", name="delivery"),
@@ -59,6 +61,10 @@ class CommitStatus(IdMixin, CreatedAtMixin, Base):
     commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"))
     machine_id: Mapped[int] = mapped_column(BigId, ForeignKey("machines.id", ondelete="CASCADE"), index=True)
     scope: Mapped[str] = mapped_column(String(16), default=StatusScope.SERIES.value, server_default="series")
+    # A pull request's verdict: the base branch it is judged against ("" on the series) and the
+    # pull request (its page shows that one's comment).
+    base_branch: Mapped[str] = mapped_column(String(255), default="", server_default="")
+    pull_request_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("pull_requests.id", ondelete="SET NULL"))
     # The unguessable id of the verdict's read-only page (pages.router): the link a forge shows.
     public_id: Mapped[str] = mapped_column(String(32), unique=True)
     state: Mapped[str] = mapped_column(String(16))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from enum import Enum
 
 from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -11,24 +10,17 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from .base import Base, BigId, CreatedAtMixin, IdMixin, utcnow
 
 
-class Forge(str, Enum):
-    GITHUB = "github"
-    GITLAB = "gitlab"
-    GITEA = "gitea"  # speaks GitHub's dialect (statuses, comments) under its own API URL and token
-
-
 class Repository(IdMixin, CreatedAtMixin, Base):
     __tablename__ = "repositories"
 
-    # GitHub `repository.full_name` / GitLab `project.path_with_namespace`: how webhooks find us.
+    # The repository as its forge's deliveries name it (owner/name): how webhooks find us.
     name: Mapped[str] = mapped_column(String(255), unique=True)
-    forge: Mapped[str] = mapped_column(String(16))
+    forge: Mapped[str] = mapped_column(String(16))  # a name of forge.registry.KINDS
     clone_url: Mapped[str] = mapped_column(String(1024))
     webhook_secret: Mapped[str] = mapped_column(String(255))
     track_tags: Mapped[bool] = mapped_column(Boolean, default=False)
     # The branch every other branch is judged against (its base) unless a pull request names
-    # another; kept up to date from the deliveries (GitHub/Gitea repository.default_branch, GitLab
-    # project.default_branch).
+    # another; kept up to date from the deliveries (each forge's record reads it).
     default_branch: Mapped[str] = mapped_column(String(255), default="main", server_default="main")
 
     branches: Mapped[list[Branch]] = relationship(back_populates="repository", lazy="raise")
@@ -57,7 +49,7 @@ class Branch(IdMixin, CreatedAtMixin, Base):
 
 class Commit(IdMixin, CreatedAtMixin, Base):
     __tablename__ = "commits"
-    __table_args__ = (UniqueConstraint("repository_id", "sha"),)
+    __table_args__ = (UniqueConstraint("repository_id", "sha"), Index("ix_commits_repository_id_patch_id", "repository_id", "patch_id"))
 
     repository_id: Mapped[int] = mapped_column(BigId, ForeignKey("repositories.id", ondelete="CASCADE"))
     sha: Mapped[str] = mapped_column(String(40))
@@ -67,6 +59,9 @@ class Commit(IdMixin, CreatedAtMixin, Base):
     author_email: Mapped[str] = mapped_column(String(255), default="")
     committed_at: Mapped[datetime | None]
     message: Mapped[str] = mapped_column(Text, default="")
+    # git's stable patch id of a commit with one parent (the mirror's): the same change under a new
+    # sha (a cherry-pick, a rebase) has the same one. None for merges and until the mirror has it.
+    patch_id: Mapped[str | None] = mapped_column(String(40))
 
 
 class BranchCommit(Base):
@@ -81,6 +76,9 @@ class BranchCommit(Base):
     branch_id: Mapped[int] = mapped_column(BigId, ForeignKey("branches.id", ondelete="CASCADE"), primary_key=True)
     commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"), primary_key=True)
     position: Mapped[int] = mapped_column(Integer)
+    # Placed from a push payload's order while the mirror could not be fetched: provisional until
+    # git's order replaces it (repos.service.complete_push).
+    guessed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
 
 
 class AbandonedCommit(Base):
@@ -102,7 +100,11 @@ class WebhookDelivery(IdMixin, CreatedAtMixin, Base):
     """One accepted delivery; the unique id makes a forge's redelivery a no-op."""
 
     __tablename__ = "webhook_deliveries"
-    __table_args__ = (UniqueConstraint("forge", "delivery_id"),)
+    __table_args__ = (
+        UniqueConstraint("forge", "delivery_id"),
+        # /metrics: each forge's deliveries of the last hour and its last one, without reading them all.
+        Index("ix_webhook_deliveries_forge_created_at", "forge", "created_at"),
+    )
 
     forge: Mapped[str] = mapped_column(String(16))
     delivery_id: Mapped[str] = mapped_column(String(128))

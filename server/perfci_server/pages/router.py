@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
 from ..deps import SessionDep, SettingsDep
-from ..errors import NotFound, responses
 from . import service
 
 router = APIRouter(tags=["pages"])
 
-PublicId = Annotated[str, Path(min_length=8, max_length=32, pattern=r"^[A-Za-z0-9_-]+$")]
+_PUBLIC_ID = re.compile(r"^[A-Za-z0-9_-]{8,32}$")
 
 
-@router.get("/v/{public_id}", response_class=HTMLResponse, responses=responses(NotFound))
-def verdict_page(public_id: PublicId, session: SessionDep, settings: SettingsDep) -> HTMLResponse:
-    """One verdict as a page a browser can show (no token: the id is the key)."""
-    return HTMLResponse(service.render(session, public_id, settings))
+@router.get("/v/{public_id}", response_class=HTMLResponse,
+            responses={404: {"description": "No verdict has this id (an HTML page saying so)", "content": {"text/html": {}}}})
+def verdict_page(public_id: str, session: SessionDep, settings: SettingsDep) -> HTMLResponse:
+    """One verdict as a page a browser can show (no token: the id is the key). A browser is
+    answered in HTML whatever the id, a malformed one included."""
+    page = service.render(session, public_id, settings) if _PUBLIC_ID.match(public_id) else None
+    return HTMLResponse(page) if page is not None else HTMLResponse(service.not_found(), status_code=404)

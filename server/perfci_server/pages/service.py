@@ -17,15 +17,15 @@ import math
 from urllib.parse import urlencode
 
 from markdown_it import MarkdownIt
-from sqlalchemy import select
 from sqlalchemy.orm import Session
+
+from perfci_core.metrics import change_text
 
 from ..alerts import repository as alert_sql
 from ..bisect import repository as bisect_sql
 from ..bisect import service as bisect_service
-from ..errors import NotFound
 from ..forge import repository as status_sql
-from ..forge.service import change_text
+from ..markdown_text import escape
 from ..models import AlertGroup, BenchConfig, Commit, CommitStatus, Machine, PullRequest, Repository, StatusScope
 from ..settings import Settings
 
@@ -39,10 +39,17 @@ code{{background:#f6f8fa;padding:.1rem .3rem}}.failure{{color:#cf222e}}.success{
 </head><body>{body}</body></html>"""
 
 
-def render(session: Session, public_id: str, settings: Settings) -> str:
+def not_found() -> str:
+    body = _MARKDOWN.render("# No such verdict\n\nNo perfci verdict has this link. It may be mistyped, or belong to "
+                            "another perfci server.")
+    return _PAGE.format(title="perfci: no such verdict", body=body)
+
+
+def render(session: Session, public_id: str, settings: Settings) -> str | None:
+    """The page of a verdict, or None when no verdict has this id."""
     status = status_sql.by_public_id(session, public_id)
     if status is None:
-        raise NotFound("no such verdict page")
+        return None
     commit = session.get(Commit, status.commit_id)
     repository = session.get(Repository, status.repository_id)
     machine = session.get(Machine, status.machine_id)
@@ -51,21 +58,28 @@ def render(session: Session, public_id: str, settings: Settings) -> str:
              f"**{status.state}**: {_text(status.description)}", "",
              f"Commit `{commit.sha}`: {_text(_subject(commit.message))}", ""]
     if status.scope == StatusScope.PULL.value:
-        lines += _pull_parts(session, commit.id)
+        lines += _pull_parts(session, status, commit)
     else:
         lines += _series_parts(session, status, machine, settings)
     body = _MARKDOWN.render("\n".join(lines))
     return _PAGE.format(title=f"perfci: {status.state} {commit.sha[:12]}", body=body)
 
 
-def _pull_parts(session: Session, commit_id: int) -> list[str]:
-    pulls = session.scalars(select(PullRequest).where(PullRequest.head_commit_id == commit_id).order_by(PullRequest.id)).all()
-    if not pulls:
-        return ["No open pull request has this commit as its head any more."]
-    lines = []
-    for pr in pulls:
-        lines += [f"## Pull request #{pr.number}: {_text(pr.title)}", "", pr.comment_body, ""]
-    return lines
+def _pull_parts(session: Session, status: CommitStatus, commit: Commit) -> list[str]:
+    """The pull request this verdict is about, and its comment — or why it is no longer its verdict."""
+    pr = session.get(PullRequest, status.pull_request_id) if status.pull_request_id is not None else None
+    if pr is None:
+        return ["The pull request of this verdict is no longer known to perfci."]
+    lines = [f"## Pull request #{pr.number}: {_text(pr.title)}", "",
+             f"{_text(pr.head_branch)} into {_text(status.base_branch)}, {pr.state}.", ""]
+    if pr.head_commit_id != commit.id or pr.head_sha != commit.sha:
+        lines += [f"This verdict is about an earlier head of the pull request: it has moved to `{pr.head_sha[:12]}` "
+                  f"since, and that head has a verdict of its own.", ""]
+        return lines
+    if pr.base_branch != status.base_branch:
+        lines += [f"The pull request's base has changed to {_text(pr.base_branch)} since this verdict.", ""]
+        return lines
+    return lines + [pr.comment_body, ""]
 
 
 def _series_parts(session: Session, status: CommitStatus, machine: Machine, settings: Settings) -> list[str]:
@@ -114,5 +128,4 @@ def _subject(message: str) -> str:
 
 
 def _text(value: str) -> str:
-    """Forge or commit text inside Markdown: its own markup characters are shown, not applied."""
-    return "".join("\\" + ch if ch in "\\`*_{}[]()#+-.!|<>" else ch for ch in value)
+    return escape(value)

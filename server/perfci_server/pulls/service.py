@@ -10,8 +10,9 @@ pull request, edited in place on every new head:
 
 - ``pending`` as soon as the jobs exist (and while another session measures a metric that stayed
   undecided: :mod:`.sessions`), ``failure`` when a metric the catalogue alerts on got worse,
-  ``success`` when none did and every one was decided, ``neutral`` (with the reason) when there is
-  no answer: a side did not build or run, undecided after the last session, head = merge-base.
+  ``success`` when none did and every one was decided (said "improvement" when one got better),
+  ``neutral`` (with the reason) when there is no answer: a side did not build or run, undecided
+  after the last session, head = merge-base.
 - A new head drops the old head's queued jobs; a close drops them all. The mirror fetch that finds
   the merge-base runs in a task, never in the webhook's request.
 """
@@ -27,15 +28,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from perfci_core import metrics as catalogue
+from perfci_core.metrics import change_text
 
 from .. import dispatch
 from ..configs import repository as config_sql
-from ..forge import service as forge_service
-from ..forge.client import CommentPost
-from ..forge.service import change_text
+from ..forge import comments as forge_comments
+from ..forge import statuses as forge_statuses
+from ..forge.events import PullEvent
 from ..jobs import repository as job_sql
+from ..markdown_text import escape
 from ..machines import repository as machine_sql
-from ..models import BenchConfig, CommitState, Forge, JobState, Machine, PullRequest, PullState, Repository, StatusScope
+from ..models import BenchConfig, CommitState, JobState, Machine, PullRequest, PullState, Repository
 from ..repos import mirror
 from ..repos.service import store_commits
 from ..settings import Settings
@@ -46,33 +49,48 @@ log = logging.getLogger(__name__)
 
 PREPARE_TASK = "perfci.pulls.prepare"
 EVALUATE_TASK = dispatch.PULL_EVALUATE_TASK
-COMMENT_TASK = "perfci.pulls.post_comment"
 ACTIVE = (JobState.QUEUED.value, JobState.LEASED.value, JobState.RUNNING.value)
 
 
 # --- events ---------------------------------------------------------------------------------
 
 
-def on_event(session: Session, repository: Repository, number: int, action: str, title: str, base_branch: str,
-             head_branch: str, head_sha: str) -> str:
+def on_event(session: Session, repository: Repository, event: PullEvent, settings: Settings) -> str:
     """Record a pull request event in the webhook's transaction; the work follows in tasks.
     Returns what was done, for the delivery's answer."""
+    number, head_sha = event.number, event.head_sha
+    title, base_branch, head_branch = event.title[:255], event.base_branch[:255], event.head_branch[:255]
     pr = pull_sql.lock_or_create(session, repository.id, number, {
-        "title": title[:255], "base_branch": base_branch[:255], "head_branch": head_branch[:255], "head_sha": head_sha})
-    if action == "close":
-        pr.state = PullState.CLOSED.value
+        "title": title, "base_branch": base_branch, "head_branch": head_branch, "head_sha": head_sha})
+    if event.action == "close":
+        pr.state = (PullState.MERGED if event.merged else PullState.CLOSED).value
         dropped = pull_sql.drop_queued_jobs(session, pr.id)
-        return f"pull request #{number} closed: {dropped} queued job(s) dropped"
-    reopened = pr.state == PullState.CLOSED.value  # its queued jobs were dropped: measure again
-    pr.state, pr.title, pr.base_branch, pr.head_branch = PullState.OPEN.value, title[:255], base_branch[:255], head_branch[:255]
-    if pr.head_sha == head_sha and pr.head_commit_id is not None and not reopened:
+        dispatch.send_after_commit(session, EVALUATE_TASK, pr.id)  # ends what was still pending, edits the comment
+        return f"pull request #{number} {pr.state}: {dropped} queued job(s) dropped"
+    reopened = pr.state != PullState.OPEN.value  # its queued jobs were dropped: measure again
+    moved = pr.head_sha != head_sha or pr.base_branch != base_branch
+    if pr.head_commit_id is not None and moved:  # what the old head (or base) still awaited will not come
+        why = (f"superseded by {head_sha[:12]} before it was measured" if pr.head_sha != head_sha
+               else f"the pull request's base changed to {base_branch} before it was measured")
+        _end_pending(session, pr, pr.head_commit_id, pr.base_branch, why, settings)
+    pr.state, pr.title, pr.head_branch = PullState.OPEN.value, title, head_branch
+    if not moved and pr.head_commit_id is not None and not reopened:
         return f"pull request #{number}: head {head_sha[:12]} is measured already"
-    dropped = pull_sql.drop_queued_jobs(session, pr.id) if pr.head_sha != head_sha else 0
-    pr.head_sha, pr.base_sha, pr.head_commit_id, pr.base_commit_id = head_sha, None, None, None
+    dropped = pull_sql.drop_queued_jobs(session, pr.id) if moved else 0
+    pr.head_sha, pr.base_branch, pr.base_sha, pr.head_commit_id, pr.base_commit_id = head_sha, base_branch, None, None, None
     pr.waiting_for = "the server's mirror of the repository to have the head"
     dispatch.send_after_commit(session, PREPARE_TASK, pr.id)
     superseded = f"; {dropped} queued job(s) of the previous head dropped" if dropped else ""
     return f"pull request #{number}: head {head_sha[:12]} to be measured against its merge-base{superseded}"
+
+
+def _end_pending(session: Session, pr: PullRequest, commit_id: int, base_branch: str, why: str, settings: Settings) -> None:
+    """Give each machine's verdict on ``commit_id`` that is still pending its final state: nothing
+    will measure it any more (GitHub's checks do the same for a superseded head)."""
+    subject = forge_statuses.pull_subject(pr.id, base_branch)
+    for status in forge_statuses.statuses_of(session, commit_id, subject):
+        if status.state == CommitState.PENDING.value:
+            forge_statuses.write_verdicts(session, status.machine_id, subject, {commit_id: (CommitState.NEUTRAL, why)}, settings)
 
 
 # --- prepare (a task: fetch, find the merge-base, queue the pairs) -----------------------------
@@ -144,8 +162,8 @@ def schedule(session: Session, target: Target, sides: Sides, settings: Settings)
         log.info("pull request #%s of %s: %d job(s) queued, head %s against merge-base %s", pr.number, repository.name, queued,
                  pr.head_sha[:12], base12)
     for machine_id, verdict in verdicts.items():
-        forge_service.write_verdicts(session, machine_id, StatusScope.PULL, {pr.head_commit_id: verdict}, settings)
-    _set_comment(session, pr, render_comment(session, pr, {m: _Result(*v) for m, v in verdicts.items()}, settings))
+        forge_statuses.write_verdicts(session, machine_id, _subject(pr), {pr.head_commit_id: verdict}, settings)
+    forge_comments.write_comment(session, pr, render_comment(session, pr, {m: _Result(*v) for m, v in verdicts.items()}, settings))
     return f"{len(machines)} machine(s) x {len(configs)} config(s)"
 
 
@@ -176,23 +194,42 @@ class _Result:
     unchanged: int = 0
 
 
+_ENDED = {PullState.CLOSED.value: "closed before it was measured", PullState.MERGED.value: "merged before it was measured"}
+
+
 def evaluate(session: Session, pull_request_id: int, settings: Settings) -> str:
-    """Decide every machine the head's jobs are done on; write the verdicts and the comment."""
+    """Decide every machine the head's jobs are done on; write the verdicts and the comment. A
+    closed or merged pull request gets no new session: what is still pending ends there."""
     pr = pull_sql.lock(session, pull_request_id)
-    if pr is None or pr.state != PullState.OPEN.value or pr.head_commit_id is None:
+    if pr is None or pr.head_commit_id is None:
         return "nothing to decide"
+    ended = _ENDED.get(pr.state)
     by_machine: dict[int, list[pull_sql.Pair]] = defaultdict(list)
     for pair in pull_sql.pairs_of_head(session, pr.id, pr.head_commit_id):
         by_machine[pair.machine_id].append(pair)
-    results = {machine_id: _decide(session, pr, pairs, settings) for machine_id, pairs in sorted(by_machine.items())}
-    for machine_id, result in results.items():
-        forge_service.write_verdicts(session, machine_id, StatusScope.PULL, {pr.head_commit_id: (result.state, result.description)},
-                                     settings)
-    _set_comment(session, pr, render_comment(session, pr, results, settings))
-    return ", ".join(f"{m}: {r.state.value}" for m, r in results.items())
+    results = {machine_id: _decide(session, pr, pairs, settings, more_sessions=ended is None)
+               for machine_id, pairs in sorted(by_machine.items())}
+    pending = {s.machine_id for s in forge_statuses.statuses_of(session, pr.head_commit_id, _subject(pr))
+               if s.state == CommitState.PENDING.value}
+    for machine_id in pending - set(results):  # nothing measures the head there any more
+        results[machine_id] = _Result(CommitState.NEUTRAL, ended or "no verdict: no job measures the head on this machine")
+    if ended is not None:
+        for machine_id, result in results.items():
+            if result.state is CommitState.PENDING:
+                results[machine_id] = _Result(CommitState.NEUTRAL, ended, result.rows, result.unchanged)
+    for machine_id, result in sorted(results.items()):
+        forge_statuses.write_verdicts(session, machine_id, _subject(pr), {pr.head_commit_id: (result.state, result.description)},
+                                      settings)
+    forge_comments.write_comment(session, pr, render_comment(session, pr, results, settings))
+    return ", ".join(f"{m}: {r.state.value}" for m, r in sorted(results.items())) or "nothing to decide"
 
 
-def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair], settings: Settings) -> _Result:
+def _subject(pr: PullRequest) -> forge_statuses.Subject:
+    return forge_statuses.pull_subject(pr.id, pr.base_branch)
+
+
+def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair], settings: Settings,
+            more_sessions: bool = True) -> _Result:
     base12 = (pr.base_sha or "")[:12]
     states = [s for p in pairs for s in (p.head_state, p.base_state)]
     if any(s in ACTIVE for s in states):
@@ -234,7 +271,7 @@ def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair], setti
         text = f"regression: {lead.metric} {change_text(lead.change_pct)} ({lead.config}, {lead.backend}){more} vs merge-base {base12}"
         return _Result(CommitState.FAILURE, text, rows, unchanged)
     if undecided:
-        again = [c for c in undecided_configs if len(by_config[c]) < settings.pull_sessions]
+        again = [c for c in undecided_configs if len(by_config[c]) < settings.pull_sessions] if more_sessions else []
         for config_id in again:  # another session; its jobs keep the verdict pending until they are measured
             _queue_pair(session, pr, pairs[0].machine_id, config_id, settings, again=True)
         if again:
@@ -242,6 +279,12 @@ def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair], setti
                                                 f"session(s); measuring one more (vs merge-base {base12})", rows, unchanged)
         return _Result(CommitState.NEUTRAL, f"undecided: {undecided[0].metric} after {settings.pull_sessions} sessions "
                                             f"(vs merge-base {base12})", rows, unchanged)
+    improved = [r for r in rows if r.verdict == "improvement" and _alerts_on(r.metric)]
+    if improved:
+        more = f", +{len(improved) - 1} more" if len(improved) > 1 else ""
+        lead = improved[0]
+        return _Result(CommitState.SUCCESS, f"improvement: {lead.metric} {change_text(lead.change_pct)} ({lead.config}, "
+                                            f"{lead.backend}){more} vs merge-base {base12}", rows, unchanged)
     within = f": unchanged within ±{100 * margin:.1f}%" if margin else ""
     return _Result(CommitState.SUCCESS, f"no regression against merge-base {base12}{within}", rows, unchanged)
 
@@ -269,7 +312,11 @@ def render_comment(session: Session, pr: PullRequest, results: dict[int, _Result
     the lean model's why, and each machine's verdict with a link to its read-only page."""
     worst = _worst([r.state for r in results.values()])
     head, base = pr.head_sha[:12], (pr.base_sha or "")[:12]
-    lines = [f"### perfci: {_WORDS[worst]} — head `{head}` against merge-base `{base}`", ""]
+    improved = worst is CommitState.SUCCESS and any(r.verdict == "improvement" and _alerts_on(r.metric)
+                                                    for result in results.values() for r in result.rows or [])
+    lines = [f"### perfci: {'improvement' if improved else _WORDS[worst]} — head `{head}` against merge-base `{base}`", ""]
+    if pr.state in _ENDED:
+        lines += [f"The pull request was {pr.state}: nothing more is measured for it.", ""]
     if not results:
         lines.append("No enabled machine or benchmark config: nothing is measured.")
     machines = dict(session.execute(select(Machine.id, Machine.name).where(Machine.id.in_(list(results)))).all())
@@ -277,19 +324,19 @@ def render_comment(session: Session, pr: PullRequest, results: dict[int, _Result
     if table:
         lines += ["| machine | config | metric | base | head | change | verdict | why |",
                   "|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {name} | {r.config} ({r.backend}) | {r.metric} | {_num(r.base)} | {_num(r.head)} | "
-                  f"{change_text(r.change_pct)} | {r.verdict} | {_cell(r.why)} |" for name, r in table]
+        lines += [f"| {escape(name)} | {escape(r.config)} ({r.backend}) | {r.metric} | {_num(r.base)} | {_num(r.head)} | "
+                  f"{change_text(r.change_pct)} | {r.verdict} | {escape(r.why)} |" for name, r in table]
         lines.append("")
-    links = {s.machine_id: forge_service.page_url(settings, s.public_id)
-             for s in forge_service.statuses_of(session, pr.head_commit_id, StatusScope.PULL)} if pr.head_commit_id else {}
+    links = {s.machine_id: forge_statuses.page_url(settings, s.public_id)
+             for s in forge_statuses.statuses_of(session, pr.head_commit_id, _subject(pr))} if pr.head_commit_id else {}
     for machine_id, result in results.items():
         name = machines.get(machine_id, str(machine_id))
         link = links.get(machine_id)
         verdict = f"[{result.state.value}]({link})" if link else result.state.value
         unchanged = f" · {result.unchanged} metric(s) unchanged" if result.unchanged else ""
-        lines.append(f"- **{name}**: {verdict} — {result.description}{unchanged}")
-    lines += ["", "<sub>perfci measures the head and the merge-base interleaved on each machine and edits this comment "
-                  "on every push to the pull request.</sub>"]
+        lines.append(f"- **{escape(name)}**: {verdict} — {escape(result.description)}{unchanged}")
+    lines += ["", "_perfci measures the head and the merge-base interleaved on each machine and edits this comment "
+                  "on every push to the pull request._"]
     return "\n".join(lines)
 
 
@@ -306,35 +353,6 @@ def _worst(states: list[CommitState]) -> CommitState:
 
 def _num(value: float) -> str:
     return f"{value:.4g}" if math.isfinite(value) else "—"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _set_comment(session: Session, pr: PullRequest, body: str) -> None:
-    if body == pr.comment_body:
-        return
-    pr.comment_body, pr.comment_version = body, pr.comment_version + 1
-    dispatch.send_once_after_commit(session, COMMENT_TASK, pr.id)
-
-
-# --- the comment's delivery ---------------------------------------------------------------------
-
-
-def comment_post(session: Session, pr: PullRequest, settings: Settings) -> CommentPost | None:
-    """What to send for the pull request's comment, or None when it is sent (or cannot be: no token)."""
-    if pr.comment_version == 0 or pr.comment_sent_version == pr.comment_version:
-        return None
-    repository = session.get(Repository, pr.repository_id)
-    assert repository is not None
-    forge = Forge(repository.forge)
-    token = forge_service.token_of(settings, forge)
-    if token is None:
-        pr.comment_error = f"no {forge.value} token configured: the comment is kept, not posted"
-        return None
-    return CommentPost(forge=forge, api_url=forge_service.api_url(settings, forge), token=token, project=repository.name,
-                       number=pr.number, comment_id=pr.comment_id, body=pr.comment_body)
 
 
 def _config_names(session: Session, ids: list[int]) -> dict[int, str]:

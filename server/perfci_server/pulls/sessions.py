@@ -14,16 +14,15 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
+from sqlalchemy.orm import Session
+
 from perfci_core import metrics as catalogue
-from perfci_core.analysis import explain
 from perfci_core.analysis.min_effect import min_effect_of_series
 from perfci_core.analysis.paired import least_kept, min_attainable_p
 from perfci_core.analysis.pull_verdict import MetricSessions, look_level, verdicts
-from perfci_core.metrics import hazard_sites
-from sqlalchemy.orm import Session
 
 from ..configs import repository as config_sql
 from ..machines import repository as machine_sql
@@ -31,6 +30,7 @@ from ..models import PullRequest
 from ..repos import repository as repo_sql
 from ..results import repository as result_sql
 from . import repository as pull_sql
+from .why import Whys
 
 SERIES_COMMITS = 50  # base-branch commits the minimum effect is learned from
 NOISY = (catalogue.Backend.PMU.value, catalogue.Backend.TSC.value)
@@ -87,6 +87,7 @@ def compare_sessions(session: Session, pr: PullRequest, measured: list[Measured]
     were shown unchanged, and the widest margin they were shown within (relative). ``configs``: the
     machine's configs this pull request is measured on, which share the look's level."""
     interleaved = all(m.interleaved for m in measured)
+    medians: dict[str, tuple[dict[str, float], dict[str, float]]] = defaultdict(lambda: ({}, {}))
     keys = set.intersection(*(set(m.base.values) & set(m.head.values) for m in measured))
     evidence: list[MetricSessions] = []
     for (metric, backend) in sorted(keys):
@@ -96,30 +97,24 @@ def compare_sessions(session: Session, pr: PullRequest, measured: list[Measured]
         a, b = np.concatenate([x for x, _ in sides]), np.concatenate([y for _, y in sides])
         if not a.size or not b.size:
             continue
+        medians[backend][0][metric], medians[backend][1][metric] = float(np.median(a)), float(np.median(b))
+        if not catalogue.CATALOGUE[metric].alerts:
+            continue  # context (4K aliases move with layout): named in the whys it explains, never a row
         effect = 0.0 if backend == catalogue.Backend.SIM.value else min_effect_of_series(
             _base_series(session, pr, measured[0].pair, metric, backend), f"{pr.base_branch} {metric}/{backend}").value
         evidence.append(MetricSessions(config, metric, backend, a, b, interleaved and a.size == b.size, effect))
     rows, same, margin = [], 0, 0.0
-    moved_backends: set[str] = set()
-    medians: dict[str, tuple[dict[str, float], dict[str, float]]] = defaultdict(lambda: ({}, {}))
     for v in verdicts(evidence, len(measured), sessions, 1.0 / max(1, configs), equivalence):
         e = v.sessions
-        medians[e.backend][0][e.metric], medians[e.backend][1][e.metric] = float(np.median(e.base)), float(np.median(e.head))
         if v.call == "unchanged":
             same += 1
             margin = max(margin, v.margin) if e.alerts else margin
             continue
-        moved_backends.add(e.backend)
         rows.append(Row(config, e.metric, e.backend, v.test.before_median, v.test.after_median, v.test.rel_change * 100.0,
                         v.call))
-    for backend in moved_backends:  # one explanation per config x backend, on its lead row
-        before, after = medians[backend]
-        sites: dict[str, Any] = {}
-        if backend == catalogue.Backend.SIM.value:
-            sites = {"sites_before": hazard_sites(pull_sql.first_sample_raw(session, measured[0].base.run_id)),
-                     "sites_after": hazard_sites(pull_sql.first_sample_raw(session, measured[0].head.run_id))}
-        lead = next(r for r in rows if r.backend == backend)
-        lead.why = explain(before, after, **sites).sentence
+    whys = Whys(session, measured[0].base.run_id, measured[0].head.run_id, medians)
+    for row in rows:  # each row explains its own metric
+        row.why = whys.of(row.metric, row.backend)
     return rows, same, margin
 
 

@@ -36,6 +36,13 @@ def lock_branch(session: Session, repository_id: int, name: str) -> Branch:
     return session.scalars(statement).one()
 
 
+def branches_with_heads(session: Session, repository_id: int, except_branch_id: int) -> list[Branch]:
+    """The repository's other branches perfci has seen pushed."""
+    statement = select(Branch).where(Branch.repository_id == repository_id, Branch.id != except_branch_id,
+                                     Branch.head_sha.is_not(None))
+    return list(session.scalars(statement.order_by(Branch.id)))
+
+
 def branches_statement(repository_id: int) -> Select[tuple[Branch]]:
     return select(Branch).where(Branch.repository_id == repository_id).order_by(Branch.name)
 
@@ -227,3 +234,26 @@ def abandon(session: Session, branch_id: int, entries: Sequence[tuple[int, int]]
 def abandoned_statement(branch_id: int) -> Select[Any]:
     return (select(Commit, AbandonedCommit.position).join(AbandonedCommit, AbandonedCommit.commit_id == Commit.id)
             .where(AbandonedCommit.branch_id == branch_id).order_by(AbandonedCommit.position.desc()))
+
+
+def set_patch_ids(session: Session, repository_id: int, patch_ids: dict[str, str]) -> None:
+    """Record each commit's patch id (sha -> id)."""
+    for sha, patch_id in patch_ids.items():
+        session.execute(update(Commit).where(Commit.repository_id == repository_id, Commit.sha == sha).values(patch_id=patch_id))
+
+
+def mark_guessed(session: Session, branch_id: int, commit_ids: Sequence[int]) -> None:
+    if commit_ids:
+        session.execute(update(BranchCommit).where(BranchCommit.branch_id == branch_id, BranchCommit.commit_id.in_(list(commit_ids)))
+                        .values(guessed=True))
+
+
+def take_guesses_off(session: Session, branch_id: int) -> list[int]:
+    """Remove the branch's provisional entries (their commits and jobs stay); returns their commit ids."""
+    statement = delete(BranchCommit).where(BranchCommit.branch_id == branch_id, BranchCommit.guessed.is_(True))
+    return [row[0] for row in session.execute(statement.returning(BranchCommit.commit_id))]
+
+
+def incomplete_pushes_of(session: Session, branch_id: int, except_push_id: int) -> list[Push]:
+    statement = select(Push).where(Push.branch_id == branch_id, Push.complete.is_(False), Push.id != except_push_id)
+    return list(session.scalars(statement.order_by(Push.id).with_for_update()))

@@ -4,6 +4,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
+from ..bodies import json_body
+
 from ..deps import AdminDep, PageDep, ReaderDep, SessionDep
 from ..errors import BadRequest, Conflict, NotFound, Unauthorized, responses
 from ..pagination import Page, paginate
@@ -14,9 +16,11 @@ from .service import create_repository, get_repository
 
 router = APIRouter(prefix="/repositories", tags=["repositories"])
 
+RepositoryBody = Annotated[RepositoryCreate, json_body(RepositoryCreate)]  # read once the caller is an admin
+
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=responses(Unauthorized, Conflict))
-def create(data: RepositoryCreate, session: SessionDep, _: AdminDep) -> RepositoryCreated:
+def create(_: AdminDep, data: RepositoryBody, session: SessionDep) -> RepositoryCreated:
     """Register a repository; the response holds its webhook secret (shown only here)."""
     repository = create_repository(session, data)
     return RepositoryCreated.model_validate(repository, from_attributes=True)

@@ -7,17 +7,19 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..models import Forge
+from ..forge.registry import Forge
 from ..settings import get_settings
 
 # git's scp-like syntax: [user@]host:path, no slash before the colon (git reads that as a path).
 _SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:")
+# https://<token>@host/...: a token in the user part (GitHub and GitLab accept one there).
+_TOKEN_AS_USER = re.compile(r"^https?://[^/@:]{20,}@")
 
 
 class RepositoryCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=255, description="GitHub/Gitea full_name / GitLab path_with_namespace")
+    name: str = Field(min_length=1, max_length=255, description="The repository as its forge's webhooks name it (owner/name)")
     forge: Forge
     clone_url: str = Field(min_length=1, max_length=1024, description="http(s), ssh or scp-like (git@host:path); "
                            "file:// and local paths only with PERFCI_ALLOW_LOCAL_CLONE_URLS")
@@ -35,7 +37,16 @@ class RepositoryCreate(BaseModel):
                              "set PERFCI_ALLOW_LOCAL_CLONE_URLS=true to allow it (the demo and tests do)")
         if kind is None:
             raise ValueError("not a clone URL git fetches over the network: use https://, http://, ssh:// or user@host:path")
+        if kind == "remote" and _carries_credentials(url):
+            raise ValueError("a clone URL carries no credentials (every API token holder could read them back): the "
+                             "server fetches with the forge's token setting (PERFCI_<FORGE>_TOKEN) or the deploy key of "
+                             "PERFCI_MIRROR_SSH_KEY_FILE")
         return url
+
+
+def _carries_credentials(url: str) -> bool:
+    """A password in the URL, or a token as its user name (https://<token>@host/...)."""
+    return ("://" in url and urlsplit(url).password is not None) or _TOKEN_AS_USER.match(url) is not None
 
 
 def clone_url_kind(url: str) -> str | None:
@@ -96,7 +107,7 @@ class PushRead(BaseModel):
     branch: str
     before: str | None = Field(description="The branch's previous head; null for a new branch")
     after: str
-    listed_commits: int = Field(description="Commits the forge's payload listed (GitHub and GitLab list at most 20)")
+    listed_commits: int = Field(description="Commits the forge's payload listed (forges list at most 20)")
     recorded_commits: int = Field(description="Commits of the push recorded on the branch")
     complete: bool = Field(description="Every first-parent commit of before..after is recorded, with git's parents")
     fetch_attempts: int

@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy.orm import Session
 
 from .. import dispatch
 from ..errors import Conflict, NotFound
+from ..forge.events import PushedCommit
 from ..jobs.service import schedule_commits
 from ..models import Branch, Push, Repository, utcnow
 from ..security import new_webhook_secret
@@ -21,15 +21,6 @@ from . import repository as repo_sql
 from .schemas import RepositoryCreate
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class PushedCommit:
-    sha: str
-    message: str
-    author_name: str
-    author_email: str
-    committed_at: datetime | None
 
 
 def create_repository(session: Session, data: RepositoryCreate) -> Repository:
@@ -97,6 +88,7 @@ def place_listed(session: Session, push: Push, settings: Settings) -> list[int]:
     repo_sql.lock_branch(session, push.repository_id, branch.name)
     ids = repo_sql.commit_ids(session, push.repository_id, push.listed_shas)
     placed = repo_sql.place_on_branch(session, branch.id, ids)
+    repo_sql.mark_guessed(session, branch.id, placed)  # git's order replaces them once the mirror answers
     push.recorded_commits += len(placed)
     schedule_commits(session, ids, settings)
     return placed
@@ -136,20 +128,47 @@ def complete_push(session: Session, push: Push, settings: Settings) -> list[int]
     """Record an incomplete push from the mirror, which the caller fetched (outside any
     transaction): every first-parent commit of ``before..after`` with git's parents, the ones the
     payload did not list placed where they belong, and the push's baseline, with their jobs.
-    Returns the commits added; [] (still incomplete) when the mirror lacks the pushed head."""
+    Returns the commits added; [] (still incomplete) when the mirror lacks the pushed head.
+
+    Commits placed from payloads while the mirror could not be fetched (this push's or any other's)
+    are provisional: they come off the branch first, and every incomplete push of the branch the
+    mirror can now complete is recorded from git in the same transaction, so the branch is in git's
+    order whatever was guessed meanwhile (a forced push's abandoned commits leave it too), and its
+    detection runs again over the order git gives."""
     repository = get_repository(session, push.repository_id)
     branch = session.get(Branch, push.branch_id)
     assert branch is not None, "a push's branch is deleted with it"
     repo_sql.lock_branch(session, repository.id, branch.name)
+    path = mirror.mirror_path(settings, repository.id)
+    if not mirror.has_commit(path, push.after):
+        push.fetch_attempts += 1
+        push.last_error = f"the mirror has no commit {push.after} yet"
+        return []
+    guesses = repo_sql.take_guesses_off(session, branch.id)
+    pushes = [push]
+    if guesses:
+        pushes += [p for p in repo_sql.incomplete_pushes_of(session, branch.id, push.id) if mirror.has_commit(path, p.after)]
+        pushes.sort(key=lambda p: p.id)
+        dispatch.send_after_commit(session, dispatch.REDETECT_BRANCH_TASK, branch.id)
+        log.info("branch %s of %s: %d commit(s) placed from payloads taken off; %d push(es) recorded from git instead",
+                 branch.name, repository.name, len(guesses), len(pushes))
+    added: list[int] = []
+    for each in pushes:
+        placed = _complete(session, repository, branch, each, path, settings, set(guesses))
+        if each is push:
+            added = placed
+    return added
+
+
+def _complete(session: Session, repository: Repository, branch: Branch, push: Push, path: Path, settings: Settings,
+              guessed: set[int]) -> list[int]:
+    """Record one push from the mirror; returns the commits it added to the branch (a commit that
+    stood there as a guess is not new)."""
     push.fetch_attempts += 1
     fresh = push.before is None and branch.fork_position is None and repo_sql.first_push_of(session, branch.id) == push.id
-    base = _base_of(session, repository, branch) if fresh else None
-    path = mirror.mirror_path(settings, repository.id)
     try:
-        if not mirror.has_commit(path, push.after):
-            raise mirror.MirrorUnavailable(f"the mirror has no commit {push.after} yet")
-        commits = _pushed_commits(session, settings, repository, branch.id, path, push.before, push.after, base,
-                                  guessed=push.listed_shas)
+        base = _base_of(session, repository, branch, path, push.after) if fresh else None
+        commits = _pushed_commits(session, settings, repository, branch.id, path, push.before, push.after, base)
     except mirror.MirrorUnavailable as exc:
         push.last_error = str(exc)
         return []
@@ -160,6 +179,9 @@ def complete_push(session: Session, push: Push, settings: Settings) -> list[int]
         log.info("push %d (%s %s) was forced: %d commit(s) taken off the branch (kept as abandoned)", push.id,
                  repository.name, branch.name, len(abandoned))
     ids, placed = _place_with_baseline(session, settings, repository, branch, base, path, push.after, commits)
+    placed = [c for c in placed if c not in guessed]
+    single = [c.sha for c in commits if len(c.parents) == 1]
+    repo_sql.set_patch_ids(session, repository.id, mirror.patch_ids(path, single))  # a copy of a change is known as one
     schedule_commits(session, ids, settings)
     push.recorded_commits += len(placed)
     push.complete, push.completed_at, push.last_error = True, utcnow(), None
@@ -168,17 +190,30 @@ def complete_push(session: Session, push: Push, settings: Settings) -> list[int]
     return placed
 
 
-def _base_of(session: Session, repository: Repository, branch: Branch) -> Branch | None:
-    """The branch a new branch is judged against: the repository's default branch, when it is
-    another branch and perfci has seen it pushed."""
+def _base_of(session: Session, repository: Repository, branch: Branch, path: Path, after: str) -> Branch | None:
+    """The branch a new branch is judged against: the tracked branch it forked from. That is the one
+    whose merge-base with the pushed head is the newest (a branch stacked on a feature branch starts
+    from that feature branch, not from the default branch), the default branch on a tie; a branch
+    that already holds the pushed head is no base (it was pushed from this one). None for the
+    default branch, or when no other branch is tracked."""
     if branch.name == repository.default_branch:
         return None
-    base = repo_sql.branch(session, repository.id, repository.default_branch)
-    return base if base is not None and base.head_sha else None
+    best: tuple[int, bool, int] | None = None
+    chosen = None
+    for other in repo_sql.branches_with_heads(session, repository.id, branch.id):
+        if not other.head_sha or not mirror.has_commit(path, other.head_sha):
+            continue
+        fork = mirror.merge_base(path, after, other.head_sha)
+        if fork is None or fork == after:
+            continue
+        rank = (mirror.depth(path, fork), other.name == repository.default_branch, -other.id)
+        if best is None or rank > best:
+            best, chosen = rank, other
+    return chosen
 
 
 def _pushed_commits(session: Session, settings: Settings, repository: Repository, branch_id: int, path: Path,
-                    before: str | None, after: str, base: Branch | None, guessed: Sequence[str] = ()) -> list[mirror.GitCommit]:
+                    before: str | None, after: str, base: Branch | None) -> list[mirror.GitCommit]:
     """The push's first-parent commits, oldest first: since the branch's newest recorded commit
     that git has before ``after``, else since ``before``, else since the base branch, else what no
     other branch has. Up to the branch's newest recorded commit that ``after`` leads to, when
@@ -186,8 +221,10 @@ def _pushed_commits(session: Session, settings: Settings, repository: Repository
     missing ones in git's order (``place_on_branch`` inserts them before the first known one)."""
     newest = repo_sql.newest_shas(session, branch_id, RECORDED_LOOKBACK)
     top = next((sha for sha in newest if mirror.has_commit(path, sha) and mirror.is_ancestor(path, after, sha)), after)
-    recorded = next((sha for sha in newest if sha not in guessed and mirror.has_commit(path, sha)
-                     and mirror.is_ancestor(path, sha, after)), None)
+    # The newest commit recorded before this push (the pushed head itself may stand there already, put
+    # there by a later push completed first: its range and its baseline are still this push's to record).
+    recorded = next((sha for sha in newest if sha != after and mirror.has_commit(path, sha) and mirror.is_ancestor(path, sha, after)),
+                    None)
     if recorded is not None:
         exclude = [recorded]
     elif before and mirror.has_commit(path, before):

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from ..celery_app import COMPLETE_PUSHES_TASK, celery_app
 from ..db import session_scope
-from ..forge.service import retry_later
+from ..dispatch import retry_later
 from ..settings import Settings, get_settings
 from . import mirror
 from . import repository as repo_sql
@@ -28,13 +28,16 @@ BATCH = 20  # pushes one sweep retries at most (each may fetch a mirror)
 def complete_one(push_id: int, settings: Settings, timeout: float,
                  sessions: Callable[[], AbstractContextManager[Session]] = session_scope) -> tuple[bool, int]:
     """Fetch the push's head into the mirror, then record its range; (complete, commits added).
-    ``sessions`` opens each transaction (a test passes its own)."""
+    ``sessions`` opens each transaction (a test passes its own). Raises ForgeBusy, having tried
+    nothing, when the forge's host has no fetch slot free."""
     with sessions() as session:
         target = service.fetch_target(session, push_id)
     if target is None:
         return True, 0
     try:
         mirror.fetch(settings, target.repository, target.after, timeout)
+    except mirror.ForgeBusy:
+        raise
     except mirror.MirrorUnavailable as exc:
         with sessions() as session:
             service.note_fetch_failure(session, push_id, str(exc), settings)
@@ -52,7 +55,11 @@ def complete_push(self: Any, push_id: int) -> str:
     """After a push's delivery was answered: its whole range from the mirror, retried with backoff
     (beat's sweep takes over once the retries are used up)."""
     settings = get_settings()
-    complete, added = complete_one(push_id, settings, settings.mirror_fetch_timeout_seconds)
+    try:
+        complete, added = complete_one(push_id, settings, settings.mirror_fetch_timeout_seconds)
+    except mirror.ForgeBusy as exc:  # its forge holds every fetch slot (it may hang): free this worker
+        complete_push.apply_async(args=(push_id,), countdown=mirror.ForgeBusy.retry_seconds)
+        return f"waiting: {exc}"
     if complete:
         return f"complete: {added} commit(s) added"
     return retry_later(self, settings, f"push {push_id}", RuntimeError("the mirror could not be fetched"),
@@ -69,7 +76,10 @@ def complete_pushes() -> dict[str, int]:
     for push_id, repository_id in pending:
         if repository_id in unreachable:
             continue  # one failed fetch per repository and sweep
-        complete, n = complete_one(push_id, settings, settings.mirror_fetch_timeout_seconds)
+        try:
+            complete, n = complete_one(push_id, settings, settings.mirror_fetch_timeout_seconds)
+        except mirror.ForgeBusy:
+            complete, n = False, 0
         added += n
         completed += complete
         if not complete:

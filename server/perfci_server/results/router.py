@@ -10,8 +10,7 @@ from fastapi.responses import Response
 from perfci_core.metrics import Backend
 from perfci_core.result import ResultDocument
 
-from ..alerts.detection import schedule_detection
-from ..bodies import limited_body
+from ..bodies import json_text, raw_body
 from ..deps import AgentTokenDep, ReaderDep, SessionDep, authenticate_agent, committed
 from ..errors import Conflict, Forbidden, NotFound, PayloadTooLarge, Unauthorized, Unprocessable, responses
 from . import service
@@ -21,7 +20,8 @@ from .schemas import Comparison, Series, UploadAccepted
 agent_router = APIRouter(prefix="/agent/jobs", tags=["agent"])
 router = APIRouter(tags=["results"])
 
-UploadBody = Annotated[bytes, Depends(limited_body("upload_max_bytes"))]
+# Read before the agent is looked up (413 only); checked once it is, in the same trip to the threadpool.
+UploadBody = Annotated[bytes, Depends(raw_body("upload_max_bytes"))]
 _DOCUMENT_REF = "#/components/schemas/ResultDocument"
 
 
@@ -35,16 +35,14 @@ _DOCUMENT_REF = "#/components/schemas/ResultDocument"
     },
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": _DOCUMENT_REF}}}}},
 )
-async def upload_result(job_id: DbId, attempt: DbInt, body: UploadBody, session: SessionDep, token: AgentTokenDep) -> Response:
+async def upload_result(job_id: DbId, attempt: DbInt, token: AgentTokenDep, body: UploadBody, session: SessionDep) -> Response:
     """Upload the `perfci measure --json` document of one attempt (idempotent on job + attempt)."""
 
     def upload() -> UploadAccepted:
         agent = authenticate_agent(session, token)
+        json_text(body)
         document = service.parse_result_document(body)
-        accepted = service.ingest(session, agent, job_id, attempt, document)
-        if accepted.run_status == "ok" and not accepted.duplicate:
-            schedule_detection(session, agent.machine_id)  # sent after the upload commits
-        return accepted
+        return service.ingest(session, agent, job_id, attempt, document)
 
     accepted = await committed(session, upload)
     return Response(accepted.model_dump_json(), status_code=200 if accepted.duplicate else 201, media_type="application/json")

@@ -17,6 +17,7 @@ from perfci_core.analysis.compare import compare as two_sample_verdict
 from perfci_core.analysis.detect import Settings as DetectionSettings
 from perfci_core.result import HOST_STATE_KEYS, ResultDocument, same_identity
 
+from .. import dispatch
 from ..identity import AgentIdentity
 from ..bisect import service as bisect_service
 from ..configs import repository as config_sql
@@ -105,6 +106,8 @@ def ingest(session: Session, agent: AgentIdentity, job_id: int, attempt: int, do
     if job.bisect_running:
         bisect_service.job_finished(session, job.machine_id, job.config_id)
     job_service.job_ended(session, job.pull_request_id)
+    if status is RunStatus.OK:  # detection sees the new run once this upload commits
+        dispatch.send_once_after_commit(session, dispatch.DETECT_TASK, job.machine_id)
     return _accepted(job, attempt, status.value, state.value, document, duplicate=False)
 
 

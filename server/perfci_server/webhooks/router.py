@@ -1,13 +1,19 @@
+"""One webhook route per forge of the registry (``/webhooks/<forge>``), each reading the headers
+its forge sends."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from ..bodies import limited_body
 from ..deps import SessionDep
 from ..errors import BadRequest, PayloadTooLarge, Unauthorized, Unprocessable, responses
+from ..forge.kind import ForgeKind, MissingHeader
+from ..forge.registry import KINDS
 from . import service
 from .schemas import WebhookAccepted
 
@@ -15,7 +21,6 @@ router = APIRouter(prefix="/webhooks", tags=["webhooks"])
 
 WebhookBody = Annotated[bytes, Depends(limited_body("webhook_max_bytes"))]
 _ERRORS = responses(BadRequest, Unauthorized, PayloadTooLarge, Unprocessable)
-_BODY_DOC = {"requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}}
 
 
 def _respond(result: WebhookAccepted) -> JSONResponse:
@@ -24,62 +29,33 @@ def _respond(result: WebhookAccepted) -> JSONResponse:
     return JSONResponse(result.model_dump(mode="json"), status_code=code)
 
 
-@router.post(
-    "/github",
-    status_code=202,
-    response_model=WebhookAccepted,
-    responses={200: {"model": WebhookAccepted, "description": "Ping or redelivery"}, **_ERRORS},
-    openapi_extra=_BODY_DOC,
-)
-def github(
-    body: WebhookBody,
-    session: SessionDep,
-    x_github_event: Annotated[str | None, Header()] = None,
-    x_github_delivery: Annotated[str | None, Header()] = None,
-    x_hub_signature_256: Annotated[str | None, Header()] = None,
-) -> JSONResponse:
-    """GitHub `push`, `pull_request` and `ping` deliveries, signed with the repository's secret
-    (HMAC-SHA256). Gitea's deliveries are accepted here too (they carry the same headers)."""
-    if not x_github_event or not x_github_delivery:
-        raise BadRequest("X-GitHub-Event and X-GitHub-Delivery headers are required")
-    return _respond(service.handle_github(session, x_github_event, x_github_delivery, x_hub_signature_256, body))
+def _endpoint(kind: ForgeKind) -> Callable[..., JSONResponse]:
+    def receive(request: Request, body: WebhookBody, session: SessionDep) -> JSONResponse:
+        try:
+            headers = kind.headers(request.headers)
+        except MissingHeader as exc:
+            raise BadRequest(str(exc)) from None
+        return _respond(service.handle(session, kind, headers, body))
+
+    receive.__name__ = kind.name
+    return receive
 
 
-@router.post(
-    "/gitea",
-    status_code=202,
-    response_model=WebhookAccepted,
-    responses={200: {"model": WebhookAccepted, "description": "Redelivery"}, **_ERRORS},
-    openapi_extra=_BODY_DOC,
-)
-def gitea(
-    body: WebhookBody,
-    session: SessionDep,
-    x_gitea_event: Annotated[str | None, Header()] = None,
-    x_gitea_delivery: Annotated[str | None, Header()] = None,
-    x_gitea_signature: Annotated[str | None, Header()] = None,
-) -> JSONResponse:
-    """Gitea (and Forgejo) `push` and `pull_request` deliveries, signed in `X-Gitea-Signature`."""
-    if not x_gitea_event or not x_gitea_delivery:
-        raise BadRequest("X-Gitea-Event and X-Gitea-Delivery headers are required")
-    return _respond(service.handle_gitea(session, x_gitea_event, x_gitea_delivery, x_gitea_signature, body))
+def _openapi(kind: ForgeKind) -> dict[str, object]:
+    header = {"in": "header", "schema": {"type": "string"}}
+    parameters = [{"name": kind.event_header, "required": True, **header},
+                  {"name": kind.delivery_header, "required": kind.delivery_required, **header},
+                  {"name": kind.signature_header, "required": False, **header}]
+    return {"parameters": parameters,
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}}
 
 
-@router.post(
-    "/gitlab",
-    status_code=202,
-    response_model=WebhookAccepted,
-    responses={200: {"model": WebhookAccepted, "description": "Redelivery"}, **_ERRORS},
-    openapi_extra=_BODY_DOC,
-)
-def gitlab(
-    body: WebhookBody,
-    session: SessionDep,
-    x_gitlab_event: Annotated[str | None, Header()] = None,
-    x_gitlab_token: Annotated[str | None, Header()] = None,
-    x_gitlab_event_uuid: Annotated[str | None, Header()] = None,
-) -> JSONResponse:
-    """GitLab `Push Hook`, `Tag Push Hook` and `Merge Request Hook` deliveries, authenticated by the secret token."""
-    if not x_gitlab_event:
-        raise BadRequest("X-Gitlab-Event header is required")
-    return _respond(service.handle_gitlab(session, x_gitlab_event, x_gitlab_event_uuid, x_gitlab_token, body))
+for _kind in KINDS.values():
+    accepted = ", ".join(k.title for k in (_kind, *(KINDS[n] for n in _kind.also_accepts)))
+    router.add_api_route(
+        f"/{_kind.name}", _endpoint(_kind), methods=["POST"], status_code=202, response_model=WebhookAccepted,
+        responses={200: {"model": WebhookAccepted, "description": "Ping or redelivery"}, **_ERRORS},
+        openapi_extra=_openapi(_kind), summary=f"{_kind.title} deliveries",
+        description=f"Push and pull (merge) request deliveries of {_kind.title}, checked with the registered repository's "
+                    f"webhook secret in `{_kind.signature_header}` (repositories registered as {accepted}).",
+    )

@@ -8,10 +8,8 @@ delivery answered 202 has its jobs whether or not the broker is up.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,73 +17,35 @@ from sqlalchemy.orm import Session
 
 from .. import db
 from ..errors import BadRequest, Unauthorized, Unprocessable, summarize, validation_details
-from ..models import Forge, Repository, WebhookDelivery, utcnow
+from ..forge.events import ZERO_SHA, Ignored, Ping, PullEvent, PushEvent
+from ..forge.kind import ForgeKind, Headers
+from ..models import Repository, WebhookDelivery, utcnow
+from ..pulls import service as pull_service
 from ..repos import repository as repo_sql
 from ..repos.service import record_push
-from ..pulls import service as pull_service
-from ..security import gitea_signature_valid, github_signature_valid, gitlab_token_valid
 from ..settings import get_settings
-from .schemas import (
-    PULL_ACTIONS, ZERO_SHA, ForgeCommit, ForgePush, GitHubPullRequestEvent, GitHubPush, GitLabMergeRequestEvent, GitLabPush,
-    WebhookAccepted,
-)
+from .schemas import WebhookAccepted
 
 
-def handle_github(session: Session, event: str, delivery_id: str, signature: str | None, body: bytes) -> WebhookAccepted:
-    """GitHub's deliveries, and Gitea's sent to this route (they carry the same headers and shapes)."""
+def handle(session: Session, kind: ForgeKind, headers: Headers, body: bytes) -> WebhookAccepted:
+    """One delivery to the route of ``kind``: verified with the repository's secret, recorded, acted on."""
     payload = _parse_object(body)
-    repository = _verified(session, _dig(payload, "repository", "full_name"), (Forge.GITHUB, Forge.GITEA),
-                           lambda secret: github_signature_valid(secret, body, signature), "X-Hub-Signature-256")
-    return _github_dialect(session, repository, delivery_id, event, payload)
-
-
-def handle_gitea(session: Session, event: str, delivery_id: str, signature: str | None, body: bytes) -> WebhookAccepted:
-    """Gitea's deliveries on their own route, signed in ``X-Gitea-Signature`` (hex HMAC-SHA256)."""
-    payload = _parse_object(body)
-    repository = _verified(session, _dig(payload, "repository", "full_name"), (Forge.GITEA, Forge.GITHUB),
-                           lambda secret: gitea_signature_valid(secret, body, signature), "X-Gitea-Signature")
-    return _github_dialect(session, repository, delivery_id, event, payload)
-
-
-def _github_dialect(session: Session, repository: Repository, delivery_id: str, event: str, payload: dict[str, Any]) -> WebhookAccepted:
-    forge = Forge(repository.forge)
-    if event == "ping":
-        return _answer(session, repository, forge, delivery_id, event, None, WebhookAccepted(status="pong"))
-    if event == "pull_request":
-        pull = _validate(GitHubPullRequestEvent, payload, "pull request")
-        _note_default_branch(repository, pull.repository.default_branch)
-        pr = pull.pull_request
-        return _accept_pull(session, repository, forge, delivery_id, event, pull.action, pr.number, pr.title, pr.base.ref, pr.head.ref,
-                            pr.head.sha)
-    if event != "push":
-        return _answer(session, repository, forge, delivery_id, event, None, _ignored(f"event {event!r}"))
-    data = _validate(GitHubPush, payload, "push")
-    _note_default_branch(repository, data.repository.default_branch)
-    commits = data.commits or ([data.head_commit] if data.head_commit else [])
-    push = ForgePush.from_forge(data.ref, data.before, data.after, commits)
-    return _accept_push(session, repository, forge, delivery_id, event, push)
-
-
-def handle_gitlab(session: Session, event: str, event_uuid: str | None, token: str | None, body: bytes) -> WebhookAccepted:
-    payload = _parse_object(body)
-    repository = _verified(session, _dig(payload, "project", "path_with_namespace"), (Forge.GITLAB,),
-                           lambda secret: gitlab_token_valid(secret, token), "X-Gitlab-Token")
-
-    # Older GitLab sends no per-event id; the body itself then identifies a redelivery.
-    delivery_id = event_uuid or "sha256:" + hashlib.sha256(body).hexdigest()
-    if event == "Merge Request Hook":
-        merge = _validate(GitLabMergeRequestEvent, payload, "merge request")
-        _note_default_branch(repository, merge.project.default_branch)
-        mr = merge.object_attributes
-        return _accept_pull(session, repository, Forge.GITLAB, delivery_id, event, mr.action or "", mr.iid, mr.title,
-                            mr.target_branch, mr.source_branch, mr.last_commit.id)
-    if event not in ("Push Hook", "Tag Push Hook"):
-        return _answer(session, repository, Forge.GITLAB, delivery_id, event, None, _ignored(f"event {event!r}"))
-    data = _validate(GitLabPush, payload, "push")
-    _note_default_branch(repository, data.project.default_branch)
-    commits = data.commits or ([ForgeCommit(id=data.checkout_sha)] if data.checkout_sha else [])
-    push = ForgePush.from_forge(data.ref, data.before, data.after, commits)
-    return _accept_push(session, repository, Forge.GITLAB, delivery_id, event, push)
+    repository = _verified(session, kind, _dig(payload, *kind.repository_field), body, headers.signature)
+    delivery_id = kind.delivery_id(headers.delivery_id, body)
+    try:
+        parsed = kind.parse(headers.event, payload)
+    except ValidationError as exc:
+        details = validation_details(exc.errors())
+        raise Unprocessable(f"not a valid {kind.title} {headers.event!r} payload: {summarize(details)}", details) from None
+    _note_default_branch(repository, parsed.default_branch)
+    event = parsed.event
+    if isinstance(event, Ping):
+        return _answer(session, repository, delivery_id, headers.event, None, WebhookAccepted(status="pong"))
+    if isinstance(event, Ignored):
+        return _answer(session, repository, delivery_id, headers.event, parsed.ref, _ignored(event.why))
+    if isinstance(event, PullEvent):
+        return _accept_pull(session, repository, delivery_id, headers.event, event)
+    return _accept_push(session, repository, delivery_id, headers.event, event)
 
 
 def _note_default_branch(repository: Repository, name: str | None) -> None:
@@ -94,31 +54,27 @@ def _note_default_branch(repository: Repository, name: str | None) -> None:
         repository.default_branch = name[:255]
 
 
-def _accept_pull(session: Session, repository: Repository, forge: Forge, delivery_id: str, event: str, action: str, number: int,
-                 title: str, base_branch: str, head_branch: str, head_sha: str) -> WebhookAccepted:
-    meaning = PULL_ACTIONS.get(action)
-    ref = f"refs/heads/{head_branch}"
-    if meaning is None:
-        return _answer(session, repository, forge, delivery_id, event, ref, _ignored(f"{event} action {action!r}"))
-    accepted = WebhookAccepted(status="scheduled", detail=f"pull request #{number} {action}")
-    if _record(session, repository, forge, delivery_id, event, ref, accepted) is None:
+def _accept_pull(session: Session, repository: Repository, delivery_id: str, event: str, pull: PullEvent) -> WebhookAccepted:
+    ref = f"refs/heads/{pull.head_branch}"
+    accepted = WebhookAccepted(status="scheduled", detail=f"pull request #{pull.number} {pull.action}")
+    if _record(session, repository, delivery_id, event, ref, accepted) is None:
         return WebhookAccepted(status="duplicate", detail=f"delivery {delivery_id} was already processed")
-    detail = pull_service.on_event(session, repository, number, meaning, title, base_branch, head_branch, head_sha)
+    detail = pull_service.on_event(session, repository, pull, get_settings())
     return WebhookAccepted(status="scheduled", detail=detail)
 
 
-def _accept_push(session: Session, repository: Repository, forge: Forge, delivery_id: str, event: str, push: ForgePush) -> WebhookAccepted:
+def _accept_push(session: Session, repository: Repository, delivery_id: str, event: str, push: PushEvent) -> WebhookAccepted:
     if push.is_deletion:
-        return _answer(session, repository, forge, delivery_id, event, push.ref, _ignored("ref deleted"))
+        return _answer(session, repository, delivery_id, event, push.ref, _ignored("ref deleted"))
     if push.is_tag and not repository.track_tags:
-        return _answer(session, repository, forge, delivery_id, event, push.ref, _ignored("tag (repository does not track tags)"))
+        return _answer(session, repository, delivery_id, event, push.ref, _ignored("tag (repository does not track tags)"))
     if not push.ref.startswith(("refs/heads/", "refs/tags/")):
-        return _answer(session, repository, forge, delivery_id, event, push.ref, _ignored("not a branch or tag"))
+        return _answer(session, repository, delivery_id, event, push.ref, _ignored("not a branch or tag"))
     if not push.commits:
-        return _answer(session, repository, forge, delivery_id, event, push.ref, _ignored("no commits"))
+        return _answer(session, repository, delivery_id, event, push.ref, _ignored("no commits"))
 
     accepted = WebhookAccepted(status="scheduled", detail=f"push to {push.ref_name}")
-    delivery = _record(session, repository, forge, delivery_id, event, push.ref, accepted)
+    delivery = _record(session, repository, delivery_id, event, push.ref, accepted)
     if delivery is None:
         return WebhookAccepted(status="duplicate", detail=f"delivery {delivery_id} was already processed")
     before = None if push.before == ZERO_SHA else push.before
@@ -128,12 +84,11 @@ def _accept_push(session: Session, repository: Repository, forge: Forge, deliver
     return WebhookAccepted(status="scheduled", detail=detail, commits=recorded.listed_commits, complete=recorded.complete)
 
 
-def _record(
-    session: Session, repository: Repository, forge: Forge, delivery_id: str, event: str, ref: str | None, outcome: WebhookAccepted
-) -> int | None:
+def _record(session: Session, repository: Repository, delivery_id: str, event: str, ref: str | None,
+            outcome: WebhookAccepted) -> int | None:
     """Record the delivery; its row id, or None when it was recorded before (a redelivery)."""
     row = {
-        "forge": forge.value,
+        "forge": repository.forge,
         "delivery_id": delivery_id[:128],
         "event": event[:64],
         "repository_id": repository.id,
@@ -148,11 +103,10 @@ def _record(
     return None if inserted is None else inserted[0]
 
 
-def _answer(
-    session: Session, repository: Repository, forge: Forge, delivery_id: str, event: str, ref: str | None, outcome: WebhookAccepted
-) -> WebhookAccepted:
+def _answer(session: Session, repository: Repository, delivery_id: str, event: str, ref: str | None,
+            outcome: WebhookAccepted) -> WebhookAccepted:
     """Record a delivery that needs no work, and answer it (a redelivery: duplicate)."""
-    if _record(session, repository, forge, delivery_id, event, ref, outcome) is None:
+    if _record(session, repository, delivery_id, event, ref, outcome) is None:
         return WebhookAccepted(status="duplicate", detail=f"delivery {delivery_id} was already processed")
     return outcome
 
@@ -182,25 +136,17 @@ def _dig(payload: dict[str, Any], *keys: str) -> str:
     return value
 
 
-def _verified(session: Session, name: str, forges: tuple[Forge, ...], signed: Callable[[str], bool], header: str) -> Repository:
+def _verified(session: Session, kind: ForgeKind, name: str, body: bytes, signature: str | None) -> Repository:
     """The registered repository of that name on one of the route's forges, when the delivery
     verifies with its secret; else 401. An unknown repository is checked against a secret nobody
     has, so that it answers exactly like a bad signature (same status, same body, same work): the
     webhook routes do not tell anyone which repository names are registered."""
     repository = repo_sql.by_name(session, name)
-    if repository is not None and repository.forge not in {f.value for f in forges}:
+    if repository is not None and repository.forge not in (kind.name, *kind.also_accepts):
         repository = None
-    if not signed(repository.webhook_secret if repository else _UNKNOWN_SECRET) or repository is None:
-        raise Unauthorized(f"{header} does not verify with the secret of a registered {forges[0].value} repository of that name")
+    if not kind.verifies(repository.webhook_secret if repository else _UNKNOWN_SECRET, body, signature) or repository is None:
+        raise Unauthorized(f"{kind.signature_header} does not verify with the secret of a registered {kind.name} repository of that name")
     return repository
 
 
 _UNKNOWN_SECRET = secrets.token_hex(32)
-
-
-def _validate(model: type[Any], payload: dict[str, Any], what: str) -> Any:
-    try:
-        return model.model_validate(payload)
-    except ValidationError as exc:
-        details = validation_details(exc.errors())
-        raise Unprocessable(f"not a valid {what} payload: {summarize(details)}", details) from None

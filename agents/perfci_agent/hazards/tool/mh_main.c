@@ -12,7 +12,11 @@
  *   split_loads, split_stores
  *                accesses that cross a 64-byte cache line;
  *   alias_4k     loads that overlap no in-flight store but match one in
- *                address bits 11:0 (4K aliasing).
+ *                address bits 11:0 (4K aliasing);
+ *   nt_reloads   loads of a line a non-temporal store (MOVNTI, MOVNTQ,
+ *                MOVNTDQ, MOVNTPS, MOVNTPD, VMOVNTDQ, VMOVNTPS, VMOVNTPD)
+ *                wrote: never forwarded, a memory round trip (see
+ *                "Non-temporal stores" below).
  *
  * Every hazard is also counted per instruction address and reported with its
  * function (the innermost inlined one) and source line.
@@ -20,8 +24,9 @@
  * The window is callgrind's --toggle-collect: it opens at the function's first
  * instruction (recording the stack pointer) and closes at the first superblock
  * whose stack pointer is above it (the function returned). Instructions in the
- * window are counted too, so one run yields instructions per packet and the
- * hazards; the counts are exact and identical from run to run.
+ * window are counted too, in all and by function, so one run yields
+ * instructions per packet, where they were spent, and the hazards; the counts
+ * are exact and identical from run to run.
  *
  * With several threads (one per forwarding lcore) it also counts the cache-line
  * transfers a coherent cache would make between them (see "Sharing" below):
@@ -75,6 +80,7 @@ struct mh_access {
 	UWord size;
 	ULong seq; /* instruction number in the window's count */
 	ULong committed_at; /* a store, rule "time": when it has committed, in ticks (see "Store commit") */
+	Bool nt; /* a non-temporal store: nothing forwards from it */
 };
 
 typedef Bool (*mh_forward_fn)(const struct mh_access *st, const struct mh_access *ld);
@@ -212,20 +218,24 @@ struct mh_thread {
 	Bool in_syscall, gone;
 	ULong base;   /* virtual time at which it joined the others, minus its own clock then */
 	struct mh_store_buffer sb; /* each core has its own */
+	VgHashTable *nt_lines; /* lines its non-temporal stores took out of the caches (see "Non-temporal stores") */
+	UInt nt_count;         /* entries in nt_lines */
 };
 static struct mh_thread *threads;
 static ThreadId running_tid;
 
 enum mh_kind {
 	MH_SF_BLOCKED, MH_SF_FORWARDED, MH_SPLIT_LOAD, MH_SPLIT_STORE, MH_ALIAS_4K, MH_LINE_TRANSFER, MH_READ_TRANSFER,
-	MH_KINDS
+	MH_NT_RELOAD, MH_KINDS
 };
 static const HChar *const kind_names[MH_KINDS] = {
 	"sf_blocked", "sf_forwarded", "split_loads", "split_stores", "alias_4k", "line_transfers", "read_transfers",
+	"nt_reloads",
 };
 
 static ULong totals[MH_KINDS];
 static ULong windows, loads, stores, drains;
+static ULong nt_stores, nt_untracked;
 
 /*
  * Hazards per instruction address, and for a blocked load the distances
@@ -374,6 +384,157 @@ on_fence(UWord kind)
 }
 
 /* ------------------------------------------------------------------ */
+/* Non-temporal stores                                                 */
+/* ------------------------------------------------------------------ */
+
+/*
+ * MOVNTI, MOVNTQ, MOVNTDQ, MOVNTPS, MOVNTPD and their VEX forms VMOVNTDQ,
+ * VMOVNTPS, VMOVNTPD store with a non-temporal hint, "implemented by using a
+ * write combining (WC) memory type protocol": "the processor does not write
+ * the data into the cache hierarchy, nor does it fetch the corresponding
+ * cache line from memory" (Intel SDM vol. 2, MOVNTI, MOVNTDQ, MOVNTPS,
+ * MOVNTPD); on write-back memory a line the caches hold is updated in place
+ * or evicted and the data written to memory with WC semantics, the latter on
+ * the processors Intel's optimization manual names ("Memory Type and
+ * Non-temporal Stores"; "The Non-temporal Store Instructions": written around
+ * the cache, no read for ownership). AMD's APM (vol. 3, MOVNTI and the
+ * others) likewise treats them as write-combining writes. Store forwarding
+ * is a write-back store's (the forwarding rules above); a load of bytes held
+ * in a WC buffer waits until the buffer has gone to memory, then reads the
+ * line from there. So in the model, on every family: nothing forwards from a
+ * non-temporal store in the buffer, and a load of a line a non-temporal store
+ * wrote (its bytes or others of the line: the line left the caches) is an
+ * nt_reload, counted once: the load brings the line back, as an ordinary
+ * store to the line does (its request for ownership). Measured on an Intel
+ * Xeon (family 6 model 207) and an AMD EPYC (family 26), one per packet: an
+ * 8-byte MOVNTI then a load of its bytes costs about 1500 and 40 cycles per
+ * packet, against 7-14 for a store-forward block.
+ *
+ * VEX gives these a plain IR store (Ist_Store), so the tool tells them by
+ * their bytes: after legacy prefixes and REX, 0F C3 (MOVNTI), 0F E7 (MOVNTQ;
+ * with 66, MOVNTDQ), 0F 2B (MOVNTPS; with 66, MOVNTPD), or a two- or
+ * three-byte VEX prefix (C5, C4 with opcode map 0F) then E7 or 2B with its pp
+ * field none or 66. (V)MOVNTDQA is a load: with write-back memory its hint
+ * changes nothing (Intel SDM vol. 2, MOVNTDQA), and it is an ordinary load
+ * here. Lines are tracked per thread and forgotten when a window opens (code
+ * between windows, not followed, may have loaded them); past
+ * MH_NT_LINES_MAX lines, more are counted as nt_untracked.
+ */
+#define MH_NT_LINES_MAX (1u << 20)
+
+static Bool
+is_nt_store(Addr a, UInt len)
+{
+	const UChar *p = (const UChar *)a, *end = p + len;
+	UInt pp = 0;
+	Bool vex = False;
+
+	for (; p < end; p++) { /* legacy prefixes: 66 (and F2/F3) select the instruction */
+		if (*p == 0x66)
+			pp = pp ? pp : 1;
+		else if (*p == 0xF3 || *p == 0xF2)
+			pp = *p == 0xF3 ? 2 : 3;
+		else if (*p != 0xF0 && *p != 0x67 && *p != 0x2E && *p != 0x36 && *p != 0x3E && *p != 0x26 && *p != 0x64 &&
+			 *p != 0x65)
+			break;
+	}
+	if (p < end && (*p & 0xF0) == 0x40)
+		p++; /* REX */
+	if (end - p >= 3 && *p == 0xC5) { /* R.vvvv.L.pp, opcode map 0F */
+		pp = p[1] & 3;
+		vex = True;
+		p += 2;
+	} else if (end - p >= 4 && *p == 0xC4) { /* R.X.B.mmmmm, W.vvvv.L.pp */
+		if ((p[1] & 0x1F) != 1)
+			return False;
+		pp = p[2] & 3;
+		vex = True;
+		p += 3;
+	} else if (end - p >= 2 && *p == 0x0F) {
+		p++;
+	} else {
+		return False;
+	}
+	if (p >= end || pp > 1)
+		return False;
+	switch (*p) {
+	case 0xC3: return !vex && pp == 0; /* MOVNTI */
+	case 0xE7:                         /* MOVNTQ, MOVNTDQ, VMOVNTDQ */
+	case 0x2B: return True;            /* MOVNTPS, MOVNTPD, VMOVNTPS, VMOVNTPD */
+	default: return False;
+	}
+}
+
+typedef struct {
+	VgHashNode node; /* key: line address */
+} mh_nt_line;
+
+/* Note the lines a store wrote: a non-temporal one takes them out of the caches, an ordinary one
+ * brings them back. */
+static void
+nt_lines_store(struct mh_thread *t, Addr addr, UWord size, Bool nt)
+{
+	Addr line;
+
+	if (!nt && t->nt_count == 0)
+		return;
+	for (line = addr / MH_LINE; line <= (addr + size - 1) / MH_LINE; line++) {
+		if (nt) {
+			if (t->nt_lines == NULL)
+				t->nt_lines = VG_(HT_construct)("memhazard.nt_lines");
+			if (VG_(HT_lookup)(t->nt_lines, line) != NULL)
+				continue;
+			if (t->nt_count >= MH_NT_LINES_MAX) {
+				nt_untracked++;
+				continue;
+			}
+			mh_nt_line *n = VG_(malloc)("memhazard.nt_line", sizeof(*n));
+			n->node.key = line;
+			VG_(HT_add_node)(t->nt_lines, n);
+			t->nt_count++;
+		} else {
+			mh_nt_line *n = VG_(HT_remove)(t->nt_lines, line);
+
+			if (n != NULL) {
+				VG_(free)(n);
+				t->nt_count--;
+			}
+		}
+	}
+}
+
+/* Did a non-temporal store write a line of this load? The load brings them back. */
+static Bool
+nt_lines_load(struct mh_thread *t, Addr addr, UWord size)
+{
+	Bool hit = False;
+	Addr line;
+
+	if (t->nt_count == 0)
+		return False;
+	for (line = addr / MH_LINE; line <= (addr + size - 1) / MH_LINE; line++) {
+		mh_nt_line *n = VG_(HT_remove)(t->nt_lines, line);
+
+		if (n != NULL) {
+			VG_(free)(n);
+			t->nt_count--;
+			hit = True;
+		}
+	}
+	return hit;
+}
+
+static void
+nt_lines_forget(struct mh_thread *t)
+{
+	if (t->nt_count == 0)
+		return;
+	VG_(HT_destruct)(t->nt_lines, VG_(free));
+	t->nt_lines = NULL;
+	t->nt_count = 0;
+}
+
+/* ------------------------------------------------------------------ */
 /* The model (called from instrumented code, only inside the window)   */
 /* ------------------------------------------------------------------ */
 
@@ -448,8 +609,8 @@ static void
 on_load(Addr addr, UWord size, Addr iaddr, UWord pending, Bool rmw)
 {
 	struct mh_store_buffer *sb = &me()->sb;
-	struct mh_access ld = { addr, size, own_clock(pending), 0 };
-	Bool alias = False;
+	struct mh_access ld = { addr, size, own_clock(pending), 0, False };
+	Bool alias = False, nt = nt_lines_load(me(), addr, size);
 	UInt i;
 
 	loads++;
@@ -464,36 +625,44 @@ on_load(Addr addr, UWord size, Addr iaddr, UWord pending, Bool rmw)
 		if (!in_flight(st, ld.seq))
 			break; /* older ones have drained too */
 		if (overlaps(st->addr, st->size, ld.addr, ld.size)) {
-			if (contained(st, &ld) && family->forwards(st, &ld))
+			if (st->nt)
+				nt = True; /* never forwarded: the load waits for the line (see "Non-temporal stores") */
+			else if (contained(st, &ld) && family->forwards(st, &ld))
 				count_site(iaddr, MH_SF_FORWARDED);
 			else
 				count_block(iaddr, ld.seq - st->seq);
+			if (nt)
+				count_site(iaddr, MH_NT_RELOAD);
 			return;
 		}
 		if (!alias && aliases_4k(st, &ld))
 			alias = True;
 	}
+	if (nt)
+		count_site(iaddr, MH_NT_RELOAD);
 	if (alias)
 		count_site(iaddr, MH_ALIAS_4K);
 }
 
 static void
-on_store(Addr addr, UWord size, Addr iaddr, UWord pending, Bool locked)
+on_store(Addr addr, UWord size, Addr iaddr, UWord pending, Bool locked, Bool nt)
 {
 	struct mh_store_buffer *sb = &me()->sb;
 	ULong seq;
 
 	stores++;
+	nt_stores += nt;
 	if (crosses_line(addr, size))
 		count_site(iaddr, MH_SPLIT_STORE);
 	share_access(addr, size, iaddr, True, True, pending);
+	nt_lines_store(me(), addr, size, nt);
 	if (locked)
 		return; /* commits as part of the locked instruction: never in the buffer */
 	seq = own_clock(pending);
 	if (sb->used == 0)
 		sb->last_commit = 0; /* nothing queued ahead */
 	sb->last_commit = commit_time(sb, seq);
-	sb->entry[sb->head] = (struct mh_access){ addr, size, seq, sb->last_commit };
+	sb->entry[sb->head] = (struct mh_access){ addr, size, seq, sb->last_commit, nt };
 	sb->head = (sb->head + 1) % MH_MAX_STORE_BUFFER;
 	if (sb->used < sb_size)
 		sb->used++;
@@ -504,12 +673,14 @@ on_store(Addr addr, UWord size, Addr iaddr, UWord pending, Bool locked)
  * bit 0 its guard (1 unless a guarded load or store does not happen), bit 1
  * a load that a store of the same instruction to the same address follows (a
  * read-modify-write), bit 2 the store of a locked instruction (see "Fences"),
- * bits 3.. the instructions of its superblock not yet added to window_instrs.
+ * bit 3 the store of a non-temporal instruction (see "Non-temporal stores"),
+ * bits 4.. the instructions of its superblock not yet added to window_instrs.
  */
 #define MH_F_GUARD 1u
 #define MH_F_RMW 2u
 #define MH_F_LOCKED 4u
-#define MH_F_PENDING_SHIFT 3
+#define MH_F_NT 8u
+#define MH_F_PENDING_SHIFT 4
 
 static void
 on_load_w(Addr addr, UWord size, Addr iaddr, UWord flags)
@@ -522,7 +693,7 @@ static void
 on_store_w(Addr addr, UWord size, Addr iaddr, UWord flags)
 {
 	if (flags & MH_F_GUARD)
-		on_store(addr, size, iaddr, flags >> MH_F_PENDING_SHIFT, (flags & MH_F_LOCKED) != 0);
+		on_store(addr, size, iaddr, flags >> MH_F_PENDING_SHIFT, (flags & MH_F_LOCKED) != 0, (flags & MH_F_NT) != 0);
 }
 
 /* An access outside this thread's window: it changes who holds the line, counts nothing. */
@@ -915,6 +1086,7 @@ on_window_entry(Addr sp)
 	windows++;
 	t->sb.used = 0; /* the code between windows drained it */
 	t->sb.last_commit = 0;
+	nt_lines_forget(t); /* and may have loaded them */
 	if (!t->forwards) {
 		t->forwards = True;
 		forwarding_threads++;
@@ -935,6 +1107,122 @@ on_superblock(Addr sp)
 }
 
 /* ------------------------------------------------------------------ */
+/* Instructions per function                                           */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The window's instructions by the function they belong to, named by its
+ * symbol as callgrind and cachegrind name a function's self cost: code
+ * inlined into a function is that function's, an instruction without a
+ * symbol is "??? (OBJECT)".
+ *
+ * Each run of consecutive instructions of a superblock, up to a point where
+ * window_instrs is added to (flush_instrs, with the same `collecting`), gets
+ * a counter that the instrumented code increments inline by `collecting`:
+ * every instruction the window counts is counted once, in one run, so the
+ * functions add up to window_instrs. The runs keep their instructions'
+ * addresses; only at the end are the runs that ran in the window resolved to
+ * functions, so the rest of the program (EAL initialisation) costs no
+ * debug-information lookup.
+ */
+#define MH_RUN_MAX 128 /* a longer run is split (VEX superblocks hold at most 100 instructions) */
+
+struct mh_run {
+	ULong execs;        /* times it ran in the window */
+	struct mh_run *next;
+	DiEpoch ep;         /* of its translation: its code's debug information */
+	UInt n;
+	Addr at[];          /* its instructions */
+};
+static struct mh_run *runs;
+
+/* The instructions of the superblock being instrumented since its last run. */
+struct mh_open_run {
+	UInt n;
+	Addr at[MH_RUN_MAX];
+};
+
+/* The instructions so far become a run, counted inline: r->execs += collecting. */
+static void
+close_run(IRSB *out, struct mh_open_run *pending)
+{
+	struct mh_run *r;
+	IRTemp on, old, sum;
+
+	if (pending->n == 0)
+		return;
+	r = VG_(malloc)("memhazard.run", sizeof(*r) + pending->n * sizeof(Addr));
+	r->execs = 0;
+	r->next = runs;
+	r->ep = VG_(current_DiEpoch)();
+	r->n = pending->n;
+	VG_(memcpy)(r->at, pending->at, pending->n * sizeof(Addr));
+	runs = r;
+	on = newIRTemp(out->tyenv, Ity_I64);
+	old = newIRTemp(out->tyenv, Ity_I64);
+	sum = newIRTemp(out->tyenv, Ity_I64);
+	addStmtToIRSB(out, IRStmt_WrTmp(on, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)&collecting))));
+	addStmtToIRSB(out, IRStmt_WrTmp(old, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)&r->execs))));
+	addStmtToIRSB(out, IRStmt_WrTmp(sum, IRExpr_Binop(Iop_Add64, IRExpr_RdTmp(old), IRExpr_RdTmp(on))));
+	addStmtToIRSB(out, IRStmt_Store(Iend_LE, mkIRExpr_HWord((HWord)&r->execs), IRExpr_RdTmp(sum)));
+	pending->n = 0;
+}
+
+/* One more instruction, at iaddr. A full run is counted early: the instructions before any point
+ * of a superblock have run when control reaches it. */
+static void
+add_to_run(IRSB *out, struct mh_open_run *pending, Addr iaddr)
+{
+	if (pending->n == MH_RUN_MAX)
+		close_run(out, pending);
+	pending->at[pending->n++] = iaddr;
+}
+
+struct mh_fn {
+	VgHashNode node; /* key: a hash of the name */
+	const HChar *name;
+	ULong instrs;
+};
+
+static Word
+same_function(const void *a, const void *b)
+{
+	return VG_(strcmp)(((const struct mh_fn *)a)->name, ((const struct mh_fn *)b)->name);
+}
+
+static struct mh_fn *
+function_at(VgHashTable *functions, DiEpoch ep, Addr iaddr)
+{
+	static HChar unnamed[256];
+	const HChar *name, *object, *base;
+	const UChar *c;
+	struct mh_fn probe, *f;
+	UWord h = 5381;
+
+	if (!VG_(get_fnname)(ep, iaddr, &name)) {
+		if (VG_(get_objname)(ep, iaddr, &object)) {
+			base = VG_(strrchr)(object, '/');
+			VG_(snprintf)(unnamed, sizeof(unnamed), "??? (%s)", base ? base + 1 : object);
+			name = unnamed;
+		} else {
+			name = "???";
+		}
+	}
+	for (c = (const UChar *)name; *c; c++)
+		h = h * 33 + *c;
+	probe.node.key = h;
+	probe.name = name;
+	f = VG_(HT_gen_lookup)(functions, &probe, same_function);
+	if (f == NULL) {
+		f = VG_(calloc)("memhazard.function", 1, sizeof(*f));
+		f->node.key = h;
+		f->name = VG_(strdup)("memhazard.function.name", name);
+		VG_(HT_add_node)(functions, f);
+	}
+	return f;
+}
+
+/* ------------------------------------------------------------------ */
 /* Instrumentation                                                     */
 /* ------------------------------------------------------------------ */
 
@@ -942,6 +1230,7 @@ struct mh_sb {
 	IRSB *out;
 	Int sp_offset;
 	UInt pending; /* guest instructions since the last flush */
+	struct mh_open_run run; /* and by function (see "Instructions per function") */
 };
 
 static IRExpr *
@@ -977,6 +1266,7 @@ flush_instrs(struct mh_sb *b)
 {
 	IRTemp prod, sum;
 
+	close_run(b->out, &b->run);
 	if (b->pending == 0)
 		return;
 	prod = newIRTemp(b->out->tyenv, Ity_I64);
@@ -1101,9 +1391,10 @@ static IRSB *
 mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout, const VexGuestExtents *vge,
 	      const VexArchInfo *archinfo_host, IRType gWordTy, IRType hWordTy)
 {
-	struct mh_sb b = { deepCopyIRSBExceptStmts(in), layout->offset_SP, 0 };
+	struct mh_sb b = { deepCopyIRSBExceptStmts(in), layout->offset_SP, 0, { 0 } };
 	Addr iaddr = 0;
 	UInt ilen = 0;
+	UWord nt = 0; /* MH_F_NT when the instruction is a non-temporal store */
 	Int i = 0;
 
 	(void)closure;
@@ -1123,11 +1414,13 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 		case Ist_IMark:
 			iaddr = st->Ist.IMark.addr;
 			ilen = st->Ist.IMark.len;
+			nt = is_nt_store(iaddr, ilen) ? MH_F_NT : 0;
 			if (is_window_entry(iaddr)) {
 				flush_instrs(&b);
 				call(&b, "on_window_entry", (void *)on_window_entry, 0, mkIRExprVec_1(stack_pointer(&b)), NULL);
 			}
 			b.pending++;
+			add_to_run(b.out, &b.run, iaddr);
 			addStmtToIRSB(b.out, st);
 			if (is_locked_instruction(in, i))
 				instrument_fence(&b, MH_LOCKED); /* the older stores commit before its load */
@@ -1143,7 +1436,7 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 			break;
 		case Ist_Store:
 			instrument_access(&b, True, st->Ist.Store.addr, sizeofIRType(typeOfIRExpr(in->tyenv, st->Ist.Store.data)), iaddr, NULL,
-					  0);
+					  nt);
 			addStmtToIRSB(b.out, st);
 			break;
 		case Ist_LoadG: {
@@ -1158,7 +1451,7 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 		case Ist_StoreG: {
 			IRStoreG *sg = st->Ist.StoreG.details;
 
-			instrument_access(&b, True, sg->addr, sizeofIRType(typeOfIRExpr(in->tyenv, sg->data)), iaddr, sg->guard, 0);
+			instrument_access(&b, True, sg->addr, sizeofIRType(typeOfIRExpr(in->tyenv, sg->data)), iaddr, sg->guard, nt);
 			addStmtToIRSB(b.out, st);
 			break;
 		}
@@ -1168,7 +1461,7 @@ mh_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout
 			if (d->mFx == Ifx_Read || d->mFx == Ifx_Modify)
 				instrument_access(&b, False, d->mAddr, d->mSize, iaddr, NULL, d->mFx == Ifx_Modify ? MH_F_RMW : 0);
 			if (d->mFx == Ifx_Write || d->mFx == Ifx_Modify)
-				instrument_access(&b, True, d->mAddr, d->mSize, iaddr, NULL, 0);
+				instrument_access(&b, True, d->mAddr, d->mSize, iaddr, NULL, nt);
 			addStmtToIRSB(b.out, st);
 			break;
 		}
@@ -1226,6 +1519,23 @@ out_printf(Int fd, const HChar *format, ...)
 	VG_(write)(fd, buf, n < (Int)sizeof(buf) ? n : (Int)sizeof(buf) - 1);
 }
 
+/* function COUNT NAME: one line per function that ran in the window (see "Instructions per function"). */
+static void
+write_functions(Int fd)
+{
+	VgHashTable *functions = VG_(HT_construct)("memhazard.functions");
+	const struct mh_run *r;
+	struct mh_fn *f;
+	UInt i;
+
+	for (r = runs; r != NULL; r = r->next)
+		for (i = 0; r->execs && i < r->n; i++)
+			function_at(functions, r->ep, r->at[i])->instrs += r->execs;
+	VG_(HT_ResetIter)(functions);
+	while ((f = VG_(HT_Next)(functions)) != NULL)
+		out_printf(fd, "function %llu %s\n", f->instrs, f->name);
+}
+
 static void
 mh_fini(Int exitcode)
 {
@@ -1250,6 +1560,7 @@ mh_fini(Int exitcode)
 		   family->commit_rate, family->latency);
 	out_printf(fd, "windows %llu\ninstructions %llu\nloads %llu\nstores %llu\ndrains %llu\n", windows, window_instrs,
 		   loads, stores, drains);
+	out_printf(fd, "nt_stores %llu\nnt_untracked %llu\n", nt_stores, nt_untracked);
 	for (k = 0; k < MH_FENCE_KINDS; k++)
 		out_printf(fd, "%s %llu\n", fence_names[k], fences[k]);
 	for (k = 0; k < MH_KINDS; k++)
@@ -1257,6 +1568,7 @@ mh_fini(Int exitcode)
 	out_printf(fd, "forwarding_threads %u\nlines_tracked %u\nuntracked_lines %llu\nuntracked_thread_accesses %llu\n"
 		   "logged_accesses %llu\nlate_accesses %llu\n", forwarding_threads, lines_used, untracked_lines, untracked_thread_accesses,
 		   logged_accesses, late_accesses);
+	write_functions(fd);
 	/* site KIND COUNT [dist=MIN,MEDIAN,MAX] | ADDRESS: function (file:line) | ... the innermost inlined call first */
 	VG_(HT_ResetIter)(sites);
 	while ((s = VG_(HT_Next)(sites)) != NULL) {

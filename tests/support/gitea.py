@@ -1,6 +1,6 @@
-"""The `gitea` fixture: one real Gitea (the build .ci/gitea makes, PERFCI_GITEA_BIN) per session,
-for the forge tests and the end-to-end tests alike. Without the build the tests fail, never skip:
-CI must build Gitea (`make test` does)."""
+"""``gitea``: one real Gitea (the build .ci/gitea makes, PERFCI_GITEA_BIN) per worker, on a free
+loopback port in a scratch directory, for the forge tests and the end-to-end tests alike. Without
+the build the tests fail, never skip: CI must build Gitea (`make test` does)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gitea import Gitea, GiteaBuild, GiteaError
+from tests.forge.gitea import Gitea, GiteaBuild, GiteaError
 
 
 @pytest.fixture(scope="session")

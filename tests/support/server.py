@@ -1,0 +1,112 @@
+"""The server under test: settings, the app over the test database, recorded task sends, Redis.
+
+Most tests run the app inside one transaction that is rolled back afterwards (``client``); the
+few that need several real connections (concurrent claims, a Celery worker) commit, and the tables
+are truncated after them (``committed``, ``committed_client``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session
+
+from perfci_server import db, dispatch
+from perfci_server.app import create_app
+from perfci_server.deps import get_session
+from perfci_server.models import Base
+from perfci_server.settings import get_settings
+
+from .services import TEST_DATABASE_URL, TEST_REDIS_URL, unreachable
+
+
+def settings_env(monkeypatch: pytest.MonkeyPatch, **env: str | None) -> None:
+    """Set (or, with None, unset) PERFCI_* variables and let the settings and engine see them."""
+    for key, value in env.items():
+        if value is None:
+            monkeypatch.delenv(key, raising=False)
+        else:
+            monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    db.reset_engine()
+
+
+@pytest.fixture
+def isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[None]:
+    """Development settings with no database or broker configured (the server, alerts and bisect
+    tests use it for every test: see their conftest)."""
+    settings_env(monkeypatch, PERFCI_ENV="development", PERFCI_DATABASE_URL=None, PERFCI_BROKER_URL=None,
+                 PERFCI_DATA_DIR=str(tmp_path / "perfci"), PERFCI_ADMIN_TOKEN=None)
+    yield
+    get_settings.cache_clear()
+    db.reset_engine()
+
+
+@pytest.fixture
+def pg_settings(monkeypatch: pytest.MonkeyPatch, pg_engine: Engine) -> None:
+    """Point the process-wide settings (and db.get_engine) at this worker's test database."""
+    settings_env(monkeypatch, PERFCI_DATABASE_URL=TEST_DATABASE_URL)
+
+
+class SentTasks(list[tuple[str, tuple[Any, ...]]]):
+    def named(self, name: str) -> list[tuple[Any, ...]]:
+        return [args for task, args in self if task == name]
+
+
+@pytest.fixture
+def sent_tasks(monkeypatch: pytest.MonkeyPatch) -> SentTasks:
+    """Record the Celery tasks the code sends (after commit) instead of sending them."""
+    sent = SentTasks()
+    monkeypatch.setattr(dispatch, "sender", lambda name, args: sent.append((name, args)))
+    return sent
+
+
+@pytest.fixture
+def client(session: Session, sent_tasks: SentTasks, pg_settings: None) -> Iterator[TestClient]:
+    """The app over the test's transaction: each request commits to a savepoint, like in production."""
+    app = create_app()
+
+    def _session() -> Iterator[Session]:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+
+    app.dependency_overrides[get_session] = _session
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def committed(pg_engine: Engine, pg_settings: None) -> Iterator[Engine]:
+    """For tests that need real commits seen by other connections/processes; tables emptied after."""
+    yield pg_engine
+    db.reset_engine()
+    tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+    with pg_engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+
+
+@pytest.fixture
+def committed_client(committed: Engine, sent_tasks: SentTasks) -> Iterator[TestClient]:
+    """The app with its real per-request sessions against the test database."""
+    with TestClient(create_app()) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The test Redis database (reachable, as it is); the tests using it share one xdist worker."""
+    import redis
+
+    try:
+        redis.Redis.from_url(TEST_REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        unreachable("Redis", TEST_REDIS_URL, exc)
+    return TEST_REDIS_URL
