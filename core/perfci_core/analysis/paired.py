@@ -69,18 +69,22 @@ def pairs_needed(alpha: float) -> int:
 
 
 def can_reject(before: np.ndarray, after: np.ndarray, alpha: float) -> bool:
-    """Whether :func:`paired_compare` on these pairs could reach ``alpha`` at all: even with the most
-    pairs :func:`burst_pairs` may leave out (half), the rest are enough for ``min_attainable_p``.
-    That depends on how many pairs there are, never on their signs, so under "no change" asking this
-    first leaves the test's level as it is; and a test that cannot reject spends none of its alpha
-    (the caller may give it to its other tests)."""
+    """Whether :func:`paired_compare` on these pairs could reach ``alpha`` at all: the pairs it
+    keeps (finite, not bursts) are enough for ``min_attainable_p``. Which pairs are kept depends on
+    the sizes of the differences only, never on their signs, so under "no change" asking this first
+    leaves the test's level as it is; and a test that cannot reject spends none of its alpha (the
+    caller may give it to its other tests)."""
     a, b = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
-    n = int((np.isfinite(a) & np.isfinite(b)).sum())
-    return n > 0 and min_attainable_p(least_kept(n)) <= alpha
+    finite = np.isfinite(a) & np.isfinite(b)
+    if not finite.any():
+        return False
+    r, _ = pair_differences(a[finite], b[finite])
+    return min_attainable_p(int(burst_pairs(r).sum())) <= alpha
 
 
 def least_kept(n: int) -> int:
-    """The fewest of ``n`` pairs :func:`burst_pairs` keeps."""
+    """The fewest of ``n`` pairs :func:`burst_pairs` keeps (what a session planned before its values
+    exist must allow for)."""
     return n if n < 4 else n - int(BURST_SHARE * n)
 
 
