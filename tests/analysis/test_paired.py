@@ -1,7 +1,10 @@
 """The paired verdict on simulated batch drift: interleaved pairs, the signed-rank test, the
 minimum effect learned from a series."""
 
+import functools
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -178,14 +181,16 @@ def test_a_pairs_test_that_cannot_reach_its_alpha_is_known_before_its_signs_are_
     assert can_reject(before, after, 2e-6) == can_reject(before, flipped, 2e-6)
 
 
+@functools.cache
+def _quiet_jobs() -> list[np.ndarray]:
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "detection" / "data" / "tsc-noise-quiet.json"
+    return [np.asarray(j["cpp"], dtype=float) for j in json.loads(path.read_text())["jobs"]]
+
+
 def _tsc_pairs(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Two adjacent runs of one recorded quiet-host job per pair, the order drawn at random (a quarter of
     these runs are 10-75 % slow: bursts of other work)."""
-    from pathlib import Path
-    import json
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "detection" / "data" / "tsc-noise-quiet.json"
-    jobs = [np.asarray(j["cpp"], dtype=float) for j in json.loads(path.read_text())["jobs"]]
+    jobs = _quiet_jobs()
     base, head = np.empty(n), np.empty(n)
     for i in range(n):
         job = jobs[int(rng.integers(len(jobs)))]
