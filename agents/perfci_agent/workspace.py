@@ -1,22 +1,22 @@
 """One cached build of ``dataplane/`` per source tree (docs/operations.md, "Running an agent").
 
-    builds/<key>/                 a finished build, renamed into place whole (built or failed)
-    builds/<key>/tree/dataplane/  its inputs, exported from git: all of the repository the build sees
-    builds/<key>/build/           meson build directory: ``perfci-fwd``, ``build.log``
-    builds/<key>/status.json      ok or build_failed (reason, log tail), the commit, inputs and toolchain
-    builds/.<key>.XXXXXXXX/       a build under way;  locks/<key>.lock: one builder per key
+    builds/<key>/                   a finished build, renamed into place whole (built or failed)
+    builds/<key>/inputs/dataplane/  its build inputs, exported from git: all of the repository it sees
+    builds/<key>/build/             meson build directory: ``perfci-fwd``, ``build.log``
+    builds/<key>/status.json        ok or build_failed (reason, log tail), the commit, inputs, toolchain
+    trees/<digest>/dataplane/       a commit's build inputs and run data: its runs' working directory
+    .<name>.XXXXXXXX/               under way;  locks/<name>.lock: one writer per key
 
-``<key>`` (:func:`build_key`): sha256 of the git entries of every file of ``dataplane/`` but
-:data:`NOT_INPUTS` (documentation, and the regression patches, which the build does not read) and
-of the toolchain (:func:`toolchain`), which the cache outlives. Listing what is left out rather than
-the inputs keeps a new header folder in the key unasked; routes files, which runs read from the
-build's ``dataplane/``, are inputs. With no git repository around the export, a build that reads a
-left-out file fails rather than depending on it unseen, and ``git describe`` (the embedded build
-id) gives ``unknown`` for every commit of a key. Only the commit's own failures are recorded; a
-build that could not run here (a tool missing, a timeout) is tried again. Readers need no lock.
-The cache directory is made absolute once (:func:`cache_root`): the build runs in the export and
-valgrind reads its tool folder from the environment. ``builds/<sha>/`` and ``worktrees/<sha>/`` of
-an older perfci (40-hex names; keys have 64) are never read.
+``<key>`` (:func:`build_key`): sha256 of the git entries (mode, object id, path) of every file of
+``dataplane/`` but :data:`NOT_READ` (documentation, regression patches) and :data:`RUN_DATA` (routes
+files, which runs read), and of the toolchain (:func:`toolchain`), which the cache outlives. Listing
+what is left out rather than the inputs keeps a new header folder in the key unasked. With no git
+repository around the export, a build that reads a left-out file fails rather than depending on it
+unseen, and ``git describe`` (the embedded build id) gives ``unknown`` for every commit of a key.
+Only the commit's own failures are recorded; a build that could not run here (a tool missing, a
+timeout) is tried again. Readers need no lock. The cache directory is made absolute once
+(:func:`cache_root`). ``builds/<sha>/`` and ``worktrees/<sha>/`` of an older perfci (40-hex
+names; keys have 64) are never read.
 """
 
 from __future__ import annotations
@@ -42,8 +42,11 @@ from .errors import BuildFailed, UsageError
 LOG_TAIL_LINES = 60
 BINARY = "perfci-fwd"
 SOURCE = "dataplane"
-# Paths under dataplane/ that are not build inputs (fnmatch; `*` also matches `/`).
-NOT_INPUTS = ("*.md", "regressions/*")
+# Paths under dataplane/ (fnmatch; `*` also matches `/`) that neither the build nor the runs read:
+# documentation, and the regression patches (tests and the demo apply them to src/).
+NOT_READ = ("*.md", "regressions/*")
+# Read by the runs (a config names its routes file relative to dataplane/), not by the build.
+RUN_DATA = ("routes/*",)
 MESON_OPTIONS = ("--buildtype=release",)
 # The environment variables meson reads that change the binary.
 BUILD_ENV = ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS", "PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR")
@@ -123,20 +126,58 @@ def toolchain() -> dict[str, str | None]:
     }
 
 
-def is_input(path: str) -> bool:
-    """Whether ``path`` (relative to dataplane/) is a build input."""
-    return not any(fnmatch(path, pattern) for pattern in NOT_INPUTS)
+def _matches(path: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch(path, pattern) for pattern in patterns)
+
+
+def _path(entry: str) -> str:
+    return entry.split("\t", 1)[1]
+
+
+@dataclass(frozen=True)
+class Sources:
+    """A commit's ``dataplane/`` as git stores it, without what neither its build nor its runs read."""
+
+    sha: str
+    entries: tuple[str, ...]  # "<mode> <type> <object>\t<path relative to dataplane/>", git's order
+
+    @property
+    def build_inputs(self) -> tuple[str, ...]:
+        return tuple(e for e in self.entries if not _matches(_path(e), RUN_DATA))
+
+    @property
+    def digest(self) -> str:
+        """The run tree's directory name: equal for commits whose build inputs and run data are."""
+        return hashlib.sha256(json.dumps({"schema": KEY_SCHEMA, "tree": self.entries}).encode()).hexdigest()
+
+    def blob(self, path: str) -> str | None:
+        """The object id of the regular file at ``path`` (relative to dataplane/), None when there is none."""
+        return next((e.split(" ", 2)[2].split("\t", 1)[0] for e in self.entries
+                     if _path(e) == path and e.startswith(("100644 blob ", "100755 blob "))), None)
+
+
+def sources(repo: Path, sha: str) -> Sources:
+    """What the build and the runs of ``sha`` read; :class:`BuildFailed` (the commit's own) when the
+    commit has no ``dataplane/meson.build``."""
+    r = _git(repo, "ls-tree", "-r", "-z", sha, "--", f"{SOURCE}/", check=False)
+    if r.returncode != 0:
+        raise UsageError(f"cannot list {SOURCE}/ of {sha[:12]}: {r.stderr.strip()}")
+    entries = []
+    for entry in filter(None, r.stdout.split("\0")):
+        meta, path = entry.split("\t", 1)
+        relative = path.removeprefix(f"{SOURCE}/")
+        if not _matches(relative, NOT_READ):
+            entries.append(f"{meta}\t{relative}")
+    if not any(_path(e) == "meson.build" for e in entries):
+        raise BuildFailed(f"no {SOURCE}/meson.build at this commit", "")
+    return Sources(sha, tuple(entries))
 
 
 @dataclass(frozen=True)
 class BuildKey:
     digest: str  # sha256 hex: the build's directory name
-    inputs: tuple[str, ...]  # "<mode> <type> <object>\t<path relative to dataplane/>", git's order
+    inputs: tuple[str, ...]  # the build inputs' entries (Sources.build_inputs)
     toolchain: dict[str, str | None] = field(compare=False)
-
-    @property
-    def paths(self) -> set[str]:
-        return {line.split("\t", 1)[1] for line in self.inputs}
 
     @property
     def build_id(self) -> str:
@@ -144,28 +185,16 @@ class BuildKey:
         return f"{self.digest[:16]}-release"
 
 
-def build_key(repo: Path, sha: str, tools: dict[str, str | None] | None = None) -> BuildKey:
-    """The key of the dataplane build of commit ``sha``; :class:`BuildFailed` (the commit's own) when
-    the commit has no ``dataplane/meson.build``."""
-    r = _git(repo, "ls-tree", "-r", "-z", sha, "--", f"{SOURCE}/", check=False)
-    if r.returncode != 0:
-        raise UsageError(f"cannot list {SOURCE}/ of {sha[:12]}: {r.stderr.strip()}")
-    inputs = []
-    for entry in filter(None, r.stdout.split("\0")):
-        meta, path = entry.split("\t", 1)
-        relative = path.removeprefix(f"{SOURCE}/")
-        if is_input(relative):
-            inputs.append(f"{meta}\t{relative}")
-    if not any(line.endswith("\tmeson.build") for line in inputs):
-        raise BuildFailed(f"no {SOURCE}/meson.build at this commit", "")
+def build_key(src: Sources, tools: dict[str, str | None] | None = None) -> BuildKey:
+    """The key of the build of ``src``: its build inputs and the toolchain."""
     tools = toolchain() if tools is None else tools
-    material = json.dumps({"schema": KEY_SCHEMA, "inputs": inputs, "toolchain": tools}, sort_keys=True)
-    return BuildKey(hashlib.sha256(material.encode()).hexdigest(), tuple(inputs), tools)
+    material = json.dumps({"schema": KEY_SCHEMA, "inputs": src.build_inputs, "toolchain": tools}, sort_keys=True)
+    return BuildKey(hashlib.sha256(material.encode()).hexdigest(), src.build_inputs, tools)
 
 
-def export_inputs(repo: Path, sha: str, key: BuildKey, dest: Path) -> None:
-    """Write the build inputs of ``sha`` (and nothing else of it) into ``dest``, from git."""
-    wanted = key.paths
+def export(repo: Path, sha: str, entries: tuple[str, ...], dest: Path) -> None:
+    """Write the files ``entries`` name of ``sha``'s ``dataplane/`` (and nothing else of it) into ``dest``."""
+    wanted = {_path(e) for e in entries}
     dest.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(["git", "-C", str(repo), "archive", "--format=tar", f"{sha}:{SOURCE}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -187,7 +216,7 @@ def export_inputs(repo: Path, sha: str, key: BuildKey, dest: Path) -> None:
         proc.wait(timeout=300)
     if proc.returncode != 0:
         raise UsageError(f"cannot export {SOURCE}/ of {sha[:12]}: {err.strip()}")
-    files = {line.split("\t", 1)[1] for line in key.inputs if line.split(" ", 2)[1] == "blob"}
+    files = {_path(e) for e in entries if e.split(" ", 2)[1] == "blob"}
     if files - written:
         raise BuildFailed(f"the export of {sha[:12]} lacks {', '.join(sorted(files - written)[:5])}", "", of_commit=False)
 
@@ -196,7 +225,9 @@ def export_inputs(repo: Path, sha: str, key: BuildKey, dest: Path) -> None:
 class Build:
     sha: str  # the commit asked for (the build may have been made for another commit of the same key)
     key: BuildKey
-    directory: Path
+    sources: Sources
+    directory: Path  # builds/<key>
+    tree: Path  # trees/<Sources.digest>
     cached: bool
 
     @property
@@ -209,8 +240,9 @@ class Build:
 
     @property
     def source(self) -> Path:
-        """The exported ``dataplane/``: the runs' working directory (configs name routes files in it)."""
-        return self.directory / "tree" / SOURCE
+        """This commit's ``dataplane/`` as its runs see it (build inputs and run data): their working
+        directory, where a config's routes file is found."""
+        return self.tree / SOURCE
 
 
 def cache_root(repo: Path, cache_dir: str | Path | None = None) -> Path:
@@ -224,13 +256,17 @@ class Workspace:
         self.repo = repo
         self.cache_dir = cache_root(repo, cache_dir)
         self.builds = self.cache_dir / "builds"
+        self.trees = self.cache_dir / "trees"
         self._tools: dict[str, str | None] | None = None
 
     def key(self, sha: str) -> BuildKey:
         """The build key of ``sha`` (the toolchain is read once per workspace)."""
+        return self._key(sources(self.repo, sha))
+
+    def _key(self, src: Sources) -> BuildKey:
         if self._tools is None:
             self._tools = toolchain()
-        return build_key(self.repo, sha, self._tools)
+        return build_key(src, self._tools)
 
     @contextmanager
     def _lock(self, name: str) -> Iterator[None]:
@@ -244,56 +280,63 @@ class Workspace:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     def build(self, sha: str, on_step=None, rebuild: bool = False) -> Build:
-        """The built dataplane of ``sha``'s build key; raises :class:`BuildFailed` with the log tail.
-        ``rebuild``: forget the key's build or failure and build again."""
-        key = self.key(sha)
+        """The built dataplane of ``sha``'s build key, with ``sha``'s run tree; raises
+        :class:`BuildFailed` with the log tail. ``rebuild``: forget the key's build or failure and
+        build again."""
+        src = sources(self.repo, sha)
+        key = self._key(src)
         directory = self.builds / key.digest
-        if not rebuild and (found := self._finished(sha, key, directory)) is not None:
-            return found
-        with self._lock(key.digest):
-            if not rebuild and (found := self._finished(sha, key, directory)) is not None:
-                return found  # another process built it while this one waited
-            self._discard(directory)
-            return self._build(sha, key, directory, on_step)
+        cached = not rebuild and self._built(directory)
+        if not cached:
+            with self._lock(key.digest):
+                cached = not rebuild and self._built(directory)  # another process may have built it meanwhile
+                if not cached:
+                    self._discard(directory)
+                    self._build(src, key, directory, on_step)
+        return Build(sha, key, src, directory, self._tree(src), cached)
 
-    def _finished(self, sha: str, key: BuildKey, directory: Path) -> Build | None:
-        """The recorded build of the key (raises its recorded failure), or None: not built, or damaged."""
+    def _built(self, directory: Path) -> bool:
+        """Whether the key is built (raises its recorded failure); a damaged build counts as none."""
         try:
             status = json.loads((directory / "status.json").read_text())
         except (OSError, ValueError):
-            return None
-        build = Build(sha, key, directory, cached=True)
-        if status.get("status") == "ok" and build.binary.exists() and build.source.is_dir():
-            return build
+            return False
         if status.get("status") == "build_failed":
             raise BuildFailed(status.get("reason", "build failed"), status.get("log_tail", ""))
-        return None
+        return status.get("status") == "ok" and (directory / "build" / BINARY).exists()
+
+    def _staging(self, parent: Path, name: str) -> Path:
+        """A fresh hidden directory for ``parent/name``, after removing what a process that died
+        left there (the caller holds ``name``'s lock)."""
+        parent.mkdir(parents=True, exist_ok=True)
+        for stale in parent.glob(f".{name}.*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        return Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
 
     def _discard(self, directory: Path) -> None:
         """Remove a build directory: renamed away first, so its name never shows a half-deleted build."""
         if directory.exists():
-            doomed = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=self.builds))
+            doomed = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
             directory.rename(doomed / "old")
             shutil.rmtree(doomed, ignore_errors=True)
 
-    def _build(self, sha: str, key: BuildKey, directory: Path, on_step) -> Build:
-        self.builds.mkdir(parents=True, exist_ok=True)
-        for stale in self.builds.glob(f".{key.digest}.*"):  # left by a builder that died (we hold the key's lock)
-            shutil.rmtree(stale, ignore_errors=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{key.digest}.", dir=self.builds))
+    def _build(self, src: Sources, key: BuildKey, directory: Path, on_step) -> None:
+        """Build ``key`` from ``src``'s build inputs alone and put the result (or the commit's failure,
+        then raised) in ``directory`` whole."""
+        staging = self._staging(self.builds, key.digest)
         try:
             if on_step:
                 on_step("export")
-            build = Build(sha, key, staging, cached=False)
-            export_inputs(self.repo, sha, key, build.source)
+            inputs = staging / "inputs" / SOURCE
+            export(self.repo, src.sha, key.inputs, inputs)
             status: dict[str, object] = {"status": "ok"}
             try:
-                compile_tree(build.source, build.build_dir, on_step, env=isolated_env(self.builds))
+                compile_tree(inputs, staging / "build", on_step, env=isolated_env(self.builds))
             except BuildFailed as exc:
                 if not exc.of_commit:
                     raise
                 status = {"status": "build_failed", "reason": str(exc), "log_tail": exc.log_tail}
-            status.update({"commit": sha, "inputs": list(key.inputs), "toolchain": key.toolchain})
+            status.update({"commit": src.sha, "inputs": list(key.inputs), "toolchain": key.toolchain})
             (staging / "status.json").write_text(json.dumps(status, indent=1))
             staging.rename(directory)
         except BaseException:
@@ -301,7 +344,21 @@ class Workspace:
             raise
         if status["status"] != "ok":
             raise BuildFailed(str(status["reason"]), str(status["log_tail"]))
-        return Build(sha, key, directory, cached=False)
+
+    def _tree(self, src: Sources) -> Path:
+        """``trees/<digest>``: ``src``'s build inputs and run data, exported once."""
+        tree = self.trees / src.digest
+        if not (tree / SOURCE).is_dir():
+            with self._lock(f"tree-{src.digest}"):
+                if not (tree / SOURCE).is_dir():
+                    staging = self._staging(self.trees, src.digest)
+                    try:
+                        export(self.repo, src.sha, src.entries, staging / SOURCE)
+                        staging.rename(tree)
+                    except BaseException:
+                        shutil.rmtree(staging, ignore_errors=True)
+                        raise
+        return tree
 
 
 def isolated_env(ceiling: Path) -> dict[str, str]:

@@ -21,7 +21,7 @@ from perfci_agent.backends.sim import SimBackend
 from perfci_agent.backends.sim_reuse import SimCounts, identity
 from perfci_agent.errors import BuildFailed
 from perfci_agent.measure import CONFIGS, measure
-from perfci_agent.workspace import Workspace, build_key, toolchain
+from perfci_agent.workspace import Workspace, build_key, sources, toolchain
 from perfci_core.result import ResultDocument
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -76,18 +76,25 @@ def finished(cache: Path) -> list[Path]:
     return sorted(d for d in builds.iterdir() if not d.name.startswith(".")) if builds.is_dir() else []
 
 
+def files(directory: Path) -> list[str]:
+    return sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
+
+
 def test_commits_with_the_same_build_inputs_share_one_build(tiny):
     repo = tiny["repo"]
     ws = Workspace(repo)  # the default cache, <repo>/.perfci: inside the repository
     keys = {name: ws.key(tiny[name]) for name in ("base", "readme", "patch", "routes", "source")}
-    assert keys["base"] == keys["readme"] == keys["patch"]  # documentation and regression patches are no inputs
-    assert len({keys["base"], keys["routes"], keys["source"]}) == 3  # routes files and sources are
+    # documentation, regression patches and routes files are no build inputs; sources are
+    assert keys["base"] == keys["readme"] == keys["patch"] == keys["routes"] != keys["source"]
     first = ws.build(tiny["base"])
-    again = [ws.build(tiny[name]) for name in ("readme", "patch")]
-    assert not first.cached and all(b.cached and b.directory == first.directory for b in again)
+    again = {name: ws.build(tiny[name]) for name in ("readme", "patch", "routes")}
+    assert not first.cached and all(b.cached and b.directory == first.directory for b in again.values())
     assert finished(ws.cache_dir) == [first.directory]
-    assert sorted(p.relative_to(first.source).as_posix() for p in first.source.rglob("*") if p.is_file()) == [
-        "meson.build", "routes/example.txt", "src/build_id.h.in", "src/main.c"]
+    assert files(first.directory / "inputs" / "dataplane") == ["meson.build", "src/build_id.h.in", "src/main.c"]
+    # the runs' working directory: the commit's build inputs and routes files
+    assert files(first.source) == ["meson.build", "routes/example.txt", "src/build_id.h.in", "src/main.c"]
+    assert again["readme"].source == first.source and again["routes"].source != first.source
+    assert (again["routes"].source / "routes" / "example.txt").read_text() == "10.0.0.0/8 1\n"
     # the build found no repository, not even the one around the cache: every commit of the key says the same
     assert subprocess.run([str(first.binary)], capture_output=True, text=True, check=True).stdout == "unknown\n"
     status = json.loads((first.directory / "status.json").read_text())
@@ -98,15 +105,15 @@ def test_commits_with_the_same_build_inputs_share_one_build(tiny):
 
 def test_the_key_names_the_toolchain(tiny):
     repo, sha = tiny["repo"], tiny["base"]
-    here = toolchain()
+    here, src = toolchain(), sources(repo, sha)
     assert here["compiler"] and here["meson"] and here["options"] == "--buildtype=release"
-    assert build_key(repo, sha, here) == build_key(repo, sha, dict(here))
+    assert build_key(src, here) == build_key(src, dict(here))
     for change in ({"compiler": "cc (Debian 13.1.0-1) 13.1.0"}, {"dpdk": "23.11.0"}, {"env.CFLAGS": "-O0"}):
-        assert build_key(repo, sha, {**here, **change}).digest != build_key(repo, sha, here).digest, change
+        assert build_key(src, {**here, **change}).digest != build_key(src, here).digest, change
 
 
 def test_a_build_reads_only_its_inputs(tiny, tmp_path):
-    """A meson.build that reads the README (no input) fails, and the failure is the key's, recorded."""
+    """A meson.build that reads the README (no build input) fails, and the failure is the key's, recorded."""
     repo = tiny["repo"]
     sha = commit(repo, {"meson.build": TINY_MESON + "configure_file(input: 'README.md', output: 'readme.h', copy: true)\n"},
                  "read the README")
@@ -213,17 +220,17 @@ def test_only_identical_measured_ok_sim_repetitions_are_kept(tmp_path):
 
 # --- the real dataplane ----------------------------------------------------------------------------
 
-def docs_only_commit(repo: Path, parent: str, tmp_path: Path) -> str:
-    """A commit on ``parent`` that changes only dataplane/README.md, made with git's plumbing in a
-    private index (the shared scratch repository's checkout stays as it is)."""
-    env = {**os.environ, "GIT_INDEX_FILE": str(tmp_path / "index")}
+def one_file_commit(repo: Path, parent: str, path: str, tmp_path: Path) -> str:
+    """A commit on ``parent`` that adds a line to the one file ``path``, made with git's plumbing in
+    a private index (the shared scratch repository's checkout stays as it is)."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(tmp_path / f"index-{path.replace('/', '-')}")}
     git(repo, "read-tree", parent, env=env)
-    readme = git(repo, "show", f"{parent}:dataplane/README.md") + "\n\nMeasured by perfci.\n"
-    blob = subprocess.run(["git", "-C", str(repo), "hash-object", "-w", "--stdin"], input=readme, capture_output=True, text=True,
+    text = git(repo, "show", f"{parent}:{path}") + "\n# one more line\n"
+    blob = subprocess.run(["git", "-C", str(repo), "hash-object", "-w", "--stdin"], input=text, capture_output=True, text=True,
                           check=True).stdout.strip()
-    git(repo, "update-index", "--cacheinfo", f"100644,{blob},dataplane/README.md", env=env)
+    git(repo, "update-index", "--cacheinfo", f"100644,{blob},{path}", env=env)
     tree = git(repo, "write-tree", env=env)
-    return git(repo, "commit-tree", tree, "-p", parent, "-m", "docs: one more line", env=env)
+    return git(repo, "commit-tree", tree, "-p", parent, "-m", f"{path}: one more line", env=env)
 
 
 SIM_KEYS = ("sim.fwd_instructions", "sim.sf_", "sim.split_", "sim.alias_", "sim.site.", "sim.loads", "sim.stores",
@@ -234,7 +241,7 @@ SIM_KEYS = ("sim.fwd_instructions", "sim.sf_", "sim.split_", "sim.alias_", "sim.
 def test_a_docs_only_commit_is_one_build_with_bit_identical_sim_counts_then_reused(scratch_repo, tmp_path):
     r = scratch_repo
     repo, base = r["repo"], r["base"]
-    docs = docs_only_commit(repo, base, tmp_path)
+    docs = one_file_commit(repo, base, "dataplane/README.md", tmp_path)
     assert git(repo, "diff", "--name-only", base, docs) == "dataplane/README.md"
     ws = Workspace(repo, r["cache"])
     builds = [ws.build(sha) for sha in (base, docs)]
@@ -256,10 +263,11 @@ def test_a_docs_only_commit_is_one_build_with_bit_identical_sim_counts_then_reus
 
 
 @pytest.mark.dataplane
-def test_the_sim_identity_names_every_input_of_the_counts(scratch_repo):
+def test_the_sim_identity_names_every_input_of_the_counts(scratch_repo, tmp_path):
     r = scratch_repo
-    build = Workspace(r["repo"], r["cache"]).build(r["base"])
-    sim = SimBackend(tool_cache=Workspace(r["repo"], r["cache"]).cache_dir / "tools")
+    ws = Workspace(r["repo"], r["cache"])
+    build = ws.build(r["base"])
+    sim = SimBackend(tool_cache=ws.cache_dir / "tools")
     config = sim.config_for(CONFIGS["self-64B"])
     base = identity(sim, build, config, "m" * 64)
     assert base == identity(sim, build, config, "m" * 64)
@@ -274,6 +282,12 @@ def test_the_sim_identity_names_every_input_of_the_counts(scratch_repo):
     ]
     assert all(v is not None and v != base for v in variants)
     assert base["tool"].startswith("memhazard-") and base["build"] == build.key.digest
-    # a routes file outside the build inputs: never reused
+    # a commit that changes only a routes file: the same binary, and the same identity unless the config reads that file
+    routed = ws.build(one_file_commit(r["repo"], r["base"], "dataplane/routes/example.txt", tmp_path))
+    assert routed.cached and routed.directory == build.directory
+    with_routes = config.model_copy(update={"routes": "routes/example.txt"})
+    assert identity(sim, routed, config, "m" * 64) == base
+    assert identity(sim, routed, with_routes, "m" * 64) != identity(sim, build, with_routes, "m" * 64)
+    # a routes file that is not one of the commit's files the runs read: never reused
     assert identity(sim, build, config.model_copy(update={"routes": "../README.md"}), "m" * 64) is None
     assert identity(sim, build, config.model_copy(update={"routes": "README.md"}), "m" * 64) is None

@@ -3,7 +3,7 @@
 
 sim's counts are exact and deterministic (identical run to run and from any cache directory:
 :mod:`.sim`), so a measurement is a function of what went into it. When all of it equals an earlier
-ok measurement here (:func:`identity`: the build key, which covers the routes files too; the machine
+ok measurement here (:func:`identity`: the build key and the routes file the config names; the machine
 fingerprint and C library; memhazard's folder, named by a hash of its sources and of the valgrind
 it is built for, and a hash of the agent's code between valgrind and the raw counts; the
 store-buffer family, store-commit rule, cache geometry and lcores; the config as sim runs it), the
@@ -47,10 +47,12 @@ def recipe_hash() -> str:
 
 def identity(backend: SimBackend, build: Build, config: BenchConfig, machine_id: str) -> dict[str, str] | None:
     """Everything a sim measurement's counts depend on, or None: this one is always simulated."""
-    if config.routes != "default" and posixpath.normpath(config.routes) not in build.key.paths:
+    routes = build.sources.blob(posixpath.normpath(config.routes)) if config.routes != "default" else "default"
+    if routes is None:  # not a file of the commit's run data
         return None
     return {
         "build": build.key.digest,
+        "routes": routes,
         "machine_id": machine_id,
         "libc": " ".join(platform.libc_ver()),
         "tool": backend.tool_lib().name,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from perfci_agent.daemon.mirror import FetchFailed, MirrorCache
-from perfci_agent.workspace import Workspace, export_inputs, repo_root
+from perfci_agent.workspace import export, repo_root, sources
 
 
 def git(repo: Path, *args: str) -> str:
@@ -76,7 +76,7 @@ def test_measure_takes_the_bare_mirror_as_its_repository(upstream, tmp_path):
     mirror, _ = MirrorCache(tmp_path / "mirrors").fetch(str(upstream), sha)
     root = repo_root(mirror)
     assert root == mirror.resolve()
-    key = Workspace(root, tmp_path / "cache").key(sha)
-    assert key.paths == {"meson.build"}
-    export_inputs(root, sha, key, tmp_path / "tree")
+    src = sources(root, sha)
+    assert [entry.split("\t")[1] for entry in src.entries] == ["meson.build"]
+    export(root, sha, src.entries, tmp_path / "tree")
     assert (tmp_path / "tree" / "meson.build").read_text() == "dataplane/meson.build"
