@@ -10,7 +10,7 @@ The simulated samples carry the raw keys the sim backend records for the datapla
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
 from typing import Any
 
 import numpy as np
@@ -18,13 +18,12 @@ import pytest
 
 from tests.alerts import alerts_support
 from tests.alerts.alerts_support import SIM, SIM_PACKETS, Lab, document, sim_values
-from tests.alerts.forge_server import ForgeServer
-from tests.server.git_forge import GitForge
-from tests.support.server import settings_env
-from test_pull_requests import MACHINE, TOKEN, ZERO, World
-from test_scaling_alerts import SCALING, scaling_values
+from tests.alerts.pull_world import MACHINE, World
+from tests.alerts.test_scaling_alerts import SCALING, scaling_values
 
 pytestmark = pytest.mark.services
+
+ZERO = "0" * 40
 
 BASE = {"ipp": 59.03, "sf_blocks_pp": 0.0, "alias_4k_pp": 0.17,
         "raw": {"sim.fn.fwd_burst": 51.97, "sim.fn.??? (librte_net_ring.so.23.0)": 7.06}}
@@ -61,14 +60,6 @@ def measure(world: World, shapes: dict[str, dict[str, Any]]) -> int:
     return uploads
 
 
-@pytest.fixture
-def world(committed_client, sent_tasks, tmp_path, monkeypatch) -> Iterator[World]:
-    with ForgeServer() as forge:
-        settings_env(monkeypatch, PERFCI_GITHUB_API_URL=forge.url, PERFCI_GITHUB_TOKEN=TOKEN,
-                      PERFCI_PUBLIC_URL="https://perfci.example.com", PERFCI_ALLOW_LOCAL_CLONE_URLS="true")
-        yield World(committed_client, sent_tasks, GitForge(tmp_path / "forge"), forge)
-
-
 def pull_request_of(world: World, head_shape: dict[str, Any]) -> tuple[str, str]:
     """main (2 commits) and a branch of one commit measured as ``head_shape``; the pull request opened
     and measured. Returns (merge-base, head)."""
@@ -85,9 +76,10 @@ def pull_request_of(world: World, head_shape: dict[str, Any]) -> tuple[str, str]
 
 
 def comment_rows(world: World) -> dict[str, list[str]]:
+    """The comment's table rows by metric, each cell as a reader sees it (Markdown escapes applied)."""
     body = world.comments()[-1].body["body"]
-    rows = [line.split(" | ") for line in body.splitlines() if line.startswith("| dut-01 |")]
-    return {cells[2]: cells for cells in rows}
+    rows = [re.split(r"(?<!\\) \| ", line) for line in body.splitlines() if line.startswith("| dut-01 |")]
+    return {cells[2]: [re.sub(r"\\(.)", r"\1", cell) for cell in cells] for cells in rows}
 
 
 def test_each_row_of_the_comment_says_what_moved_that_metric(world):
@@ -186,7 +178,7 @@ def test_a_serial_fraction_alert_names_the_line_sharing_sites_sim_saw(client, se
     groups = lab.alerts()
     [scaling] = [p for g in groups for p in g["explanation"]["parts"] if p["config"] == SCALING["name"]]
     sharing = "sim: line transfers per packet \u00d725.1 (0.024 \u2192 0.596) in forward_one (fwd.c:175)"
-    assert scaling["sentence"].startswith("serial fraction 0.02 \u2192 0.31: throughput at 2 lcores fell 2"), scaling["sentence"]
+    assert scaling["sentence"].startswith("serial fraction 0.02 \u2192 0.31: throughput at 4 lcores fell 4"), scaling["sentence"]
     assert scaling["sentence"].endswith(f"while 1 lcore did not move; {sharing}"), scaling["sentence"]
     assert scaling["cause"] == "scaling"
     assert scaling["whys"]["serial_fraction"] == scaling["sentence"]

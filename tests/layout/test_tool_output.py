@@ -38,7 +38,7 @@ def test_subprocess_output_is_never_decoded_strictly():
 
 
 def test_the_check_sees_a_strict_decode(tmp_path, monkeypatch):
-    import import_graph
+    from tests.layout import import_graph
 
     (tmp_path / "mod.py").write_text("import subprocess\nsubprocess.run(['perf'], capture_output=True, text=True)\n"
                                      "subprocess.run(['perf'], capture_output=True, text=True, errors='replace')\n")

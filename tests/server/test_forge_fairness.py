@@ -43,11 +43,15 @@ def _push(client, forge: GitForge, name: str, before: str, after: str, delivery:
     body = body_of(payload)
     assert client.post("/api/v1/webhooks/github", content=body, headers=github_headers(body, delivery=delivery)).status_code == 202
     with db.session_scope() as session:
-        return session.scalar(select(Push.id).where(Push.after == after))
+        return session.scalar(select(Push.id).where(Push.after == after).order_by(Push.id.desc()).limit(1))
 
 
 @pytest.fixture
 def two_workers(redis_url, committed, tmp_path):
+    import redis
+
+    queue = redis.Redis.from_url(redis_url)
+    queue.flushdb()  # no task or fetch slot of an earlier test
     env = {**os.environ, "PERFCI_DATABASE_URL": TEST_DATABASE_URL, "PERFCI_BROKER_URL": redis_url, "PERFCI_ENV": "development",
            "PERFCI_DATA_DIR": str(tmp_path / "server"), "PERFCI_MIRROR_FETCH_TIMEOUT_SECONDS": str(HANG_S)}
     log = open(tmp_path / "worker.log", "w+")
@@ -63,6 +67,8 @@ def two_workers(redis_url, committed, tmp_path):
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     log.close()
+    queue.flushdb()  # the hanging forge's pushes keep coming back for a slot: none is left for the next test
+    queue.close()
 
 
 def test_a_hanging_forge_stalls_only_its_own_repositories(committed_client, sent_tasks, two_workers, redis_url, tmp_path):
@@ -70,7 +76,7 @@ def test_a_hanging_forge_stalls_only_its_own_repositories(committed_client, sent
     client = committed_client
     slow, quick = GitForge(tmp_path / "slow"), GitForge(tmp_path / "quick")
     slow_base, *slow_pushed = slow.commit(4)
-    quick_base, quick_head = quick.commit(2)
+    quick_base, quick_head = quick.commit(2, "docs: the other repository")
     hanging, answering = HangingForge(_bare(slow, tmp_path, "slow")), HangingForge(_bare(quick, tmp_path, "quick"))
     producer = Celery("perfci-test", broker=redis_url)
     try:

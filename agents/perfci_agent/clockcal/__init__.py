@@ -64,7 +64,7 @@ class Calibration:
 
 def _run(cmd: list[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout)
     except FileNotFoundError:
         raise CalibrationUnavailable(f"the calibration loop needs {cmd[0]}, which is not installed: {BUILD_HINT}") from None
     except subprocess.TimeoutExpired:
