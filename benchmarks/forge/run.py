@@ -20,8 +20,10 @@ before and after (the runs share the machine's cores with whatever else runs).
     PERFCI_GITEA_BIN=$(bash .ci/gitea) .venv/bin/python benchmarks/forge/run.py [--pushes 5] [--pulls 3] [--code-pushes 0] [--json] [--smoke]
 
 The run fails (exit 1) unless every status it times ends in success (a failed job's status would
-time a failure), or when a documentation push changed more than dataplane/README.md or its job left
-no timing in the agent's log. ``--smoke``: one push, no pull request. Uses (and recreates) its own database `perfci_bench_forge` and Redis database 12 (benchmarks/owned.py).
+time a failure), or when a documentation push changed more than dataplane/README.md, was built or
+simulated rather than served from the cache, or its job left no timing in the agent's log. ``--smoke``:
+one push, no pull request. Uses (and recreates) its own database `perfci_bench_forge` and Redis
+database 12 (benchmarks/owned.py).
 """
 
 from __future__ import annotations
@@ -221,6 +223,10 @@ def docs_push_figures(work: Path, docs: list[str], code: list[str], code_s: list
         "builds_cached": sum(j["build"] == "cached" for j in docs_jobs), "sim_reused": sum(j["sim"] == "reused" for j in docs_jobs),
         "build_dirs_after": build_dirs, "n": len(docs),
     }
+    # the premise: a documentation push is neither built nor simulated (its source tree's build and counts are the warm-up's)
+    require(out["builds_cached"] == len(docs) and build_dirs == 1,
+            f"{out['builds_cached']} of {len(docs)} documentation pushes took the build from the cache, {build_dirs} build directories")
+    require(out["sim_reused"] == len(docs), f"{out['sim_reused']} of {len(docs)} documentation pushes reused the sim counts")
     if code:
         out["code_push_to_status"] = summary(code_s)
         out["code_claim_to_upload"] = summary([jobs[sha[:12]]["claim_to_upload_s"] for sha in code])

@@ -22,6 +22,7 @@ from perfci_agent.backends.sim_reuse import SimCounts, identity
 from perfci_agent.errors import BuildFailed
 from perfci_agent.measure import CONFIGS, measure
 from perfci_agent.workspace import Workspace, build_key, sources, toolchain
+from perfci_core.metrics import Backend
 from perfci_core.result import ResultDocument
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -208,7 +209,9 @@ def test_only_identical_measured_ok_sim_repetitions_are_kept(tmp_path):
     differing.samples[1].raw["sim.fwd_instructions"] += 1
     reused = doc.model_copy(update={"reused_from": {"commit": doc.commit, "started_at": doc.started_at, "finished_at": doc.finished_at}})
     failed = doc.model_copy(update={"status": "run_failed", "reason": "run 1/2 failed"})
-    for label, candidate in (("differing", differing), ("reused", reused), ("failed", failed)):
+    # tsc and pmu always measure: a document of theirs is never kept, whatever its samples
+    tsc, pmu = (doc.model_copy(update={"backend": backend}) for backend in (Backend.TSC, Backend.PMU))
+    for label, candidate in (("differing", differing), ("reused", reused), ("failed", failed), ("tsc", tsc), ("pmu", pmu)):
         kept = SimCounts(tmp_path / label, IDENT)
         kept.record(candidate)
         assert kept.lookup(1) is None, label
@@ -291,3 +294,17 @@ def test_the_sim_identity_names_every_input_of_the_counts(scratch_repo, tmp_path
     # a routes file that is not one of the commit's files the runs read: never reused
     assert identity(sim, build, config.model_copy(update={"routes": "../README.md"}), "m" * 64) is None
     assert identity(sim, build, config.model_copy(update={"routes": "README.md"}), "m" * 64) is None
+
+
+@pytest.mark.dataplane
+def test_tsc_always_measures(scratch_repo):
+    """The same binary, config and machine measured twice on tsc: two measurements, nothing kept."""
+    r = scratch_repo
+    kept = Path(r["cache"]) / "sim-counts"
+    before = files(kept) if kept.is_dir() else []
+    first, second = (measure(r["repo"], r["base"], backend="tsc", reps=1, config="self-64B-short", cache_dir=r["cache"])
+                     for _ in range(2))
+    for doc in (first, second):
+        assert doc.status == "ok" and doc.backend == Backend.TSC and doc.reused_from is None, doc.reason
+    assert second.started_at > first.finished_at and first.build_id == second.build_id
+    assert (files(kept) if kept.is_dir() else []) == before
