@@ -154,7 +154,7 @@ def run(pushes: int, pulls: int, tmp: Path, code_pushes: int = 0) -> dict[str, A
 
             wait(f"pull request {i}'s first comment", lambda: comment(False), stack)
             first_s.append(time.monotonic() - start)
-            state = wait(f"pull request {i}'s verdict", lambda: comment(True) and final(head, "perfci/pr/dut-01"), stack)
+            state = wait(f"pull request {i}'s verdict", lambda: comment(True) and final(head, "perfci/pr/dut-01/main"), stack)
             verdict_s.append(time.monotonic() - start)
             require(state == "success", f"pull request {i}'s status is {state}, not success")
             git(work, "checkout", "-q", "main")
