@@ -131,8 +131,8 @@ class Deployment:
         self.call("POST", "/webhooks/github", 202, content=body, headers=github_headers(body, event=event, delivery=delivery))
 
     def push_burst(self) -> None:
-        """Every push delivery at once, from four threads: the API processes and the workers take
-        them in whatever order they arrive."""
+        """Every push delivery and the pull request's at once, from four threads: the API
+        processes and the workers take them in whatever order they arrive."""
         def push(n: int, branch: str, before: str, shas: list[str]) -> None:
             payload = copy.deepcopy(fixture("github_push.json"))
             listed = [self.history.git.forge_commit(sha) for sha in shas]
@@ -140,7 +140,9 @@ class Deployment:
             self.deliver("push", payload, f"push-{n}")
 
         with ThreadPoolExecutor(4) as pool:
-            for done in [pool.submit(push, n, *d) for n, d in enumerate(self.history.deliveries())]:
+            sent = [pool.submit(push, n, *d) for n, d in enumerate(self.history.deliveries())]
+            sent.append(pool.submit(self.open_pull_request))  # evaluated while the pushes are completed and measured
+            for done in sent:
                 done.result()
 
     def open_pull_request(self) -> None:
@@ -254,8 +256,6 @@ def run_workload(tmp: Path, name: str, history: History, broker: str, apis: int,
             deployment.setup()
             deployment.push_burst()
             assert deployment.measure_until_quiet() > 0
-            deployment.open_pull_request()
-            assert deployment.measure_until_quiet() > 0  # a head and merge-base pair per machine
             state = deployment.final_state()
         finally:
             deployment.close()
