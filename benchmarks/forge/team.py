@@ -23,7 +23,7 @@ alert groups, alerts on commits with no regression of their own, regressions nev
 explanation does not name. Also printed: push -> status and pull request -> verdict (p50, min, max)
 and the host's load average.
 
-    nice PERFCI_GITEA_BIN=$(bash .ci/gitea) .venv/bin/python benchmarks/forge/team.py [--smoke] [--json]
+    nice PERFCI_GITEA_BIN=$(bash .ci/gitea) .venv/bin/python benchmarks/forge/team.py [--smoke] [--json] [--keep DIR]
 
 Exits 1 when a score is not 0 (after printing the figures and the evidence) or when the premise
 fails (nothing measured, no regression alerted). Uses (and recreates) its own database
