@@ -422,6 +422,19 @@ def group_of_copy(session: Session, group: AlertGroup, commit: Commit) -> AlertG
     return session.scalar(statement)
 
 
+def group_of_same_commit(session: Session, group: AlertGroup) -> AlertGroup | None:
+    """The oldest other group of the machine, in the same direction, whose first bad commit is this
+    group's on another branch (a branch rebased onto it, or carrying it in its inherited history)."""
+    statement = _own(
+        select(AlertGroup)
+        .where(AlertGroup.first_bad_commit_id == group.first_bad_commit_id, AlertGroup.machine_id == group.machine_id,
+               AlertGroup.direction == group.direction, AlertGroup.branch_id != group.branch_id, AlertGroup.id < group.id)
+        .order_by(AlertGroup.id)
+        .limit(1)
+    )
+    return session.scalar(statement)
+
+
 def groups_awaiting(session: Session, machine_id: int, commit_ids: Sequence[int]) -> list[AlertGroup]:
     if not commit_ids:
         return []
