@@ -9,7 +9,8 @@ which is what the paired test (:mod:`perfci_core.analysis.paired`) assumes.
 
 Every repetition is one :func:`perfci_agent.measure.measure` call with one repetition — the same
 code path as any measurement (backend choice, tuning check, calibration, fresh pinned process) —
-and the two sides' repetitions are gathered into one result document per commit.
+and the two sides' repetitions are gathered into one result document per commit. Every repetition
+runs, on ``sim`` too (no kept counts are reused: a session's document holds only its own runs).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def interleave(
             say("measure_" + event, side=side, pair=rep, **kw)
 
         return measure(root, shas[side], backend=backend, reps=1, config=config, core=core, cache_dir=ws.cache_dir,
-                       progress=relay, sim_family=sim_family, cores=cores)
+                       progress=relay, sim_family=sim_family, cores=cores, reuse=False)
 
     # Both builds before the first run: a compile between runs would put the host in another state.
     failed: dict[str, ResultDocument] = {}

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from perfci_core import metrics
-from perfci_core.result import BenchConfig, ResultDocument, Sample
+from perfci_core.result import BenchConfig, ResultDocument, ReusedFrom, Sample
 
 from . import events as ev
 from . import energy, fingerprint, lcores, noisy, tuning
 from .backends import Backend, Choice, select
 from .backends.pmu import PmuBackend
 from .backends.sim import SimBackend
+from .backends.sim_reuse import SimCounts, identity
 from .backends.tsc import TscBackend
 from .cpuinfo import read_cpuid
 from .errors import BuildFailed, RunFailed, UsageError
@@ -86,12 +87,15 @@ def measure(
     sim_family: str | None = None,
     cores: Sequence[int] | None = None,
     rebuild: bool = False,
+    reuse: bool = True,
 ) -> ResultDocument:
     """Measure ``commit``. ``should_stop`` is asked before each repetition (a running one is
     always finished); when it answers true, :class:`Stopped` is raised. ``sim_family`` sets the
     store-buffer model of ``sim``'s hazard simulator (default: this CPU's family). ``cores``: the
     cores this measurement may forward on, ``core`` first (scaling and multi-lcore configs). ``rebuild``
-    drops the cached build (or build failure) of the commit first. An ``ok``
+    drops the cached build (or build failure) of the commit first. ``reuse``: on ``sim``, take the counts
+    this machine already measured for the same binary, config and tool (:mod:`.backends.sim_reuse`;
+    never with ``rebuild``). An ``ok``
     result whose repetitions spread far beyond this machine's usual noise is marked ``noisy``
     (:mod:`.noisy`)."""
     started = _now()
@@ -145,11 +149,12 @@ def measure(
     lcore_counts = lcores.counts_for(cfg, allotted, choice.backend)
     energy_source, unavailable = _energy_source(choice.backend)
 
-    def doc(status: str, samples: list[Sample], reason: str | None = None, log_tail: str | None = None, build_id: str | None = None) -> ResultDocument:
+    def doc(status: str, samples: list[Sample], reason: str | None = None, log_tail: str | None = None, build_id: str | None = None,
+            reused_from: ReusedFrom | None = None) -> ResultDocument:
         return ResultDocument(
             status=status, reason=reason, log_tail=log_tail, commit=sha, build_id=build_id, config=cfg,
             backend=choice.backend, backend_reason=choice.reason, machine=fp, machine_id=mid, tuning=tuned,
-            samples=samples, unavailable=unavailable, started_at=started, finished_at=_now(),
+            samples=samples, unavailable=unavailable, started_at=started, finished_at=_now(), reused_from=reused_from,
         )
 
     say("build", sha=sha)
@@ -160,10 +165,14 @@ def measure(
             raise  # not the commit's result: the caller reports it as an error of this machine
         return doc("build_failed", [], f"build failed at {sha[:12]}: {exc}", exc.log_tail or None)
     say("built", cached=build.cached)
+    build_id = build.key.build_id
+    kept = SimCounts(ws.cache_dir, identity(impl, build, cfg, mid)) if isinstance(impl, SimBackend) else None
+    if kept is not None and reuse and not rebuild and (hit := kept.lookup(n)) is not None:
+        say("reused", commit=hit[1].commit)
+        return doc("ok", hit[0], build_id=build_id, reused_from=hit[1])
 
-    workdir = build.worktree / "dataplane"
+    workdir = build.source
     samples: list[Sample] = []
-    build_id: str | None = None
     stop = should_stop or (lambda: False)
     try:
         if stop():
@@ -181,7 +190,10 @@ def measure(
         say("done", reps=n)
     except RunFailed as exc:
         return doc("run_failed", samples, f"run {len(samples) + 1}/{n} failed: {exc}", exc.log_tail or None, build_id)
-    return noisy.mark(doc("ok", samples, build_id=build_id or f"{sha[:12]}-release"), ws.cache_dir, host_before)
+    result = noisy.mark(doc("ok", samples, build_id=build_id), ws.cache_dir, host_before)
+    if kept is not None:
+        kept.record(result)
+    return result
 
 
 _NO_ENERGY = {

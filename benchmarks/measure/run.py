@@ -89,14 +89,15 @@ def main() -> None:
 
     sim = SimBackend()
     sim.tool_lib()  # build memhazard now (first use), not inside a timed run
-    workdir = build.worktree / "dataplane"
+    workdir = build.source
     new_wall, old_wall, new_counts, old_counts = [], [], set(), set()
     reps = 1 if args.smoke else sim.default_reps
     packets = sim.config_for(config).packets
 
     def today() -> None:
         t0 = time.monotonic()
-        doc = measure(root, sha, backend="sim", reps=reps, config=config, cache_dir=ws.cache_dir, core=core)
+        doc = measure(root, sha, backend="sim", reps=reps, config=config, cache_dir=ws.cache_dir, core=core,
+                      reuse=False)  # simulated, never kept counts
         new_wall.append(time.monotonic() - t0)
         require(doc.status == "ok" and len(doc.samples) == reps and doc.config.packets == packets,
                 f"sim measurement: {doc.status} {doc.reason or ''}, {len(doc.samples)} reps of {doc.config.packets} packets")

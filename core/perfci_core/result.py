@@ -153,6 +153,18 @@ class NoisyRun(BaseModel):
     remeasured: Count32 = 0  # measurements the agent discarded as noisy before this one
 
 
+class ReusedFrom(BaseModel):
+    """A ``sim`` result whose samples were not simulated again: sim counts are exact and deterministic,
+    and this machine had measured the same binary (``build_id``, the build key) with the same config,
+    tool version and options; these are that measurement's samples, its metrics derived anew."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    commit: Sha  # the commit that measurement was made for (the same build inputs as this one)
+    started_at: datetime  # that measurement's own times (its result document's)
+    finished_at: datetime
+
+
 class ResultDocument(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -172,6 +184,7 @@ class ResultDocument(BaseModel):
     # What this result could not measure and why (e.g. "energy": "no RAPL: ..."): absent, never a number.
     unavailable: dict[Name, Annotated[str, StringConstraints(max_length=2000)]] = Field(default_factory=dict, max_length=20)
     noisy: NoisyRun | None = None  # set when the repetitions spread far beyond the usual noise
+    reused_from: ReusedFrom | None = None  # set when the samples are an earlier sim measurement's
     started_at: datetime
     finished_at: datetime
     # What a reader of the result must know about it: values flagged as impossible (below).
@@ -193,6 +206,8 @@ class ResultDocument(BaseModel):
         reps = [s.rep for s in self.samples]
         if len(reps) != len(set(reps)):
             raise ValueError("sample repetitions must be unique")
+        if self.reused_from is not None and (self.status != "ok" or self.backend is not metrics.Backend.SIM):
+            raise ValueError("only an ok sim result reuses an earlier measurement (reused_from)")
         return self
 
 

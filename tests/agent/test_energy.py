@@ -17,6 +17,7 @@ import pytest
 
 from perfci_agent import energy, runner
 from perfci_agent.measure import CONFIGS, default_core, measure
+from perfci_agent.workspace import Workspace
 from perfci_core.analysis import scaling
 
 
@@ -141,7 +142,7 @@ def test_window_energy_with_the_real_dataplane(scratch_repo, powercap):
     The counter is a stand-in (this VM has no RAPL): a thread advances it at 40 W."""
     r = scratch_repo
     measure(r["repo"], r["base"], backend="tsc", reps=1, config="self-64B-short", cache_dir=r["cache"])
-    binary = Path(r["cache"]) / "builds" / r["base"] / "perfci-fwd"
+    binary = Workspace(r["repo"], r["cache"]).build(r["base"]).binary
     counter = powercap / "intel-rapl:0" / "energy_uj"
     start_uj, t0, stop = int(counter.read_text()), time.monotonic(), threading.Event()
 
@@ -173,7 +174,7 @@ def test_window_energy_with_the_real_dataplane(scratch_repo, powercap):
 def test_a_counter_that_vanishes_mid_run_keeps_the_run_and_says_why(scratch_repo, powercap):
     r = scratch_repo
     measure(r["repo"], r["base"], backend="tsc", reps=1, config="self-64B-short", cache_dir=r["cache"])
-    binary = Path(r["cache"]) / "builds" / r["base"] / "perfci-fwd"
+    binary = Workspace(r["repo"], r["cache"]).build(r["base"]).binary
     source = energy.Source("sysfs", zones=tuple(energy.zones(powercap)))
     (powercap / "intel-rapl:0:1" / "energy_uj").unlink()  # the DRAM counter is gone when the window opens
     result, e = energy.run_measured(source, runner.RunSpec(binary, default_core(), CONFIGS["self-64B-short"], timeout=120.0), [default_core()])
@@ -186,7 +187,7 @@ def test_perf_path_with_the_real_dataplane_and_a_perf_stand_in(scratch_repo, tmp
     has no RAPL PMU) that speaks perf's control protocol and prints perf's CSV."""
     r = scratch_repo
     measure(r["repo"], r["base"], backend="tsc", reps=1, config="self-64B-short", cache_dir=r["cache"])
-    binary = Path(r["cache"]) / "builds" / r["base"] / "perfci-fwd"
+    binary = Workspace(r["repo"], r["cache"]).build(r["base"]).binary
     perf = tmp_path / "perf"
     perf.write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'helpers' / 'rapl_perf_standin.py'} \"$@\"\n")
     perf.chmod(0o755)

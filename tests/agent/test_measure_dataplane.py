@@ -13,6 +13,7 @@ from perfci_agent import runner
 from perfci_agent.backends.pmu import run_counted
 from perfci_agent.errors import BuildFailed, RunFailed
 from perfci_agent.measure import CONFIGS, default_core, measure
+from perfci_agent.workspace import Workspace
 from perfci_core import metrics
 from perfci_core.result import ResultDocument
 
@@ -50,7 +51,7 @@ def test_sim_shows_the_regression_and_is_bit_repeatable(scratch_repo):
     assert regressed.status == "ok", regressed.reason
     (after,) = ipps(regressed)
     assert after > b[0] * 1.005, (b[0], after)  # the out-of-line helper costs instructions per packet
-    again = measure(r["repo"], r["base"], backend="sim", reps=1, cache_dir=r["cache"])
+    again = measure(r["repo"], r["base"], backend="sim", reps=1, cache_dir=r["cache"], reuse=False)
     assert ipps(again) == [b[0]]  # same commit, fresh processes, warm build cache: same IPP
 
 
@@ -62,14 +63,15 @@ def test_one_count_per_commit_whatever_the_cache_directory(scratch_repo, tmp_pat
     """The same commit built in two cache directories, one given relative to another working
     directory and far longer: the same hazards, sites and cache misses (the stage hides the paths)."""
     r = scratch_repo
-    here = measure(r["repo"], r["base"], backend="sim", reps=1, cache_dir=r["cache"])
+    here = measure(r["repo"], r["base"], backend="sim", reps=1, cache_dir=r["cache"], reuse=False)
     elsewhere = tmp_path / ("elsewhere-" + "x" * 90)
     elsewhere.mkdir()
     cli = subprocess.run([PERFCI, "measure", "--repo", str(r["repo"]), "--commit", r["base"], "--backend", "sim", "--reps", "1",
                           "--cache-dir", "relative/cache", "--json"], cwd=elsewhere, capture_output=True, text=True, timeout=900)
     assert cli.returncode == 0, cli.stderr
     there = ResultDocument.model_validate_json(cli.stdout)
-    assert (elsewhere / "relative" / "cache" / "builds" / r["base"] / "perfci-fwd").exists()  # the build went where asked
+    assert there.reused_from is None  # a new cache keeps no counts yet
+    assert Workspace(r["repo"], elsewhere / "relative" / "cache").build(r["base"]).cached  # the build went where asked
     a, b = ({k: v for k, v in doc.samples[0].raw.items() if k.startswith(ADDRESS_DEPENDENT)} for doc in (here, there))
     assert a == b and a["sim.alias_4k"] > 0 and any(k.startswith("sim.site.") for k in a)
 
@@ -108,7 +110,6 @@ def test_only_the_commits_own_build_failures_are_cached_and_rebuild_drops_them(s
     empty = git_out(r["repo"], "commit-tree", empty_tree, "-p", r["base"], "-m", "no dataplane")
     doc = measure(r["repo"], empty, backend="tsc", reps=1, cache_dir=cache)
     assert doc.status == "build_failed" and "no dataplane/meson.build at this commit" in doc.reason
-    assert json.loads((cache / "builds" / empty / "status.json").read_text())["status"] == "build_failed"
     # no meson on the PATH: this machine's failure, an error, and nothing recorded for the commit
     tools = tmp_path / "bin"
     tools.mkdir()
@@ -117,16 +118,17 @@ def test_only_the_commits_own_build_failures_are_cached_and_rebuild_drops_them(s
         m.setenv("PATH", str(tools))
         with pytest.raises(BuildFailed, match="meson is not installed"):
             measure(r["repo"], r["base"], backend="tsc", reps=1, config="self-64B-short", cache_dir=cache)
-    assert not (cache / "builds" / r["base"] / "status.json").exists()
-    # a failure recorded for a commit that builds (an older perfci's poisoned cache): --rebuild drops it
-    (cache / "builds" / r["base"]).mkdir(parents=True, exist_ok=True)
-    (cache / "builds" / r["base"] / "status.json").write_text(json.dumps({"status": "build_failed", "reason": "stale"}))
+    key = Workspace(r["repo"], cache).key(r["base"])
+    assert not (cache / "builds" / key.digest / "status.json").exists()
+    # a failure recorded for a key that builds (a poisoned cache): --rebuild drops it
+    (cache / "builds" / key.digest).mkdir(parents=True, exist_ok=True)
+    (cache / "builds" / key.digest / "status.json").write_text(json.dumps({"status": "build_failed", "reason": "stale"}))
     assert measure(r["repo"], r["base"], backend="tsc", reps=1, config="self-64B-short", cache_dir=cache).status == "build_failed"
     cli = subprocess.run([PERFCI, "measure", "--repo", str(r["repo"]), "--commit", r["base"], "--backend", "tsc", "--reps", "1",
                           "--config", "self-64B-short", "--cache-dir", str(cache), "--rebuild", "--json"],
                          capture_output=True, text=True, timeout=600)
     assert cli.returncode == 0, cli.stderr
-    assert json.loads((cache / "builds" / r["base"] / "status.json").read_text())["status"] == "ok"
+    assert json.loads((cache / "builds" / key.digest / "status.json").read_text())["status"] == "ok"
 
 
 def test_cli_bad_input_exits_2(scratch_repo, tmp_path):
@@ -156,7 +158,7 @@ def test_cli_table(scratch_repo):
 def test_run_failures_are_reported(scratch_repo):
     r = scratch_repo
     measure(r["repo"], r["base"], backend="tsc", reps=1, config="self-64B-short", cache_dir=r["cache"])
-    binary = Path(r["cache"]) / "builds" / r["base"] / "perfci-fwd"
+    binary = Workspace(r["repo"], r["cache"]).build(r["base"]).binary
     huge = CONFIGS["self-64B"].model_copy(update={"packets": 10**12})
     with pytest.raises(RunFailed, match="timed out after 1 s"):
         runner.run(runner.RunSpec(binary, default_core(), huge, timeout=1.0))
@@ -169,7 +171,7 @@ def test_perf_window_gating_with_a_software_event(scratch_repo):
     """The pmu backend's counting path, for real: perf -D -1 --control fd, enabled by the dataplane."""
     r = scratch_repo
     measure(r["repo"], r["base"], backend="tsc", reps=1, config="self-64B-short", cache_dir=r["cache"])
-    binary = Path(r["cache"]) / "builds" / r["base"] / "perfci-fwd"
+    binary = Workspace(r["repo"], r["cache"]).build(r["base"]).binary
     cfg = CONFIGS["self-64B"].model_copy(update={"packets": 20_000_000, "warmup": 100_000})
     run = run_counted(runner.RunSpec(binary, default_core(), cfg, timeout=120.0), "task-clock,context-switches")
     task = {c.event: c for c in run.counts}["task-clock"]

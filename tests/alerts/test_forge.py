@@ -209,3 +209,60 @@ def test_a_batch_of_verdicts_takes_as_many_statements_as_one_commit(lab, sent_ta
     assert {r.commit_id for r in _statuses(lab.session).values()} == set(rows)
     lab.session.execute(CommitStatus.__table__.delete())
     assert every_new == statements([bad])
+
+
+def test_a_slow_post_of_an_older_verdict_never_lands_after_a_newer_one(lab, forge, sent_tasks, monkeypatch):
+    """Two workers post one status: the first, of an older verdict, is held on its way to the
+    forge while a newer verdict is written and its post starts. That post waits for the first
+    (or, were posts of one status not serialised, reaches the forge first); the forge ends on the
+    newer verdict either way, and the database says it was sent."""
+    import threading
+    import time
+
+    from sqlalchemy import text
+
+    from perfci_server.db import session_scope
+    from perfci_server.settings import get_settings
+
+    _post_all(sent_tasks)
+    bad_sha = lab.shas["main"][STEP]
+    row = next(r for r in _statuses(lab.session).values() if r.state == "failure")
+    subject, machine_id, commit_id = forge_statuses.SERIES, row.machine_id, row.commit_id
+
+    def decide(state: CommitState, description: str) -> None:
+        with session_scope() as session:
+            forge_statuses.write_verdicts(session, machine_id, subject, {commit_id: (state, description)}, get_settings())
+
+    held, release = threading.Event(), threading.Event()
+    real_call = forge_client.call
+
+    def slow_first(*args, **kwargs):
+        if not held.is_set():
+            held.set()
+            assert release.wait(60), "the held post was never released"
+        return real_call(*args, **kwargs)
+
+    monkeypatch.setattr(forge_client, "call", slow_first)
+    decide(CommitState.PENDING, "older: being confirmed")
+    older = threading.Thread(target=forge_tasks.post_status.apply, args=((row.id,),))
+    older.start()
+    assert held.wait(60)
+    decide(CommitState.FAILURE, "newer: regression")
+    newer = threading.Thread(target=forge_tasks.post_status.apply, args=((row.id,),))
+    newer.start()
+    posted_before = len(forge.requests)
+    deadline = time.monotonic() + 60
+    with session_scope() as session:  # the newer post either waits for the older one or reaches the forge
+        while len(forge.requests) == posted_before and time.monotonic() < deadline:
+            waiting = session.scalar(text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                          "AND wait_event_type = 'Lock' AND wait_event = 'advisory'"))
+            if waiting:
+                break
+            time.sleep(0.05)
+    release.set()
+    older.join(60)
+    newer.join(60)
+    last = [r for r in forge.accepted() if r.path.endswith(f"/statuses/{bad_sha}") and r.body["context"] == row.context][-1]
+    assert (last.body["state"], last.body["description"]) == ("failure", "newer: regression")
+    final = next(r for r in _statuses(lab.session).values() if r.id == row.id)
+    assert (final.delivery, final.sent_version) == ("sent", final.version)

@@ -191,3 +191,27 @@ def test_a_backfilled_commit_is_pending_from_the_moment_its_job_is_queued(world)
     world.run_tasks()
     context = f"perfci/{late['fingerprint'][:12]}"  # the machine's name until someone names it
     assert {world.statuses(sha).get(context, {}).get("state") for sha in shas} == {"pending"}
+
+
+def test_a_branch_rebased_onto_main_carries_mains_regression_without_a_second_alert(world):
+    main = world.git.commit(1)
+    world.push("main", ZERO, main)
+    world.git.git("checkout", "--quiet", "-b", "docs")
+    [docs] = world.git.commit(1, "docs: explain the harness")
+    world.push("docs", ZERO, [docs])
+    world.git.git("checkout", "--quiet", "main")
+    world.regressed.add(bad := world.git.commit(1, "fwd: stage the MAC header through a vector")[0])
+    world.push("main", main[-1], [bad])
+    world.measure()
+    [alert] = _alerts(world)
+
+    world.git.git("checkout", "--quiet", "docs")
+    world.git.git("rebase", "--quiet", "main")  # the branch now starts after main's regression
+    rebased = world.git.head()
+    world.regressed.add(rebased)
+    world.push("docs", docs, [rebased])  # forced
+    world.measure()
+
+    assert [a["id"] for a in _alerts(world)] == [alert["id"]]  # main's change, alerted once
+    assert world.statuses(bad)[SERIES]["state"] == "failure"
+    assert world.statuses(rebased)[SERIES]["state"] == "success", world.statuses(rebased)[SERIES]

@@ -81,6 +81,17 @@ def test_forge_smoke(bench_database, bench_redis):
     assert "push -> status" in out
 
 
+@pytest.mark.services
+@pytest.mark.dataplane
+def test_team_day_smoke(bench_database, bench_redis):
+    """The short team day on a real Gitea: every score 0 (the script exits 1 otherwise), a regression alerted."""
+    if not os.environ.get("PERFCI_GITEA_BIN"):
+        pytest.fail("PERFCI_GITEA_BIN is not set: build Gitea with `bash .ci/gitea` and export PERFCI_GITEA_BIN=<the path it prints>",
+                    pytrace=False)
+    out = smoke("forge/team.py", env={"PERFCI_BENCH_DATABASE_URL": bench_database, "PERFCI_BENCH_REDIS_URL": bench_redis})
+    assert "scores (each should be 0)" in out and "pull request -> verdict" in out
+
+
 @pytest.mark.dataplane
 @pytest.mark.xdist_group("dataplane")  # it builds into dataplane/build, as fwd_bin may
 def test_dataplane_smoke():

@@ -7,13 +7,14 @@ import json
 import math
 import random
 import struct
+from datetime import datetime
 
 import pytest
 from sqlalchemy import func, select
 
 from perfci_server.models import Job, MetricValue, Run, Sample
 from perfci_server.settings import get_settings
-from tests.server.server_support import GITHUB_COMMITS, MACHINE, enroll, result_document
+from tests.server.server_support import ADMIN, GITHUB_COMMITS, MACHINE, enroll, result_document
 
 pytestmark = pytest.mark.services
 
@@ -241,3 +242,39 @@ def test_a_result_from_another_machine_is_refused(client, setup):
     response = _upload(client, agent, job, document)
     assert response.status_code == 422, response.text
     assert "differs in more than its host state" in response.json()["error"]["message"]
+
+
+
+def test_a_reused_sim_result_is_stored_with_the_run_it_came_from(client, session, setup):
+    """The agent did not simulate again (the same binary, config and tool measured before on this
+    machine): the run keeps where its samples come from and the run that measurement was uploaded
+    as, which the job's detail shows; a measurement this server never received has no run."""
+    agent = setup["agent"]
+    capped, sim = {"packets": 100_000, "warmup": 2_000}, {"ipp": [81.72] * 2}
+    measured_job, reused_job, unknown_job = _claim(client, agent), _claim(client, agent), _claim(client, agent)
+    measured = result_document(measured_job["commit"], config=capped, backend="sim", reps=2, values=sim)
+    assert _upload(client, agent, measured_job, measured).status_code == 201
+    origin = {"commit": measured_job["commit"], "started_at": measured["started_at"], "finished_at": measured["finished_at"]}
+    reused = {**result_document(reused_job["commit"], config=capped, backend="sim", reps=2, values=sim), "reused_from": origin}
+    response = _upload(client, agent, reused_job, reused)
+    assert response.status_code == 201, response.text
+
+    measured_run = session.scalar(select(Run.id).where(Run.job_id == measured_job["job_id"]))
+    shown = client.get(f"/api/v1/jobs/{reused_job['job_id']}", headers=ADMIN).json()["runs"][0]["reused_from"]
+    assert shown["run_id"] == measured_run and shown["commit"] == measured_job["commit"]
+    assert datetime.fromisoformat(shown["started_at"]) == datetime.fromisoformat(measured["started_at"])
+    assert client.get(f"/api/v1/jobs/{measured_job['job_id']}", headers=ADMIN).json()["runs"][0]["reused_from"] is None
+
+    never_uploaded = {**origin, "started_at": "2026-01-02T03:04:05.000006+00:00"}
+    document = {**result_document(unknown_job["commit"], config=capped, backend="sim", reps=2, values=sim), "reused_from": never_uploaded}
+    assert _upload(client, agent, unknown_job, document).status_code == 201
+    assert client.get(f"/api/v1/jobs/{unknown_job['job_id']}", headers=ADMIN).json()["runs"][0]["reused_from"]["run_id"] is None
+
+
+def test_only_an_ok_sim_result_can_be_reused(client, session, setup):
+    agent = setup["agent"]
+    job = _claim(client, agent)
+    origin = {"commit": job["commit"], "started_at": "2026-01-02T03:04:05+00:00", "finished_at": "2026-01-02T03:04:09+00:00"}
+    response = _upload(client, agent, job, {**result_document(job["commit"]), "reused_from": origin})  # tsc
+    assert response.status_code == 422 and "only an ok sim result reuses" in response.text
+    assert _stored(session) == (0, 0)

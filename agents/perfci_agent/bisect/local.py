@@ -182,7 +182,8 @@ class LocalBisect:
 
     # --- measuring ---------------------------------------------------------------------------
 
-    def _measure(self, index: int, reps: int) -> ResultDocument:
+    def _measure(self, index: int, reps: int, fresh: bool = False) -> ResultDocument:
+        """``fresh``: a confirmation, simulated again on sim (never the counts kept from an earlier run)."""
         rec = self.commits[index]
         self.builds.add(index)
         compiled: list[bool] = []
@@ -193,7 +194,7 @@ class LocalBisect:
             self.say("measure_" + event, **{"index": index, "sha": rec.info.sha, **kw})
 
         doc = measure(self.root, rec.info.sha, backend=self.backend, reps=reps, config=self.config, core=self.core,
-                      cache_dir=self.cache_dir, progress=relay, sim_family=self.sim_family)
+                      cache_dir=self.cache_dir, progress=relay, sim_family=self.sim_family, reuse=not fresh)
         self.compiled += sum(compiled)
         if self.backend == "auto":  # the first result says what auto chose; keep it for every commit
             self.backend = doc.backend.value
@@ -248,7 +249,7 @@ class LocalBisect:
     def _sample(self, index: int, count: int, fresh: bool) -> list[float] | core.Sampled | None:
         rec = self.commits[index]
         self.say("sample", index=index, sha=rec.info.sha, count=count, fresh=fresh)
-        doc, session = self._interleaved(index, fresh) or (self._measure(index, count), 0)
+        doc, session = self._interleaved(index, fresh) or (self._measure(index, count, fresh), 0)
         if doc.status != "ok":
             rec.status, rec.reason = doc.status, doc.reason or doc.status
             log.info("commit %s skipped: %s", rec.info.sha[:12], rec.reason)
@@ -319,7 +320,7 @@ class LocalBisect:
         culprit = ws.build(self.commits[outcome.culprit].info.sha)
         cfg = config_named(self.config)
         core_id = default_core() if self.core is None else self.core
-        dirs = (parent.worktree / "dataplane", culprit.worktree / "dataplane")
+        dirs = (parent.source, culprit.source)
         pmu, why_not = self._pmu(core_id, cfg.harness)
         return [callgrind_profile(parent.binary, culprit.binary, cfg, core_id, dirs),
                 hazard_profile(parent.binary, culprit.binary, cfg, core_id, dirs, self.sim_family),

@@ -74,6 +74,10 @@ def render(doc: ResultDocument, console: Console) -> None:
         if moved:
             console.print(f"scaling: {escape(moved)}", soft_wrap=True)
     render_unavailable(doc, console)
+    if doc.reused_from is not None:
+        r = doc.reused_from
+        console.print(f"sim counts reused: the same binary ({doc.build_id}) measured for {r.commit[:12]} at "
+                      f"{r.started_at:%Y-%m-%d %H:%M:%S} UTC, with the same config, tool and options", soft_wrap=True)
     if doc.noisy is not None:
         from ..noisy import describe
 
@@ -121,7 +125,7 @@ def register(app: typer.Typer) -> None:
         reps: Optional[int] = typer.Option(None, "--reps", help="repetitions in fresh processes (default: 5; sim: 2)"),
         config: str = typer.Option("self-64B", "--config", help="benchmark configuration name"),
         core: Optional[int] = typer.Option(None, "--core", help="forwarding core (default: the highest allowed CPU)"),
-        cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="worktrees and build cache (default: REPO/.perfci)"),
+        cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="build cache and kept sim counts (default: REPO/.perfci)"),
         as_json: bool = typer.Option(False, "--json", help="print the result document as JSON"),
         lcores: Optional[int] = typer.Option(None, "--lcores", min=1, max=64,
                                              help="forwarding lcores (with --scaling: the most; default one, or every allowed core)"),
@@ -130,7 +134,8 @@ def register(app: typer.Typer) -> None:
         cores: Optional[str] = typer.Option(None, "--cores", help="cores to forward on, in order, e.g. 2,3 (default: --core, then every other allowed core)"),
         sim_family: Optional[str] = typer.Option(None, "--sim-family",
                                                  help="sim: store-buffer model intel-icx|intel-spr|intel-skx|amd-zen4 (default: this CPU's)"),
-        rebuild: bool = typer.Option(False, "--rebuild", help="drop the commit's cached build (or build failure) and build again"),
+        rebuild: bool = typer.Option(False, "--rebuild", help="drop the commit's cached build (or build failure), build again "
+                                     "and simulate again (no reused sim counts)"),
     ) -> None:
         """Build the dataplane at a commit, run it, count, and derive the lean-model metrics."""
         from ..measure import config_named, measure
@@ -149,6 +154,8 @@ def register(app: typer.Typer) -> None:
                 progress.update(tasks["build"], description=f"build: {kw['step']}")
             elif event == "built":
                 progress.update(tasks["build"], description="build: cached" if kw["cached"] else "build: done", total=1, completed=1)
+            elif event == "reused":
+                err.print(f"sim counts reused from {kw['commit'][:12]} (the same binary, config and tool)")
             elif event == "calibrate":
                 tasks["run"] = progress.add_task("running", total=None)
             elif event == "run":

@@ -90,6 +90,8 @@ class StepLog:
             log.info("%s: build: %s", self.label, kw["step"])
         elif event == "built":
             log.info("%s: build %s in %.1f s", self.label, "cached" if kw["cached"] else "done", self._lap())
+        elif event == "reused":
+            log.info("%s: sim counts reused from commit %s (the same binary, config and tool)", self.label, kw["commit"][:12])
         elif event == "calibrate":
             log.info("%s: calibrate", self.label)
         elif event == "run":

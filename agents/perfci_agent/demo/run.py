@@ -205,7 +205,8 @@ def run(workdir: Path, source: Path, backend: str = "auto", console: Console | N
         regression = next((g for g in out.alerts if g["direction"] == "regression"), None)
         if regression is not None:
             console.print(f"[bold]6/6[/] bisect alert {regression['id']} locally, then plots")
-            done = _run_cli(["alerts", "bisect", str(regression["id"]), "--local", "--repo", str(repo), "--json"],
+            done = _run_cli(["alerts", "bisect", str(regression["id"]), "--local", "--repo", str(repo),
+                             "--cache-dir", str(workdir / "agent" / "cache"), "--json"],
                             client_env, logs / "bisect.log")
             if done.returncode == 0:
                 out.bisect = json.loads(done.stdout)

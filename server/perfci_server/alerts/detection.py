@@ -127,8 +127,8 @@ def detect_pending(session: Session, machine_id: int, settings: Settings) -> Out
         detect_config(session, branch_id, machine_id, config_id, settings, outcome)
     outcome.commits.update(run.commit_id for run in runs)
     outcome.commits.update(origins.recheck_awaiting(session, machine_id, {run.commit_id for run in runs}, settings))
-    # Commits waiting on these (their baseline, their merged-in parent) are decided now too.
-    outcome.commits.update(alert_sql.pending_series_commits(session, machine_id, {b for b, _ in series}))
+    # Commits waiting on these (their baseline, their merged-in parent), or that had no baseline, are decided now too.
+    outcome.commits.update(alert_sql.pending_series_commits(session, machine_id, {b for b, _ in series}, verdicts.NO_BASELINE))
     series_sql.mark_detected(session, analysed, utcnow())  # analysed: their commits' verdicts can be given now
     verdicts.record_verdicts(session, machine_id, outcome.commits, settings)
     if settings.auto_bisect_regressions:

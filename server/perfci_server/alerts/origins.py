@@ -9,7 +9,9 @@ change it is"):
   (nearer the level after the change than before it). While a merged-in parent that perfci knows is
   not measured, the group waits for it (``awaiting_commit_id``; its commits' verdicts are pending);
 - **a copy** (a cherry-pick, a rebase) has the same git patch id as the commit it copies: the group
-  is a sighting of the original's group on that machine, when the original is still on its branch.
+  is a sighting of the original's group on that machine, when the original is still on its branch;
+- **the same commit on another branch** (a branch rebased onto it): the group made first, on the
+  branch that had the commit first, is the change's; a later one is its sighting.
 
 A sighting keeps its rows (detection finds the change again at every run) but names its origin
 (``origin_commit_id``, and ``origin_group_id`` when the origin has a group of its own): it fails no
@@ -38,7 +40,9 @@ def classify(session: Session, group: AlertGroup, members: Sequence[Alert], sett
     origin, origin_group, awaiting = None, None, None
     commit = session.get(Commit, group.first_bad_commit_id)
     assert commit is not None, "a group is deleted with its first bad commit"
-    if len(commit.parents) > 1:
+    if (first := alert_sql.group_of_same_commit(session, group)) is not None:  # the same commit, alerted on another branch first
+        origin, origin_group = commit.id, first.id
+    elif len(commit.parents) > 1:
         for parent in alert_sql.commits_with_shas(session, commit.repository_id, commit.parents[1:]):
             carried = _carries(session, group.machine_id, parent, members, settings)
             if carried is None:

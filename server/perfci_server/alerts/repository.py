@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, and_, delete, exists, func, select, tuple_
+from sqlalchemy import Select, and_, delete, exists, func, or_, select, tuple_
 from sqlalchemy.orm import Session, aliased
 
 from ..bounded import BIGINT_MAX
@@ -334,9 +334,14 @@ def own_measurements(session: Session, commit_ids: Sequence[int], machine_id: in
             for c, by in counts.items()}
 
 
-def pending_series_commits(session: Session, machine_id: int, branch_ids: Iterable[int]) -> list[int]:
-    """Commits of these branches whose series verdict on the machine is pending (what they wait
-    for may have been measured since), and whose own runs detection has seen."""
+def pending_series_commits(session: Session, machine_id: int, branch_ids: Iterable[int], no_baseline: str = "") -> list[int]:
+    """Commits of these branches whose series verdict on the machine is pending, or neutral for
+    want of a baseline (its description starts with ``no_baseline``: an earlier commit may have
+    been placed before it since, by pushes completed out of order), since what they wait for may
+    have been measured since; and whose own runs detection has seen."""
+    waiting = CommitStatus.state == "pending"
+    if no_baseline:
+        waiting = or_(waiting, and_(CommitStatus.state == "neutral", CommitStatus.description.startswith(no_baseline, autoescape=True)))
     ids = list(branch_ids)
     if not ids:
         return []
@@ -346,7 +351,7 @@ def pending_series_commits(session: Session, machine_id: int, branch_ids: Iterab
         select(CommitStatus.commit_id).distinct()
         .join(BranchCommit, BranchCommit.commit_id == CommitStatus.commit_id)
         .where(CommitStatus.machine_id == machine_id, CommitStatus.scope == StatusScope.SERIES.value,
-               CommitStatus.state == "pending", BranchCommit.branch_id.in_(ids),
+               waiting, BranchCommit.branch_id.in_(ids),
                ~undetected)  # a commit whose own run detection has not seen yet is decided when it does
     )
     return list(session.scalars(statement))
@@ -411,6 +416,19 @@ def group_of_copy(session: Session, group: AlertGroup, commit: Commit) -> AlertG
         .join(BranchCommit, and_(BranchCommit.branch_id == AlertGroup.branch_id, BranchCommit.commit_id == original.id))
         .where(original.repository_id == commit.repository_id, original.patch_id == commit.patch_id, original.id != commit.id,
                AlertGroup.machine_id == group.machine_id, AlertGroup.direction == group.direction, AlertGroup.id != group.id)
+        .order_by(AlertGroup.id)
+        .limit(1)
+    )
+    return session.scalar(statement)
+
+
+def group_of_same_commit(session: Session, group: AlertGroup) -> AlertGroup | None:
+    """The oldest other group of the machine, in the same direction, whose first bad commit is this
+    group's on another branch (a branch rebased onto it, or carrying it in its inherited history)."""
+    statement = _own(
+        select(AlertGroup)
+        .where(AlertGroup.first_bad_commit_id == group.first_bad_commit_id, AlertGroup.machine_id == group.machine_id,
+               AlertGroup.direction == group.direction, AlertGroup.branch_id != group.branch_id, AlertGroup.id < group.id)
         .order_by(AlertGroup.id)
         .limit(1)
     )

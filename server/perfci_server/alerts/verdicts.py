@@ -34,6 +34,7 @@ from ..settings import Settings
 from . import repository as alert_sql
 
 NO_REGRESSION = "no untriaged performance regression"
+NO_BASELINE = "no baseline yet"  # decided again by detection on its branch: an earlier commit may be measured or placed since
 
 
 def record_verdicts(session: Session, machine_id: int, commit_ids: Iterable[int], settings: Settings) -> list[int]:
@@ -82,7 +83,7 @@ def record_verdicts(session: Session, machine_id: int, commit_ids: Iterable[int]
             elif baseline is not None and baseline.waiting_for:
                 wanted[commit_id] = (CommitState.PENDING, f"waiting for its baseline {baseline.waiting_for[:12]} to be measured")
             else:
-                wanted[commit_id] = (CommitState.NEUTRAL, f"no baseline yet: no earlier commit of its branch measured on {machine}")
+                wanted[commit_id] = (CommitState.NEUTRAL, f"{NO_BASELINE}: no earlier commit of its branch measured on {machine}")
     return write_verdicts(session, machine_id, SERIES, wanted, settings)
 
 

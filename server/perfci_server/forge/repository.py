@@ -3,11 +3,12 @@ the pull request whose comment is being posted."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, exists, func, select
+from sqlalchemy import Row, and_, exists, func, select, text
 from sqlalchemy.orm import Session
 
 from .. import db
@@ -63,7 +64,21 @@ def status_for_delivery(session: Session, status_id: int) -> Row[Any] | None:
 
 
 def lock_by_id(session: Session, status_id: int) -> CommitStatus | None:
-    return session.scalar(select(CommitStatus).where(CommitStatus.id == status_id).with_for_update())
+    """The status row, locked and read afresh (a newer verdict may have been written since the
+    session first read it)."""
+    statement = select(CommitStatus).where(CommitStatus.id == status_id).with_for_update()
+    return session.scalar(statement.execution_options(populate_existing=True))
+
+
+def serialise_posts(session: Session, status_id: int) -> None:
+    """One post of a status at a time until the transaction ends (PostgreSQL advisory lock): each
+    post sends the newest verdict it finds, so a slow post of an older one never reaches the forge
+    after a newer one. The status row itself stays free for the deciders meanwhile. SQLite runs
+    one writer at a time anyway."""
+    if not db.is_postgresql(session):
+        return
+    digest = hashlib.blake2b(f"perfci.status-post:{status_id}".encode(), digest_size=8).digest()
+    session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": int.from_bytes(digest, "big", signed=True)})
 
 
 def undelivered(session: Session, older_than: datetime, limit: int) -> list[int]:

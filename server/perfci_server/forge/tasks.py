@@ -1,8 +1,10 @@
 """Celery tasks of the forge room: post one commit status or one pull-request comment (retried
-with backoff), re-send pending statuses (beat). A status's HTTP call happens outside any database
-transaction; a comment's while its pull request's row is locked, so two posts of one pull request
-never both create a comment (bounded by the forge timeout). Each attempt writes one line: forge,
-repository, sha, what was posted, its outcome and the forge's HTTP status (logs.py)."""
+with backoff), re-send pending statuses (beat). A status's HTTP call happens under its post lock
+(an advisory lock, the row stays free for the deciders), so the posts of one status reach the
+forge one at a time, newest verdict last; a comment's while its pull request's row is locked, so
+two posts of one pull request never both create a comment (both bounded by the forge timeout).
+Each attempt writes one line: forge, repository, sha, what was posted, its outcome and the
+forge's HTTP status (logs.py)."""
 
 from __future__ import annotations
 
@@ -24,27 +26,27 @@ log = logging.getLogger(__name__)
 def post_status(self: Any, status_id: int) -> str:
     settings = get_settings()
     with session_scope() as session:
+        forge_sql.serialise_posts(session, status_id)
         post = statuses.prepare(session, status_id, settings)
-    if post is None:
-        return "nothing to post"
-    line = {"post": "status", "forge": post.forge, "repository": post.repository, "sha": post.sha, "context": post.context,
-            "state": post.state, "status_id": status_id, "version": post.version}
-    try:
-        response = client.call(post.forge, post.call, settings.forge_timeout_seconds)
-    except client.ForgeRejected as exc:
-        log.error("forge post", extra=fields(**line, outcome="refused", http_status=exc.status, error=str(exc)))
-        with session_scope() as session:
+        if post is None:
+            return "nothing to post"
+        line = {"post": "status", "forge": post.forge, "repository": post.repository, "sha": post.sha, "context": post.context,
+                "state": post.state, "status_id": status_id, "version": post.version}
+        try:
+            response = client.call(post.forge, post.call, settings.forge_timeout_seconds)
+        except client.ForgeRejected as exc:
+            log.error("forge post", extra=fields(**line, outcome="refused", http_status=exc.status, error=str(exc)))
             statuses.record_failure(session, status_id, post.version, str(exc), permanent=True)
-        return "refused"
-    except client.ForgeUnavailable as exc:
-        log.warning("forge post", extra=fields(**line, outcome="unavailable", http_status=exc.status, error=str(exc)))
-        with session_scope() as session:
+            return "refused"
+        except client.ForgeUnavailable as exc:
+            log.warning("forge post", extra=fields(**line, outcome="unavailable", http_status=exc.status, error=str(exc)))
             statuses.record_failure(session, status_id, post.version, str(exc), permanent=False)
-        return retry_later(self, settings, f"forge: status {status_id} ({post.summary})", exc, "pending")
-    with session_scope() as session:
-        statuses.record_sent(session, status_id, post.version)
-    log.info("forge post", extra=fields(**line, outcome="sent", http_status=response.status_code))
-    return "sent"
+            error = exc
+        else:
+            statuses.record_sent(session, status_id, post.version)
+            log.info("forge post", extra=fields(**line, outcome="sent", http_status=response.status_code))
+            return "sent"
+    return retry_later(self, settings, f"forge: status {status_id} ({post.summary})", error, "pending")
 
 
 @celery_app.task(name=comments.COMMENT_TASK, bind=True, max_retries=None, time_limit=90, soft_time_limit=80)

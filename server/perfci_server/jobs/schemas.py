@@ -73,6 +73,15 @@ class JobOutcome(BaseModel):
     run_status: str
 
 
+class ReusedFromRead(BaseModel):
+    """The earlier sim measurement a run's samples are (the agent did not simulate again)."""
+
+    commit: str
+    started_at: datetime
+    finished_at: datetime
+    run_id: int | None = Field(description="The run that measurement was uploaded as; null when this server has none")
+
+
 class RunRead(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -89,6 +98,7 @@ class RunRead(BaseModel):
     created_at: datetime
     notes: list[str] | None = None  # impossible values the result carried (not stored)
     paired_with: int | None = None  # the partner job this attempt was measured interleaved with
+    reused_from: ReusedFromRead | None = None  # sim counts reused, not simulated again
 
 
 class JobRead(BaseModel):

@@ -133,6 +133,9 @@ class Run(IdMixin, CreatedAtMixin, Base):
     unavailable: Mapped[dict[str, Any] | None]
     # The agent's noisy mark (ResultDocument.noisy): repetitions spread far beyond the usual noise.
     noisy: Mapped[dict[str, Any] | None]
+    # The samples are an earlier sim measurement's (ResultDocument.reused_from) and the run it was
+    # uploaded as: {"commit", "started_at", "finished_at", "run_id" (None: not uploaded here)}.
+    reused_from: Mapped[dict[str, Any] | None]
     # sha256 of the canonical result document: a retried identical upload is recognised as such.
     document_sha256: Mapped[str | None] = mapped_column(String(64))
     started_at: Mapped[datetime | None]

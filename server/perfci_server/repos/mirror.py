@@ -94,7 +94,9 @@ def host_of(url: str) -> str:
     """The host a clone URL fetches from (scp-like ``user@host:path`` included)."""
     if "://" in url:
         parts = urlsplit(url)
-        return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+        if not parts.hostname:  # file:// URLs: this machine's file system
+            return "this host's file system"
+        return f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname
     return url.split("@", 1)[-1].split(":", 1)[0]
 
 

@@ -29,10 +29,14 @@ def branch(session: Session, repository_id: int, name: str) -> Branch | None:
 
 
 def lock_branch(session: Session, repository_id: int, name: str) -> Branch:
-    """Get or create the branch, locked: concurrent pushes to it append positions one at a time."""
+    """Get or create the branch, locked: concurrent pushes to it append positions one at a time.
+    FOR NO KEY UPDATE, not FOR UPDATE: a row that references the branch (another branch forked
+    from it, an alert group, a placed commit) takes only a key-share lock on it, so a transaction
+    holding another branch's lock and adding such a row does not wait here while this one waits
+    for its commits (a deadlock between pushes to two branches)."""
     row = {"repository_id": repository_id, "name": name, "created_at": utcnow()}
     db.insert_ignoring_conflicts(session, Branch.__table__, [row], ["repository_id", "name"])
-    statement = select(Branch).where(Branch.repository_id == repository_id, Branch.name == name).with_for_update()
+    statement = select(Branch).where(Branch.repository_id == repository_id, Branch.name == name).with_for_update(key_share=True)
     return session.scalars(statement).one()
 
 

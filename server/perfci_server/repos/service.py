@@ -168,7 +168,7 @@ def _complete(session: Session, repository: Repository, branch: Branch, push: Pu
     fresh = push.before is None and branch.fork_position is None and repo_sql.first_push_of(session, branch.id) == push.id
     try:
         base = _base_of(session, repository, branch, path, push.after) if fresh else None
-        commits = _pushed_commits(session, settings, repository, branch.id, path, push.before, push.after, base)
+        commits = _pushed_commits(session, settings, repository, branch.id, path, push.before, push.after, base, push.listed_shas)
     except mirror.MirrorUnavailable as exc:
         push.last_error = str(exc)
         return []
@@ -180,6 +180,10 @@ def _complete(session: Session, repository: Repository, branch: Branch, push: Pu
                  repository.name, branch.name, len(abandoned))
     ids, placed = _place_with_baseline(session, settings, repository, branch, base, path, push.after, commits)
     placed = [c for c in placed if c not in guessed]
+    if placed and repo_sql.newest_shas(session, branch.id, 1) != [push.after]:
+        # Completed after a later push of the branch: its commits went in before that one's, so the
+        # verdicts and alerts given after them ("no baseline yet") are decided again in git's order.
+        dispatch.send_after_commit(session, dispatch.REDETECT_BRANCH_TASK, branch.id)
     single = [c.sha for c in commits if len(c.parents) == 1]
     repo_sql.set_patch_ids(session, repository.id, mirror.patch_ids(path, single))  # a copy of a change is known as one
     schedule_commits(session, ids, settings)
@@ -213,12 +217,12 @@ def _base_of(session: Session, repository: Repository, branch: Branch, path: Pat
 
 
 def _pushed_commits(session: Session, settings: Settings, repository: Repository, branch_id: int, path: Path,
-                    before: str | None, after: str, base: Branch | None) -> list[mirror.GitCommit]:
+                    before: str | None, after: str, base: Branch | None, listed: Sequence[str] = ()) -> list[mirror.GitCommit]:
     """The push's first-parent commits, oldest first: since the branch's newest recorded commit
     that git has before ``after``, else since ``before``, else since the base branch, else what no
-    other branch has. Up to the branch's newest recorded commit that ``after`` leads to, when
-    pushes completed out of order put a later one there first: its known commits anchor the
-    missing ones in git's order (``place_on_branch`` inserts them before the first known one)."""
+    other branch has, and at least what the payload lists. Up to the branch's newest recorded commit that ``after`` leads to, when pushes completed out of order put
+    a later one there first: its known commits anchor the missing ones in git's order
+    (``place_on_branch`` inserts them before the first known one)."""
     newest = repo_sql.newest_shas(session, branch_id, RECORDED_LOOKBACK)
     top = next((sha for sha in newest if mirror.has_commit(path, sha) and mirror.is_ancestor(path, after, sha)), after)
     # The newest commit recorded before this push (the pushed head itself may stand there already, put
@@ -233,6 +237,11 @@ def _pushed_commits(session: Session, settings: Settings, repository: Repository
         exclude = [base.head_sha or ""]
     else:  # a new branch with no base (or a head git no longer has): what no other branch has recorded yet
         exclude = repo_sql.branch_tips(session, repository.id, branch_id)
+        # ... and at least what its payload lists: another branch's head may hold those in git
+        # without having recorded them (a feature branch's push completed before main's first)
+        oldest = next((sha for sha in listed if mirror.has_commit(path, sha) and mirror.is_ancestor(path, sha, after)), None)
+        if oldest is not None and any(mirror.has_commit(path, tip) and mirror.is_ancestor(path, oldest, tip) for tip in exclude):
+            exclude = mirror.first_parent_commits(path, oldest, [], 1)[0].parents
     commits = mirror.first_parent_commits(path, top, exclude, settings.push_max_commits)
     if not commits:  # a branch or tag created at a commit already known: that commit
         commits = mirror.first_parent_commits(path, after, [], 1)

@@ -18,9 +18,9 @@ from ..models.base import UTCDateTime
 
 _RESULT_COLUMNS = (
     "status", "reason", "log_tail", "backend", "backend_reason", "build_id", "tuning", "notes", "unavailable", "noisy",
-    "started_at", "finished_at", "received_at", "document_sha256",
+    "reused_from", "started_at", "finished_at", "received_at", "document_sha256",
 )
-_JSON_COLUMNS = ("tuning", "notes", "unavailable", "noisy")
+_JSON_COLUMNS = ("tuning", "notes", "unavailable", "noisy", "reused_from")
 _TIMES = tuple(bindparam(name, type_=UTCDateTime()) for name in ("started_at", "finished_at", "received_at"))
 
 # PostgreSQL: the whole outcome of an attempt in one statement and one round trip — the run's
@@ -188,3 +188,19 @@ def run_is_noisy(session: Session, commit_id: int, machine_id: int, config_id: i
         .where(Job.commit_id == commit_id, Job.machine_id == machine_id, Job.config_id == config_id, Run.status == "ok")
     )
     return any(mark is not None for mark in session.scalars(statement))
+
+
+def measured_run(session: Session, job_commit_id: int, sha: str, machine_id: int, config_id: int, started_at: datetime) -> int | None:
+    """The ok sim run of commit ``sha`` (in the repository of commit ``job_commit_id``) on machine x
+    config that started at ``started_at``: the measurement a reused result names, if it was uploaded here."""
+    repository = select(Commit.repository_id).where(Commit.id == job_commit_id).scalar_subquery()
+    statement = (
+        select(Run.id)
+        .join(Job, Job.id == Run.job_id)
+        .join(Commit, Commit.id == Job.commit_id)
+        .where(Commit.repository_id == repository, Commit.sha == sha, Job.machine_id == machine_id, Job.config_id == config_id,
+               Run.status == "ok", Run.backend == "sim", Run.started_at == started_at)
+        .order_by(Run.id.desc())
+        .limit(1)
+    )
+    return session.scalar(statement)

@@ -94,6 +94,7 @@ def ingest(session: Session, agent: AgentIdentity, job_id: int, attempt: int, do
             "notes": list(document.notes),
             "unavailable": document.unavailable,
             "noisy": document.noisy.model_dump(mode="json") if document.noisy is not None else None,
+            "reused_from": _reused_from(session, job, document),
             "started_at": document.started_at,
             "finished_at": document.finished_at,
             "received_at": utcnow(),
@@ -137,6 +138,16 @@ def _check_belongs_to_job(session: Session, job: Row[Any], document: ResultDocum
         problems.append(f"config {config.name!r} requires backend {config.backend}, result used {document.backend.value}")
     if problems:
         raise Unprocessable("result does not belong to this job: " + "; ".join(problems), problems)
+
+
+def _reused_from(session: Session, job: Row[Any], document: ResultDocument) -> dict[str, Any] | None:
+    """The document's ``reused_from`` with the run its samples were uploaded as (``run_id``; None
+    when that measurement never reached this server, e.g. it was made for another repository)."""
+    origin = document.reused_from
+    if origin is None:
+        return None
+    run_id = result_sql.measured_run(session, job.commit_id, origin.commit, job.machine_id, job.config_id, origin.started_at)
+    return {**origin.model_dump(mode="json"), "run_id": run_id}
 
 
 def _retuned(session: Session, fingerprint: str, document: ResultDocument) -> bool:

@@ -1,4 +1,4 @@
-"""Bare mirror cache against real git repositories; measure's worktrees come from the mirror."""
+"""Bare mirror cache against real git repositories; measure's builds come from the mirror."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from perfci_agent.daemon.mirror import FetchFailed, MirrorCache
-from perfci_agent.workspace import Workspace, repo_root
+from perfci_agent.workspace import export, repo_root, sources
 
 
 def git(repo: Path, *args: str) -> str:
@@ -71,9 +71,12 @@ def test_mirrors_of_different_urls_do_not_collide(tmp_path):
 
 
 def test_measure_takes_the_bare_mirror_as_its_repository(upstream, tmp_path):
-    sha = commit(upstream, "a")
+    (upstream / "dataplane").mkdir()
+    sha = commit(upstream, "dataplane/meson.build")
     mirror, _ = MirrorCache(tmp_path / "mirrors").fetch(str(upstream), sha)
     root = repo_root(mirror)
     assert root == mirror.resolve()
-    worktree = Workspace(root, tmp_path / "cache").worktree(sha)
-    assert (worktree / "a").read_text() == "a" and git(worktree, "rev-parse", "HEAD") == sha
+    src = sources(root, sha)
+    assert [entry.split("\t")[1] for entry in src.entries] == ["meson.build"]
+    export(root, sha, src.entries, tmp_path / "tree")
+    assert (tmp_path / "tree" / "meson.build").read_text() == "dataplane/meson.build"
