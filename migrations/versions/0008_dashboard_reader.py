@@ -52,6 +52,7 @@ DO $$
 DECLARE
     reader text := current_setting('perfci.dashboard_role');
     can_create boolean := (SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user);
+    wanted text[] := ARRAY['default_transaction_read_only=on', 'standard_conforming_strings=on'];
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = reader) THEN
         IF NOT can_create THEN
@@ -64,9 +65,20 @@ BEGIN
         EXCEPTION WHEN duplicate_object THEN NULL;  -- another database's migration made it meanwhile
         END;
     END IF;
-    IF can_create THEN
-        EXECUTE format('ALTER ROLE %I SET default_transaction_read_only = on', reader);
-        EXECUTE format('ALTER ROLE %I SET standard_conforming_strings = on', reader);
+    -- A role's settings are one row for the whole cluster: databases migrated at once race on it.
+    -- The loser's ALTER waits for the winner's commit and fails (a concurrent update, or a duplicate
+    -- key on the first insert); the settings it wanted are then there, and it goes on.
+    IF can_create AND NOT EXISTS (SELECT FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole
+                                  WHERE r.rolname = reader AND s.setdatabase = 0 AND s.setconfig @> wanted) THEN
+        BEGIN
+            EXECUTE format('ALTER ROLE %I SET default_transaction_read_only = on', reader);
+            EXECUTE format('ALTER ROLE %I SET standard_conforming_strings = on', reader);
+        EXCEPTION WHEN internal_error OR unique_violation THEN
+            IF NOT EXISTS (SELECT FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole
+                           WHERE r.rolname = reader AND s.setdatabase = 0 AND s.setconfig @> wanted) THEN
+                RAISE;
+            END IF;
+        END;
     END IF;
     EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), reader);
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', current_schema(), reader);

@@ -302,6 +302,16 @@ class Gitea:
         return [HookDelivery(uuid, event, bool(delivered), bool(succeeded), json.loads(request or "{}"), json.loads(response or "{}"))
                 for uuid, event, delivered, succeeded, request, response in rows]
 
+    def settled_hook_deliveries(self, hook_id: int, count: int, timeout: float = 30.0) -> list[HookDelivery]:
+        """A hook's deliveries once `count` of them are recorded as delivered: Gitea marks a delivery
+        after its receiver's answer is read, so a receiver may see the body before the mark."""
+        deadline = time.monotonic() + timeout
+        while True:
+            recorded = self.hook_deliveries(hook_id)
+            if sum(d.delivered for d in recorded) >= count or time.monotonic() > deadline:
+                return recorded
+            time.sleep(0.1)
+
 
 def _run(build: GiteaBuild, args: list[str], env: dict[str, str]) -> None:
     done = subprocess.run([str(build.binary), *args], cwd=env["GITEA_WORK_DIR"], env=env, capture_output=True, text=True)

@@ -10,8 +10,9 @@ with ``--dist loadfile``). The reasons for the resource groups:
   repository's dataplane builds, the dataplane build, the memhazard valgrind tool;
 - one Redis database serves the tests that use Redis (a Celery worker of one test must never take
   another's task), so they run one after another;
-- the dashboard role is cluster-wide: its login password (the dashboards tests) and a migration run
-  outside the template (``pg-roles`` marks) must not alter it at once ("tuple concurrently updated").
+- the dashboard role is cluster-wide: its login password (the dashboards tests) and the migrations
+  run outside the template (``pg-roles`` marks) alter it one at a time (the migrations themselves
+  survive altering it at once: the benchmarks migrate their own databases outside any group).
 
 Without xdist the marks do nothing.
 """
