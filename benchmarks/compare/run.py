@@ -1,6 +1,6 @@
 """Verdicts between two commits on a drifting host: ``perfci compare`` before and after pairing.
 
-    .venv/bin/python benchmarks/compare/run.py [--seeds 10] [--seed 20261124] [--trials 60] [--json FILE]
+    .venv/bin/python benchmarks/compare/run.py [--seeds 10] [--seed 20261124] [--trials 60] [--json FILE] [--smoke]
 
 Three ways to decide "did HEAD regress against BASE", each on the same simulated comparisons:
 
@@ -31,7 +31,10 @@ A comparison of a commit with itself (a comment-only change) that comes out DIFF
 positive ("FP", any direction; "FP exit 1" counts only those that would fail CI: worse). Power is
 the share of DIFFERENT-and-worse verdicts for a head that is 1 %, 2 % or 5 % slower (cycles per
 packet up). Every figure is the mean over the seeds with the range (min-max) across seeds;
-"runs" is the mean number of dataplane runs one comparison cost.
+"runs" is the mean number of dataplane runs one comparison cost. ``--smoke``: one seed of a few
+comparisons (seconds). The premise is checked: the simulated host's drift makes the two jobs of a
+commit with itself differ (their medians apart by more than the 0.2 % floor in most trials), or the
+comparison would measure nothing.
 """
 
 from __future__ import annotations
@@ -202,7 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20261124, help="first seed")
     ap.add_argument("--trials", type=int, default=60, help="comparisons of a commit with itself per seed (half that per step)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--smoke", action="store_true", help="one seed of a few comparisons: seconds, premise checked")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.seeds, args.trials = 1, 4
     # ks_2samp falls back to its asymptotic p-value on tied samples and says so on every call
     warnings.filterwarnings("ignore", message="ks_2samp: Exact calculation unsuccessful")
     if args.seeds < 1 or args.trials < 2:
@@ -211,6 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     if RECORDED.exists():
         recorded = [np.array(j["cpp"], dtype=float) for j in json.loads(RECORDED.read_text())["jobs"]]
     sources = ["simulated"] + (["recorded"] if recorded else [])
+    host = SimulatedHost(np.random.default_rng(args.seed))
+    apart = np.mean([abs(np.median(host.job(BLOCK_REPS)) / np.median(host.job(BLOCK_REPS)) - 1) > FLOOR for _ in range(50)])
+    if apart < 0.5:
+        print(f"premise failed: the simulated host's jobs of one commit differ by more than the floor in {apart:.0%} of "
+              "trials; the drift the comparison is about did not happen")
+        return 1
     started = time.monotonic()
     report: dict = {"seeds": list(range(args.seed, args.seed + args.seeds)), "trials": args.trials, "sources": {}}
     for source in sources:

@@ -1,7 +1,7 @@
 """What one interleaved session of n pairs can decide: a pull request's head against its merge-base,
 or a server bisect's two new commits, each measured as one session on one agent.
 
-    .venv/bin/python benchmarks/compare/session_pairs.py [--trials 400] [--seed 1] [--pairs 5,8,11] [--alpha 0.01]
+    .venv/bin/python benchmarks/compare/session_pairs.py [--trials 400] [--seed 1] [--pairs 5,8,11] [--alpha 0.01] [--smoke]
 
 A session measures the two commits A B A B ...; both runs of a pair share the host's moment. Each
 pair here runs on a host slower or faster by ``--host`` (lognormal, relative sd; a loaded host
@@ -10,7 +10,9 @@ request (:func:`perfci_core.analysis.paired.paired_compare`, Wilcoxon signed-ran
 minimum effect ``--min-effect``). Printed per number of pairs: the share of trials called SAME /
 UNKNOWN / DIFFERENT without a change and with a ``--step`` regression. Below 8 pairs the test's
 smallest p (2 / 2^n) is above alpha: such a session can never be DIFFERENT, and a pull request
-measured with a config's 5 repetitions was ``neutral`` on every noisy backend.
+measured with a config's 5 repetitions was ``neutral`` on every noisy backend. ``--smoke``: a few
+trials a cell (seconds). The premise is checked: the host moves between pairs more than the run
+noise, which is what a session's pairs cancel.
 """
 
 from __future__ import annotations
@@ -50,7 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-effect", type=float, default=0.01)
     ap.add_argument("--alpha", type=float, default=0.01,
                     help="the test's level (a pull request's first of 3 sessions: 0.0045)")
+    ap.add_argument("--smoke", action="store_true", help="a few trials a cell: seconds, premise checked")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.trials = 10
+    if args.host <= args.noise:
+        print(f"premise failed: the host's sd between pairs ({args.host:.1%}) is not above the run noise ({args.noise:.1%})")
+        return 1
     rng = np.random.default_rng(args.seed)
     print(f"{args.trials} trials a cell; host sd {args.host:.0%} between pairs, run noise {args.noise:.1%}, "
           f"minimum effect {args.min_effect:.1%}, alpha {args.alpha:g}")

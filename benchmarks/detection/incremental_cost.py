@@ -2,7 +2,7 @@
 incremental search (``Settings.block`` 25, the default) and without it (block 0), on the same series.
 
     .venv/bin/python benchmarks/detection/incremental_cost.py [--reps 1] [--seeds 3] [--seed 20240601]
-        [--commits 600] [--blocks 25,0]
+        [--commits 600] [--blocks 25,0] [--smoke]
 
 Each seed draws one series of each synthetic noisy family of run.py (``--commits`` commits,
 ``--reps`` repetitions each). Each series is walked as the server detects it: after every upload,
@@ -11,7 +11,9 @@ detection over the newest 200 commits (from a block edge once the window slid:
 worker keeps it. Block 0 moves the window and re-learns the frame at every upload, so its memo
 keeps nothing: the search runs from scratch. Printed: CPU ms per detection (this process's clock,
 ``time.process_time``), mean (min-max) over seeds, and the ratio to the first block, seed by seed.
-The absolute figures move with the host's load; the ratio is what holds.
+The absolute figures move with the host's load; the ratio is what holds. The premise is checked:
+with a block above 0 the kept search was reused (else there is nothing incremental to measure).
+``--smoke``: one seed of 220-commit series (seconds).
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from perfci_core.analysis.detect import Settings, window_start
 from perfci_core.analysis.series import clean
 
 
-def walk_cpu(s: Series, settings: Settings) -> tuple[float, int]:
-    """(CPU seconds, detections) of detection after every upload of ``s`` over the server's window."""
+def walk_cpu(s: Series, settings: Settings) -> tuple[float, int, int]:
+    """(CPU seconds, detections, points whose search was reused) of detection after every upload of
+    ``s`` over the server's window."""
     memo, spent = SearchMemo(), 0.0
     n = len(s.points)
     for t in range(2, n + 1):
@@ -42,7 +45,7 @@ def walk_cpu(s: Series, settings: Settings) -> tuple[float, int]:
         t0 = time.process_time()
         detect(points, s.metric, s.backend, settings, memo)
         spent += time.process_time() - t0
-    return spent, n - 1
+    return spent, n - 1, memo.reused
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20240601, help="the first seed; the others follow it")
     ap.add_argument("--commits", type=int, default=600, help="commits of every series")
     ap.add_argument("--blocks", default="25,0", help="Settings.block values, comma-separated (the first: the base)")
+    ap.add_argument("--smoke", action="store_true", help="one seed of 220-commit series: seconds, premise checked")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.seeds, args.commits = 1, 220
     blocks = [int(b) for b in args.blocks.split(",")]
     if args.reps < 1 or args.seeds < 1 or args.commits <= SERVER_WINDOW or any(b < 0 for b in blocks):
         ap.error(f"--reps and --seeds must be at least 1, --commits above {SERVER_WINDOW}, blocks 0 or more")
@@ -63,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
                   if s.family in NOISY_FAMILIES]
         line = []
         for b in blocks:
-            spent, count = map(sum, zip(*(walk_cpu(s, Settings(block=b)) for s in corpus)))
+            spent, count, reused = map(sum, zip(*(walk_cpu(s, Settings(block=b)) for s in corpus)))
+            if b > 0 and reused == 0:
+                print(f"premise failed: with block {b} no detection reused the kept search")
+                return 1
             per_block[b].append(1000 * spent / count)
             line.append(f"block {b} {per_block[b][-1]:.2f} ms")
         print(f"seed {seed}: {len(corpus)} series x {args.commits} commits x {args.reps} reps: " + ", ".join(line),

@@ -1,7 +1,7 @@
 """Null simulation: how often each of perfci's decisions says "changed" when nothing changed,
 against the level it states.
 
-    .venv/bin/python benchmarks/detection/null_levels.py [--seed 1] [--quick] [--only compare,bisect,rounds] [--sims N]
+    .venv/bin/python benchmarks/detection/null_levels.py [--seed 1] [--quick] [--smoke] [--only compare,pairs,bisect,confirmation] [--sims N]
 
 Every sample is drawn from one distribution (no step anywhere), so every DIFFERENT / culprit /
 confirmation is a false positive; the table prints its rate, the stated level, their ratio and a
@@ -18,16 +18,18 @@ counted in minutes; each procedure's level is a property of the procedure at any
   alone are called DIFFERENT (the test that adds repetitions and looks again). Then the server's
   policy (``Policy.measured_once``: one job of 5 repetitions per commit, nothing added, each
   comparison one look at the whole alpha), its rows after the others so that those draw as before.
-- ``rounds``: detection with confirmation rounds (:mod:`perfci_core.analysis.adaptive`, the
-  server's loop): a flat 120-commit series at 3 repetitions per commit (2 % normal noise, and
-  again with every job on a host 2 % slower or faster); its suspects get rounds until the policy
-  asks nothing more; a suspect that ends as a change (within one commit) was confirmed falsely.
-  The search's alpha is raised to 0.01 (the default is 1e-4) so that the rate can be counted;
-  ``looks 1`` is the rule before alpha spending (every round at the full alpha). ``--search-own-jobs``:
-  the search over commits on each commit's own job only (``Settings.search_own_jobs``).
-  The main search then validates at 0.01 too, so a suspect it turns into a change counts as well:
-  this row measures the whole loop, not the rounds' tests alone. (The main search selects and
-  validates on each commit's own job only, so rounds cannot turn a suspect into one of its changes.)
+- ``pairs``: :func:`perfci_core.analysis.paired.paired_compare` (the signed-rank test, burst pairs
+  left out by their sizes) over 9 and 25 pairs of normal noise, Student t3 noise with a quarter of
+  the runs slowed by 8-75 %, and adjacent runs of the recorded quiet jobs in a random order.
+- ``confirmation``: detection with its confirmation loop (:mod:`perfci_core.analysis.adaptive`, the
+  server's): a flat 120-commit series at 3 repetitions per commit (2 % normal noise, and again with
+  every job on a host 2 % slower or faster); suspects (made plentiful: a low penalty and a loose
+  suspect alpha) get the sessions of their brackets until the policy asks nothing more; a suspect
+  that ends as a change its bracket confirmed was confirmed falsely. The confirmation's alpha is
+  raised to 0.05 (the default is 1e-3) so that the rate can be counted per suspect.
+
+``--smoke`` runs a few simulations of each (seconds); every run first checks its premise, the
+recorded noise being there.
 """
 
 from __future__ import annotations
@@ -37,8 +39,6 @@ import json
 import math
 import sys
 import time
-from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -51,8 +51,8 @@ from perfci_core.analysis import Point, detect  # noqa: E402
 from perfci_core.analysis.adaptive import Policy, plan  # noqa: E402
 from perfci_core.analysis.bisect import Bisection, run as run_bisection  # noqa: E402
 from perfci_core.analysis.bisect import Policy as BisectPolicy  # noqa: E402
-from perfci_core.analysis.changepoints import SearchSettings  # noqa: E402
 from perfci_core.analysis.compare import Verdict, compare  # noqa: E402
+from perfci_core.analysis.paired import paired_compare  # noqa: E402
 from perfci_core.analysis.detect import Settings  # noqa: E402
 from perfci_core.analysis.series import clean  # noqa: E402
 
@@ -135,60 +135,85 @@ def bisect_levels(rng: np.random.Generator, sims: int) -> list[str]:
     return out
 
 
-def rounds_run(rng: np.random.Generator, settings: Settings, policy: Policy, drift: float, n: int = 120,
-               reps: int = 3) -> tuple[int, int, int]:
-    """One flat series through the confirmation loop: (suspects given rounds, of them ending as a
-    change, of them confirmed by the rounds' own tests). Every job (a commit's own and each round) runs on a host
-    ``drift`` slower or faster. Only unconfirmed suspects count: an unpinned one was a change before any round."""
-    def job() -> list[float]:
-        host = 1 + drift * rng.standard_normal()
-        return list(100.0 * host * (1 + 0.02 * rng.standard_normal(reps)))
+def confirmation_run(rng: np.random.Generator, settings: Settings, policy: Policy, drift: float, n: int = 120,
+                     reps: int = 3) -> tuple[int, int]:
+    """One flat series through the confirmation loop: (suspects given sessions, of them ending as a
+    change their bracket confirmed, within one commit). Every job (a commit's own, each round, each
+    session: both its sides) runs on a host ``drift`` slower or faster."""
+    def job(count: int, host: float | None = None) -> list[float]:
+        host = 1 + drift * rng.standard_normal() if host is None else host
+        return list(100.0 * host * (1 + 0.02 * rng.standard_normal(count)))
 
-    values = [job() for _ in range(n)]
-    jobs = [[reps] for _ in range(n)]
+    values = [job(reps) for _ in range(n)]
+    jobs, keys = [[reps] for _ in range(n)], [[0] for _ in range(n)]
     commits = [f"c{i}" for i in range(n)]
     rounds: dict[str, int] = {}
     suspected: set[int] = set()
-    spent = 0
-    for _ in range(policy.max_rounds + 2):
-        s = clean([Point.of(commits[i], values[i], jobs[i]) for i in range(n)])
-        r = detect(s, "cpp", "tsc", settings)
+    spent = sessions = 0
+    for _ in range(policy.looks + 12):
+        r = detect(clean([Point.of(commits[i], values[i], jobs[i], keys[i]) for i in range(n)]), "cpp", "tsc", settings)
         p = plan(r.suspects, rounds, spent, n * reps, reps, policy)
         if not p.requests:
             break
         for q in p.requests:
             i = int(q.commit[1:])
-            values[i] += job()
-            jobs[i].append(reps)
-            rounds[q.commit] = q.round
-            spent += reps
-            if q.suspect.why == "unconfirmed":  # an unpinned one is a change of the search already, before any round
+            if q.partner is None:
+                values[i] += job(reps)
+                jobs[i].append(reps)
+                keys[i].append(0)
+                spent += reps
+            elif i < int(q.partner[1:]):  # one session: both sides on one host state
+                j, host, sessions = int(q.partner[1:]), 1 + drift * rng.standard_normal(), sessions + 1
+                for k in (i, j):
+                    values[k] += job(q.repetitions, host)
+                    jobs[k].append(q.repetitions)
+                    keys[k].append(sessions)
+                spent += 2 * q.repetitions
                 suspected.add(int(q.suspect.suspect[1:]))
-    found = {c.index for c in r.changes}
-    by_rounds = {c.index for c in r.changes if c.by_rounds}
-    return (len(suspected), sum(any(abs(k - j) <= 1 for j in found) for k in suspected),
-            sum(any(abs(k - j) <= 1 for j in by_rounds) for k in suspected))
+            rounds[q.commit] = q.round
+    confirmed = {c.index for c in r.changes if c.confirmed}
+    return len(suspected), sum(any(abs(k - j) <= 2 for j in confirmed) for k in suspected)
 
 
-def rounds_levels(rng: np.random.Generator, sims: int, drifts: tuple[float, ...] = (0.0, 0.02),
-                  own_jobs: bool = False) -> list[str]:
+def confirmation_levels(rng: np.random.Generator, sims: int, drifts: tuple[float, ...] = (0.0, 0.02)) -> list[str]:
+    """Per suspect given sessions, the share its bracket confirms, against ``confirm_alpha`` (raised
+    to 0.05 so that the rate can be counted; the suspects' own level comes on top of it)."""
     out = []
-    alpha = 0.01
-    # A low suspect penalty and a loose suspect alpha give a flat series suspects to confirm.
-    base = Settings(search=SearchSettings(alpha=alpha), suspect_alpha=0.2, suspect_penalty=0.1,
-                    search_own_jobs=own_jobs)
-    policy = Policy(budget_fraction=1.0)  # no budget cap: every suspect gets all its rounds
+    settings = Settings(confirm_alpha=0.05, suspect_alpha=0.2, suspect_penalty=0.1)  # many suspects to confirm
+    policy = Policy(budget_fraction=2.0)  # no budget cap: every suspect gets all its looks
     for drift in drifts:
-        for looks in (base.confirm_looks, 1):
-            settings = replace(base, confirm_looks=looks)
-            suspects = confirmed = by_rounds = 0
-            for _ in range(sims):
-                a, b, c = rounds_run(rng, settings, policy, drift)
-                suspects += a
-                confirmed += b
-                by_rounds += c
-            out.append(row(f"rounds, job drift {drift:.0%}, looks {looks}: a change", confirmed, suspects, alpha))
-            out.append(row("  of them by the rounds' own tests", by_rounds, suspects, alpha))
+        suspects = confirmed = 0
+        for _ in range(sims):
+            a, b = confirmation_run(rng, settings, policy, drift)
+            suspects += a
+            confirmed += b
+        out.append(row(f"confirmation, job drift {drift:.0%}: confirmed", confirmed, suspects, settings.confirm_alpha))
+    return out
+
+
+def pairs_levels(rng: np.random.Generator, sims: int) -> list[str]:
+    """:func:`paired_compare` (the signed-rank test, burst pairs left out by their sizes) on pairs of
+    one distribution: normal, Student t3 with a quarter of the runs slowed by 8-75 %, and adjacent
+    runs of the recorded quiet jobs in a random order."""
+    jobs = [np.asarray(j["cpp"], dtype=float) for j in json.loads(RECORDING.read_text())["jobs"]]
+
+    def recorded(n: int) -> tuple[np.ndarray, np.ndarray]:
+        picks = [jobs[int(rng.integers(len(jobs)))] for _ in range(n)]
+        ks = [2 * int(rng.integers(j.size // 2)) for j in picks]
+        pairs = [(j[k], j[k + 1]) if rng.random() < 0.5 else (j[k + 1], j[k]) for j, k in zip(picks, ks)]
+        return np.array([a for a, _ in pairs]), np.array([b for _, b in pairs])
+
+    def slowed(n: int) -> np.ndarray:
+        return 1 + 0.02 * rng.standard_t(3, n) / math.sqrt(3) + (rng.random(n) < 0.25) * rng.uniform(0.08, 0.75, n)
+
+    draws = {"normal": lambda n: (1 + 0.02 * rng.standard_normal(n), 1 + 0.02 * rng.standard_normal(n)),
+             "t3 + slowed runs": lambda n: (slowed(n), slowed(n)), "recorded tsc": recorded}
+    out = []
+    for n in (9, 25):
+        for alpha in (0.01, 0.05):
+            for name, draw in draws.items():
+                k = sum(paired_compare(*draw(n), "cpp", alpha=alpha).verdict is Verdict.DIFFERENT for _ in range(sims))
+                out.append(row(f"pairs {n}, {name}", k, sims, alpha))
     return out
 
 
@@ -196,14 +221,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="a tenth of the simulations")
-    ap.add_argument("--only", default="compare,bisect,rounds", help="comma-separated procedures")
+    ap.add_argument("--smoke", action="store_true", help="a few simulations of each procedure: seconds, premise checked")
+    ap.add_argument("--only", default="compare,pairs,bisect,confirmation", help="comma-separated procedures")
     ap.add_argument("--sims", type=int, help="simulations per row instead of each procedure's own count")
-    ap.add_argument("--search-own-jobs", action="store_true",
-                    help="rounds: the search over commits on each commit's own job only (Settings.search_own_jobs)")
     args = ap.parse_args(argv)
-    scale = 0.1 if args.quick else 1.0
-    rounds = partial(rounds_levels, own_jobs=args.search_own_jobs)
-    parts = {"compare": (compare_levels, 4000), "bisect": (bisect_levels, 1000), "rounds": (rounds, 150)}
+    if not RECORDING.exists():
+        print(f"premise failed: {RECORDING} (the recorded noise every procedure is also run on) is missing")
+        return 1
+    scale = 0.002 if args.smoke else 0.1 if args.quick else 1.0
+    parts = {"compare": (compare_levels, 4000), "pairs": (pairs_levels, 4000), "bisect": (bisect_levels, 1000),
+             "confirmation": (confirmation_levels, 150)}
     wanted = args.only.split(",")
     unknown = set(wanted) - set(parts)
     if unknown:
@@ -212,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, name in enumerate(wanted):
         fn, sims = parts[name]
         started = time.monotonic()
-        for line in fn(np.random.default_rng([args.seed, i]), args.sims or max(10, int(sims * scale))):
+        for line in fn(np.random.default_rng([args.seed, i]), args.sims or max(2 if args.smoke else 10, int(sims * scale))):
             print(line, flush=True)
         print(f"  ({name}: {time.monotonic() - started:.0f} s)", flush=True)
     return 0

@@ -8,12 +8,17 @@ commit (tolerance 1); each step is matched at most once; every unmatched detecti
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from run import Series
+
+class Series(Protocol):
+    """What scoring reads of a labelled series (run.py's Series has it)."""
+
+    points: list[list[float]]
+    steps: list[int]
+    sizes: dict[int, float]
 
 SIZE_BINS = [(0.0, 0.01), (0.01, 0.02), (0.02, 0.03), (0.03, 0.05), (0.05, 1.0)]
 

@@ -92,17 +92,21 @@ class Settings(BaseSettings):
     # Beat resends detection for a machine whose successful runs waited longer than this unanalysed.
     detection_straggler_seconds: float = Field(300.0, gt=0)
     detection_sweep_interval_seconds: float = Field(60.0, gt=0)
-    # Adaptive re-measurement (alerts.confirm): a suspected change gets confirmation rounds of its
-    # commits; extra repetitions per machine x config stay within this fraction of the window's own.
+    # Confirmation (alerts.confirm): a suspected change gets interleaved sessions of a commit before it and one
+    # after it (at most confirm_looks, confirm_pairs pairs each); a change found at a range gets rounds of the
+    # commits around it (at most confirm_max_rounds extra jobs per commit); extra repetitions per machine x
+    # config stay within this fraction of the window's own.
     confirm_suspects: bool = True
     confirm_budget_fraction: float = Field(0.30, ge=0.0, le=10.0)
-    confirm_max_rounds: int = Field(12, ge=1, le=50)  # extra rounds per commit
-    # A suspect's k - 1 and k measured interleaved in each round (alerts.confirm; analysis.adaptive.Policy.paired
-    # says why it is off by default).
-    confirm_paired: bool = False
+    confirm_looks: int = Field(3, ge=1, le=20)
+    confirm_pairs: int = Field(24, ge=8, le=200)
+    confirm_max_rounds: int = Field(12, ge=1, le=50)
     # Pull requests: interleaved sessions a head may take per machine x config while a metric perfci alerts on
     # stays undecided on a noisy backend (pulls.sessions: alpha is spent over them; 3 sessions of 9 pairs).
     pull_sessions: int = Field(3, ge=1, le=10)
+    # The smallest margin an unchanged head is shown within ("unchanged within +/- x %", pulls.sessions): each
+    # metric's learned minimum effect, at least this (relative).
+    pull_equivalence: float = Field(0.03, ge=0.0, le=0.5)
     # Explanation: measured commits on each side of a range whose medians feed the lean model.
     explanation_window_commits: int = Field(10, ge=1, le=200)
 

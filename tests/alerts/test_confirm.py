@@ -1,6 +1,7 @@
-"""Adaptive re-measurement on the server (real PostgreSQL): a suspected change gets confirmation
-jobs that say why they exist and are claimed before push jobs, it shows as pending (never as an
-alert) in the API and the CI check, detection decides again when the rounds arrive, and the
+"""Adaptive re-measurement on the server (real PostgreSQL): a suspected change gets an interleaved
+session of its bracket (a commit before its located range against one after it) whose jobs say why
+they exist and are claimed before push jobs; it shows as pending (never as an alert) in the API and
+the CI check, detection decides again on the session's own pairs when they arrive, and the
 per-series budget stops it. Values are simulated (seeded); nothing depends on a timing."""
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import pytest
 from sqlalchemy import select, text
 
 from tests.alerts.alerts_support import TSC, Lab
-from perfci_core.analysis.adaptive import run_order
 from perfci_server.jobs import repository as job_sql
 from perfci_server.models import Commit, CommitStatus, Job, JobPurpose, Suspect
 from perfci_server.settings import get_settings
@@ -19,18 +19,28 @@ STEP_AT = 30
 
 
 class TipStep:
-    """30 commits of tsc CPP at 100, then 3 at +3 % (0.3 % noise, 5 repetitions a job): a step
-    the commit-level rank test cannot confirm yet (3 commits after it), so a suspect."""
+    """30 commits of tsc CPP at 100, then 3 at +3 % (0.3 % noise, 5 repetitions a commit's own job): a
+    step the commit-level rank test cannot confirm yet (3 commits after it), so a suspect. A commit
+    measured again is a side of a confirmation session: PERFCI_CONFIRM_PAIRS (24) repetitions."""
 
     def __init__(self, client, session, sent_tasks):
         self.rng = np.random.default_rng(7)
         self.lab = Lab(client, session, sent_tasks, configs=(TSC,))
         self.agent = self.lab.agent("dut-01")
         self.session = session
+        self.measured: set[int] = set()
+
+    def repetitions(self, i: int) -> int:
+        reps = get_settings().confirm_pairs if i in self.measured else 5
+        self.measured.add(i)
+        return reps
+
+    def level(self, i: int, _first: bool) -> float:
+        return 103.0 if i >= STEP_AT else 100.0
 
     def values(self, i: int, _config: str) -> dict[str, list[float]]:
-        level = 103.0 if i >= STEP_AT else 100.0
-        cpp = level * (1 + 0.003 * self.rng.standard_normal(5))
+        first = i not in self.measured
+        cpp = self.level(i, first) * (1 + 0.003 * self.rng.standard_normal(self.repetitions(i)))
         return {"cpp": cpp.tolist(), "pps": (2.1e9 * 0.97 / cpp).tolist()}
 
     def measure(self) -> list[int]:
@@ -74,12 +84,11 @@ def test_a_suspect_is_pending_with_confirm_jobs_that_say_why(tip):
     [row] = [s for s in tip.suspects() if s.metric == "cpp"]
     assert (row.state, row.why, row.direction) == ("pending", "unconfirmed", "regression")
     confirm = tip.jobs(JobPurpose.CONFIRM)
-    commits = {j.commit_id for j in confirm}
-    assert row.suspect_commit_id in commits and commits <= set(row.commit_ids)
+    [a, b] = sorted(confirm, key=lambda j: j.commit_id)  # one session: the bracket's two commits, partners
+    assert (a.partner_job_id, b.partner_job_id) == (b.id, a.id) and a.repetitions == b.repetitions == 24
+    assert {a.commit_id, b.commit_id} <= set(row.commit_ids) and a.commit_id < row.suspect_commit_id < b.commit_id
     assert all(j.round == 1 and j.state == "queued" and j.priority > 0 for j in confirm)
     assert all(f"at {shas[STEP_AT][:12]}" in j.reason and "unconfirmed regression" in j.reason for j in confirm)
-    # claimed in the plan's seeded random order (the first plan has spent nothing), not in series order
-    assert [j.commit_id for j in confirm] == list(run_order(row.commit_ids, (row.machine_id, row.config_id, 0)))
     assert tip.lab.alerts() == []  # not an alert
 
     pending = tip.lab.client.get("/api/v1/alerts/pending").json()["items"]
@@ -92,7 +101,7 @@ def test_a_suspect_is_pending_with_confirm_jobs_that_say_why(tip):
 
 
 def test_confirm_jobs_are_claimed_before_older_push_jobs(tip):
-    tip.lab.push(2)  # push jobs queued after the confirmation rounds (newer ids) ...
+    tip.lab.push(2)  # push jobs queued after the confirmation session (newer ids) ...
     push_ids = [j.id for j in tip.jobs(JobPurpose.PUSH) if j.state == "queued"]
     confirm_ids = [j.id for j in tip.jobs(JobPurpose.CONFIRM)]
     # ... and one older than every confirm job (the lowest id: first in a claim by age alone)
@@ -105,60 +114,52 @@ def test_confirm_jobs_are_claimed_before_older_push_jobs(tip):
     assert sorted(claimed) == sorted(confirm_ids)
 
 
-def test_detection_decides_again_on_the_rounds_and_the_rounds_per_commit_stop_it(tip):
+def test_detection_decides_again_on_the_brackets_session_and_confirms_the_step_before_more_commits_come(tip):
     shas = tip.lab.shas["main"]
-    first = tip.jobs(JobPurpose.CONFIRM)
-    status = tip.status(shas[STEP_AT])  # the forge hears "pending" while the rounds decide ...
+    [row] = [s for s in tip.suspects() if s.metric == "cpp"]
+    status = tip.status(shas[STEP_AT])  # the forge hears "pending" while the session decides ...
     assert status.state == "pending" and status.description.startswith("confirming a suspected regression: cpp +")
     assert tip.status(shas[STEP_AT - 5]).state == "success"  # ... only for the commits the suspect names
-    runs = tip.measure()  # round 1 arrives: ordinary runs, detection runs again
-    assert len(runs) == len(first)
-    [row] = [s for s in tip.suspects() if s.metric == "cpp"]
-    assert row.state == "pending"  # still a suspect: round 2 was asked
-    assert {j.round for j in tip.jobs(JobPurpose.CONFIRM)} == {1, 2}
-    tip.measure()  # round 2 arrives: max rounds per commit (2 here) reached, nothing more is measured for it
-    tip.session.refresh(row)
-    assert row.state == "exhausted" and "confirmation stopped" in row.reason
-    assert all(j.state == "done" for j in tip.jobs(JobPurpose.CONFIRM))
-    baseline, extra = job_sql.repetitions_by_purpose(tip.session, row.machine_id, row.config_id, row.commit_ids + [row.suspect_commit_id])
-    assert extra == 2 * 5 * len(set(j.commit_id for j in first))
-    assert tip.check(shas[STEP_AT])["state"] != "pending"  # exhausted: the gate is not held forever
-    assert tip.status(shas[STEP_AT]).state == "success"  # nor the forge status
-
-    tip.lab.push(3)  # more commits at the new level confirm it: an alert, the suspect settles
-    tip.measure()
-    [group] = tip.lab.alerts()
-    assert group["first_bad"]["sha"] == shas[STEP_AT] and group["direction"] == "regression"
+    runs = tip.measure()  # the session arrives, both sides in one claim; detection runs again
+    assert len(runs) == 2 and [len(s) for s in tip.lab.sessions[-1:]] == [2]
+    [group] = tip.lab.alerts()  # 24 pairs 3 % apart at 0.3 % noise: DIFFERENT at the first look's share of 1e-3
+    # a range around the step (the session confirms the change, it does not pin it to one commit)
+    assert group["last_good"]["position"] < STEP_AT <= group["first_bad"]["position"] and group["direction"] == "regression"
     tip.session.refresh(row)
     assert row.state == "confirmed"
+    assert all(j.state == "done" for j in tip.jobs(JobPurpose.CONFIRM)) and len(tip.jobs(JobPurpose.CONFIRM)) == 2
+    baseline, extra = job_sql.repetitions_by_purpose(tip.session, row.machine_id, row.config_id, row.commit_ids + [row.suspect_commit_id])
+    assert extra == 2 * 24
+    assert len(tip.lab.shas["main"]) == STEP_AT + 3  # no new commit was needed
     assert tip.check(shas[STEP_AT])["state"] == "regressed"
     assert tip.status(shas[STEP_AT]).state == "failure"
 
 
-def test_the_rounds_jobs_confirm_a_step_at_the_tip_before_more_commits_come(client, session, sent_tasks, monkeypatch):
-    # A 33-commit series: room for 5 rounds of the 5 commits around the step (25 repetitions each). The
-    # jobs' test spends 1e-4 over 12 looks, half on the medians: 2 commits against 3 need 4 rounds
-    # (10 jobs against 15; after 3 rounds, 8 against 12, its smallest p is 2 / C(20, 8) = 1.6e-5).
-    monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.8")
+class BusyFirstJobs(TipStep):
+    """The level never moves: the first job of commits 30-32 ran on a host 3 % slower (a busy host), so
+    their own jobs show the step the tip case has; a confirmation session measures the true level."""
+
+    def level(self, i: int, first: bool) -> float:
+        return 103.0 if first and i >= STEP_AT else 100.0
+
+
+def test_a_session_that_shows_the_bracket_the_same_rejects_the_suspect(client, session, sent_tasks, monkeypatch):
+    monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.4")
     get_settings.cache_clear()
-    series = TipStep(client, session, sent_tasks)
+    series = BusyFirstJobs(client, session, sent_tasks)
     shas = series.lab.push(STEP_AT + 3)
     series.measure()
-    assert series.lab.alerts() == []  # 3 commits after it: the test over commits cannot confirm it
-    for _ in range(8):  # the rounds arrive, detection decides again on one value per job
-        if not [j for j in series.jobs(JobPurpose.CONFIRM) if j.state == "queued"]:
-            break
-        series.measure()
-    [group] = series.lab.alerts()
-    assert group["first_bad"]["sha"] == shas[STEP_AT] and group["direction"] == "regression"
-    assert {s.state for s in series.suspects() if s.metric == "cpp"} == {"confirmed"}
-    assert max(j.round for j in series.jobs(JobPurpose.CONFIRM)) >= 4  # three rounds were not enough
-    assert len(series.lab.shas["main"]) == STEP_AT + 3  # no new commit was needed
-    assert series.status(shas[STEP_AT]).state == "failure"
+    [row] = [s for s in series.suspects() if s.metric == "cpp"]
+    assert row.state == "pending" and len(series.jobs(JobPurpose.CONFIRM)) == 2
+    series.measure()  # one session: the two commits measure the same level
+    series.session.refresh(row)
+    assert row.state == "rejected" and series.lab.alerts() == []
+    assert len(series.jobs(JobPurpose.CONFIRM)) == 2  # SAME ends the confirmation: no second session
+    assert series.status(shas[STEP_AT]).state == "success"
 
 
 def test_the_budget_is_respected(client, session, sent_tasks, monkeypatch):
-    monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.05")  # 5 % of 33 x 5 repetitions: 8, a round of 5 commits is 25
+    monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.05")  # 5 % of 33 x 5 repetitions: 8, a session of 24 pairs is 48
     get_settings.cache_clear()
     series = TipStep(client, session, sent_tasks)
     series.lab.push(STEP_AT + 3)
@@ -198,16 +199,13 @@ def test_the_claim_is_one_index_scan_in_priority_order(session):
 
 
 class DriftingHost(TipStep):
-    """The tip step on a host that drifts between sessions: every claim (one job, or an interleaved
+    """The tip step on a host that drifts between claims: every claim (one job, or an interleaved
     pair measured together) runs 2 % slower or faster at random (seeded), far beyond the 0.3 % noise
-    of the repetitions inside it. Separate jobs of k - 1 and k differ by that drift; the two sides
-    of one interleaved session share it."""
+    of the repetitions inside it."""
 
-    def values(self, i: int, _config: str) -> dict[str, list[float]]:
+    def level(self, i: int, first: bool) -> float:
         host = 1.0 + 0.02 * float(np.random.default_rng([11, len(self.lab.sessions)]).standard_normal())
-        level = (103.0 if i >= STEP_AT else 100.0) * host
-        cpp = level * (1 + 0.003 * self.rng.standard_normal(5))
-        return {"cpp": cpp.tolist(), "pps": (2.1e9 * 0.97 / cpp).tolist()}
+        return super().level(i, first) * host
 
 
 def confirmed_within(series: TipStep, rounds: int) -> bool:
@@ -218,40 +216,27 @@ def confirmed_within(series: TipStep, rounds: int) -> bool:
     return bool(series.lab.alerts())
 
 
-def test_each_round_measures_the_suspect_and_its_parent_interleaved_and_their_pairs_confirm_it(
-        client, session, sent_tasks, monkeypatch):
+def test_on_a_drifting_host_the_brackets_sessions_confirm_the_step(client, session, sent_tasks, monkeypatch):
+    """Every claim runs on a host 2 % slower or faster: the commits' own jobs differ by that drift, the two sides of
+    one session share it, so the session's pairs show the step. Five commits after it: the commits' own medians
+    on each side of the bracket lean the session's way (the independent half of the confirmation)."""
     monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.9")
-    monkeypatch.setenv("PERFCI_CONFIRM_PAIRED", "true")
     get_settings.cache_clear()
     series = DriftingHost(client, session, sent_tasks)
-    shas = series.lab.push(STEP_AT + 3)
+    series.lab.push(STEP_AT + 5)
     series.measure()
     [row] = [s for s in series.suspects() if s.metric == "cpp"]
-    assert row.suspect_commit_id == series.session.scalar(select(Commit.id).where(Commit.sha == shas[STEP_AT]))
     by_id = {j.id: j for j in series.jobs(JobPurpose.CONFIRM)}
     pairs = {frozenset((j.id, j.partner_job_id)) for j in by_id.values() if j.partner_job_id is not None}
-    assert len(pairs) == 1  # the suspect's k - 1 and k, partners of each other; its other commits measured alone
+    assert len(pairs) == 1 and len(by_id) == 2  # the bracket's two commits, partners of each other
     [(a, b)] = [tuple(p) for p in pairs]
     assert by_id[a].partner_job_id == b and by_id[b].partner_job_id == a
-    ids = dict(series.session.execute(select(Commit.sha, Commit.id).where(Commit.sha.in_(shas[STEP_AT - 1:STEP_AT + 1]))).all())
-    assert {by_id[a].commit_id, by_id[b].commit_id} == set(ids.values())
+    assert min(by_id[a].commit_id, by_id[b].commit_id) < row.suspect_commit_id < max(by_id[a].commit_id, by_id[b].commit_id)
 
-    assert confirmed_within(series, 8)
-    assert sorted(len(s) for s in series.lab.sessions if len(s) == 2)  # the pairs were claimed together
+    assert confirmed_within(series, 4)
+    assert all(len(s) == 2 for s in series.lab.sessions[STEP_AT + 5:])  # each session's pair claimed together
     [group] = series.lab.alerts()
-    assert group["first_bad"]["sha"] == shas[STEP_AT] and group["direction"] == "regression"
+    assert group["last_good"]["position"] < STEP_AT <= group["first_bad"]["position"] and group["direction"] == "regression"
     paired_runs = series.session.execute(text(
         "SELECT r.job_id, r.paired_with FROM runs r WHERE r.paired_with IS NOT NULL AND r.status = 'ok'")).all()
     assert paired_runs and all((p, j) in set(paired_runs) for j, p in paired_runs)  # each side names the other
-
-
-def test_with_separate_jobs_the_default_the_same_drifting_host_does_not_confirm_the_step(client, session, sent_tasks,
-                                                                                    monkeypatch):
-    monkeypatch.setenv("PERFCI_CONFIRM_BUDGET_FRACTION", "0.9")
-    get_settings.cache_clear()
-    series = DriftingHost(client, session, sent_tasks)
-    series.lab.push(STEP_AT + 3)
-    series.measure()
-    assert [s for s in series.suspects() if s.metric == "cpp"]
-    assert all(j.partner_job_id is None for j in series.jobs(JobPurpose.CONFIRM))
-    assert not confirmed_within(series, 8)

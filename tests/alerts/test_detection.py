@@ -291,8 +291,8 @@ def test_physically_impossible_values_never_become_an_alert(client, session, sen
                                                                                    MetricValue.run_id.in_(runs[18:]))) == 0
 
 
-def test_the_rounds_tests_spend_their_alpha_over_the_rounds_the_server_allows():
-    more = get_settings().model_copy(update={"confirm_max_rounds": 20})
-    assert alert_detection.detection_settings(get_settings()).confirm_looks == 12
-    assert alert_detection.detection_settings(more).confirm_looks == 20
+def test_a_confirmation_spends_its_alpha_over_the_sessions_the_server_allows():
+    more = get_settings().model_copy(update={"confirm_looks": 5})
+    assert alert_detection.detection_settings(get_settings()).confirm_looks == 3
+    assert alert_detection.detection_settings(more).confirm_looks == 5
     assert alert_detection.window_version(more) != alert_detection.window_version(get_settings())  # no cache reused across

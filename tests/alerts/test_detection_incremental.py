@@ -236,9 +236,11 @@ def test_a_window_keeps_interleaved_sessions_through_storage_and_pairs_their_rep
     for w in (window, again):
         series = w.series()[("cpp", "tsc")]
         assert series.runs == ((3, 3), (3, 2), (2,)) and series.pairs == ((0, 40), (40, 55), (0,))
-        before, after = series.paired(0, 1)
+        [(before, after)] = series.sessions()[(0, 1)]
         assert before.tolist() == [7.1, 7.2, 7.3] and after.tolist() == [8.1, 8.2, 8.3]
-        assert series.paired(1, 2)[0].size == 0
+        assert list(series.sessions()) == [(0, 1)]  # session 55 lost its partner: no pairs
+        own = series.own()  # the commits' own level: the sessions left out, commit b had nothing else
+        assert [x.tolist() for x in own.samples] == [[7.6, 7.7, 7.65], [7.5, 7.6]]
 
 
 def test_a_slid_window_starts_at_a_block_edge_and_its_search_is_searched_on(client, session, sent_tasks):
@@ -283,6 +285,7 @@ def test_a_run_that_lost_a_repetition_keeps_the_rest_and_leaves_its_session():
     window.put_runs(rows, range(2))
     cpp, ipp = window.series()[("cpp", "tsc")], window.series()[("ipp", "tsc")]
     assert [x.tolist() for x in cpp.samples] == [[7.1, 7.3], [8.1, 8.2, 8.3, 8.0]]
-    assert cpp.runs == ((2,), (3, 1)) and cpp.pairs == ((0,), (40, 0))  # the order of side a no longer matches b's
+    assert cpp.runs == ((2,), (3, 1)) and cpp.pairs == ((40,), (40, 0))  # still the session's, never the commit's own ...
+    assert cpp.sessions() == {}  # ... but unpaired: the order of side a no longer matches b's
     assert cpp.medians.tolist() == pytest.approx([7.2, 8.15])
     assert [x.tolist() for x in ipp.samples] == [[2.0, 2.1, 2.2]] and ipp.pairs == ((40,),)

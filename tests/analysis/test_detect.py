@@ -22,7 +22,7 @@ def test_steps_found_at_the_exact_commit_with_five_repetitions(kind):
             assert c.index == true or (not c.pinned and abs(c.index - true) <= 1), (seed, c.index)
         assert r.changes[0].rel_change == pytest.approx(0.03, abs=0.006)
         assert r.changes[0].confidence > 0.999
-        assert not any(c.by_rounds for c in r.changes)  # found by the search over commits, no round measured
+        assert not any(c.confirmed for c in r.changes)  # found by the search over commits, no session measured
 
 
 def test_higher_is_better_metric_flips_the_kind():
@@ -150,49 +150,19 @@ def test_a_fresh_step_is_confirmed_after_min_segment_commits():
     assert [c.index for c in detect(pts, "cpp", "tsc").changes] == [200]
 
 
-def test_the_search_over_commits_never_selects_on_the_rounds_repetitions():
-    """Rounds added to the newest 20 commits of a flat series read 4 % slower (a host that drifted while they ran).
-    With ``search_own_jobs`` the search over commits sees each commit's own job only, so it proposes nothing there;
-    by default its medians move and it raises a change at 1e-4 on data it selected. Only the rounds' own tests may
-    then confirm (``by_rounds``)."""
+def test_the_search_over_commits_never_sees_the_sessions_repetitions():
+    """Sessions of the newest 20 commits, two neighbours each, read 4 % slower on both sides (a host that drifted
+    while they ran). They are not the commits' own measurements: the search proposes nothing there, as on the
+    commits' own jobs alone."""
     from perfci_core.analysis import Point, clean
 
     rng = np.random.default_rng(7)
     points = []
     for i in range(80):
         own = list(100.0 * (1 + 0.02 * rng.standard_normal(3)))
-        rounds = [100.0 * 1.04 * (1 + 0.002 * rng.standard_normal(3)) for _ in range(8)] if i >= 60 else []
-        points.append(Point.of(f"c{i}", own + [v for r in rounds for v in r], [3] * (1 + len(rounds))))
+        session = list(100.0 * 1.04 * (1 + 0.002 * rng.standard_normal(20))) if i >= 60 else []
+        key = [0, 1000 + i // 2] if session else [0]  # c60 with c61, c62 with c63, ...
+        points.append(Point.of(f"c{i}", own + session, [3, 20] if session else [3], key))
     s = clean(points)
-    own_only = Settings(search_own_jobs=True)
-    assert not detect(s.first_jobs(), "cpp", "tsc", own_only).changes
-    r = detect(s, "cpp", "tsc", own_only)
-    assert all(c.by_rounds for c in r.changes), r.changes
-    # the default search selects on every repetition: the rounds' drift alone makes it raise a change
-    assert any(not c.by_rounds for c in detect(s, "cpp", "tsc").changes)
-
-
-def test_rounds_tests_are_one_value_per_job_and_share_the_alpha():
-    """The rounds' tests (what a confirmation by rounds decides on, and what the benchmark's diagnosis prints):
-    one value per job on each side, the jobs' medians then their best runs, each at half the alpha; nothing
-    when the boundary leaves one side without jobs."""
-    from perfci_core.analysis import Point, Verdict, clean
-    from perfci_core.analysis.detect import rounds_tests
-
-    rng = np.random.default_rng(3)
-    points = []
-    for i in range(10):
-        level = 100.0 * (1.03 if i >= 5 else 1.0)
-        jobs = [level * (1 + 0.01 * rng.standard_normal()) * (1 + 0.005 * rng.standard_normal(3)) for _ in range(12)]
-        points.append(Point.of(f"c{i}", [v for j in jobs for v in j], [3] * 12))
-    s = clean(points)
-    cpp = metrics.get("cpp")
-    medians, bests = rounds_tests(s, 5, range(2, 9), cpp, 0.005, Settings(), 1e-4)
-    assert (medians.n_before, medians.n_after) == (36, 48) == (bests.n_before, bests.n_after)
-    assert medians.verdict is Verdict.DIFFERENT and medians.rel_change > 0.02
-    # half the alpha each: at 1.5 p the medians' test runs at 0.75 p and fails; alone it would pass
-    shared, _ = rounds_tests(s, 5, range(2, 9), cpp, 0.005, Settings(), 1.5 * medians.p_value)
-    assert shared.verdict is not Verdict.DIFFERENT
-    [alone] = rounds_tests(s, 5, range(2, 9), cpp, 0.005, Settings(best_runs=False), 1.5 * medians.p_value)
-    assert alone.verdict is Verdict.DIFFERENT
-    assert rounds_tests(s, 2, range(2, 9), cpp, 0.005, Settings(), 1e-4) == []
+    assert len(s.sessions()) == 10
+    assert detect(s, "cpp", "tsc").changes == detect(s.own(), "cpp", "tsc").changes == ()

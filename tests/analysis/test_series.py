@@ -41,16 +41,19 @@ def test_the_best_run_of_each_job_and_a_per_point_value_that_does_not_drift_with
     assert clean([("a", [3.0, 1.0])]).bests(True).tolist() == [1.0]
 
 
-def test_interleaved_sessions_pair_two_points_repetitions_in_order_and_a_lost_repetition_unpairs_a_side():
+def test_confirmation_sessions_pair_two_points_repetitions_in_order_and_stay_out_of_their_own_level():
     s = clean([
         Point.of("a", [10.0, 10.1, 10.2, 9.0, 9.1, 9.2], runs=[3, 3], pairs=[0, 7]),
         Point.of("b", [11.0, 11.1, 11.2, 12.0, float("nan"), 12.2], runs=[3, 3], pairs=[7, 8]),
         Point.of("c", [12.5, 12.6, 12.7], runs=[3], pairs=[8]),
+        Point.of("d", [13.0, 13.1, 13.2], runs=[3]),
     ])
-    before, after = s.paired(0, 1)
-    assert before.tolist() == [9.0, 9.1, 9.2] and after.tolist() == [11.0, 11.1, 11.2]  # session 7, rep by rep
-    assert s.pairs == ((0, 7), (7, 0), (8,))  # b's session-8 side lost a repetition: c's side has no partner
-    assert s.paired(1, 2)[0].size == 0 and s.paired_points() == [1]
+    [((a, b), [(before, after)])] = s.sessions().items()
+    assert (a, b) == (0, 1) and before.tolist() == [9.0, 9.1, 9.2] and after.tolist() == [11.0, 11.1, 11.2]
+    assert s.pairs == ((0, 7), (7, 8), (8,), (0,)) and s.runs[1] == (3, 2)  # b's session-8 side lost a repetition
+    own = s.own()  # each commit's own jobs: b and c were measured in sessions only
+    assert own.commits == ("a", "d") and own.positions == (0, 3)
+    assert own.samples[0].tolist() == [10.0, 10.1, 10.2] and own.runs == () and own.sessions() == {}
     assert clean([Point.of("a", [1.0, 2.0])]).pairs == ()  # no session: nothing kept
     with pytest.raises(ValueError):
         clean([Point.of("a", [1.0, 2.0], runs=[1, 1], pairs=[3])])

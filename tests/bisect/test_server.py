@@ -416,12 +416,12 @@ def test_a_step_that_wants_two_new_commits_on_a_noisy_backend_measures_them_as_o
     assert {claim["commit"], claim["partner"]["commit"]} == {shas[0], shas[-1]}  # the endpoints, together
     assert client.post("/api/v1/agent/jobs/claim", headers=agent["headers"]).status_code == 204
     # The config measures 5 repetitions; the session takes the 8 pairs whose paired test can reach alpha = 0.01
-    # (Policy.pairs_needed): 5 pairs cannot (2 / 2^5 = 0.06).
-    assert claim["repetitions"] == 8
+    # and room for a burst (Policy.pairs_needed): 10. 5 pairs cannot (2 / 2^5 = 0.06).
+    assert claim["repetitions"] == 10
 
-    # The session's 8 pairs: the host's speed swings +-20 % between pairs, the bad commit is 3 %
-    # slower in every pair. On all 16 runs the two commits overlap (no verdict); on the pairs they differ.
-    host = [0.8, 1.2, 0.9, 1.1, 1.0, 0.85, 1.15, 0.95]
+    # The session's 10 pairs: the host's speed swings +-20 % between pairs, the bad commit is 3 %
+    # slower in every pair. On all 20 runs the two commits overlap (no verdict); on the pairs they differ.
+    host = [0.8, 1.2, 0.9, 1.1, 1.0, 0.85, 1.15, 0.95, 1.05, 0.9]
     cpp = {shas[0]: [12.0 * h for h in host], shas[-1]: [12.36 * h for h in host]}
     for side in (claim, claim["partner"]):
         _upload(client, agent, side, cpp[side["commit"]])
@@ -430,7 +430,7 @@ def test_a_step_that_wants_two_new_commits_on_a_noisy_backend_measures_them_as_o
     state = client.get(f"/api/v1/bisects/{bisect_id}", headers=ADMIN).json()
     [endpoints] = [s for s in state["steps"] if s["phase"] == "endpoints"]
     assert endpoints["lo_mid"]["paired"] and endpoints["lo_mid"]["verdict"] == "different", endpoints
-    assert endpoints["lo_mid"]["n"] == [8, 8] and state["status"] == "running"
+    assert endpoints["lo_mid"]["n"] == [10, 10] and state["status"] == "running"
 
 
 @pytest.mark.services

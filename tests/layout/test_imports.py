@@ -119,3 +119,9 @@ def test_the_worker_registers_every_task_by_name() -> None:
         assert entry["task"] in names
     assert {"perfci.alerts.detect_pending", "perfci.forge.post_status", "perfci.repos.complete_push", "perfci.pulls.evaluate", "perfci.bisect.advance"} <= names
     assert {dispatch.PULL_EVALUATE_TASK, dispatch.BACKFILL_TASK, dispatch.FORGET_ABANDONED_TASK} <= names
+
+
+def test_no_core_module_over_500_lines() -> None:
+    long = {m: n for m, path in module_files().items() if m.startswith("perfci_core")
+            and (n := len(Path(path).read_text().splitlines())) > 500}
+    assert long == {}

@@ -47,7 +47,7 @@ def min_effect_of_series(
         return MinEffect(floor, "floor", None, have,
                          f"{where}: {have} measured commit(s), fewer than {MIN_SERIES_POINTS}: "
                          f"the fixed floor {floor:.2%} is used, not the series' noise")
-    noise, _ = series_noise(s.first_jobs() if settings.search_own_jobs else s)  # as detect learns it
+    noise, _ = series_noise(s.own())  # as detect learns it
     value = learned_min_effect(noise, floor, settings.noise_factor)
     return MinEffect(value, "series", noise, len(s),
                      f"{where}: learned from {len(s)} commits (per-commit noise {noise:.2%}, "

@@ -10,8 +10,9 @@ pair a coin toss.
 
 The statistic. Per pair ``r_i = ln(after_i / before_i)`` (log ratios: a +5 % and a -5 % move weigh
 the same and the host's multiplicative slow-down cancels; counts that can be zero use the plain
-differences ``after_i - before_i`` instead). The test is the **Wilcoxon signed-rank
-test** on ``r`` (scipy, exact distribution for the sizes used here):
+differences ``after_i - before_i`` instead). The test is the **Wilcoxon signed-rank test** on ``r``
+(scipy, exact distribution for the sizes used here), the pairs disturbed by a burst of other work
+left out (:func:`burst_pairs`):
 
 - it is the rank test for paired data, so one burst pair (a run +150 % while a neighbour ran)
   moves one rank, not the mean as it would in a paired t-test;
@@ -53,7 +54,8 @@ from .series import relative_change, resolve_metric
 # Pitman efficiency of the signed-rank test relative to the t-test under normal noise: its z for a
 # shift of d standard deviations over n pairs is about sqrt(n * 3 / pi) * d.
 _WILCOXON_ARE = 3.0 / math.pi
-BURST_K = 3.0
+BURST_K = 2.0  # normal pairs: the bound sits near 3 sigma of the per-pair noise
+BURST_SHARE = 0.5  # at most half the pairs are left out (a quarter of a loaded host's runs are slowed)
 
 
 def min_attainable_p(n: int) -> float:
@@ -78,6 +80,12 @@ def can_reject(before: np.ndarray, after: np.ndarray, alpha: float) -> bool:
         return False
     r, _ = pair_differences(a[finite], b[finite])
     return min_attainable_p(int(burst_pairs(r).sum())) <= alpha
+
+
+def least_kept(n: int) -> int:
+    """The fewest of ``n`` pairs :func:`burst_pairs` keeps (what a session planned before its values
+    exist must allow for)."""
+    return n if n < 4 else n - int(BURST_SHARE * n)
 
 
 def looks(pairs: int, max_pairs: int, step: int) -> int:
@@ -109,20 +117,56 @@ def paired_high_threshold(n: int, standardized_effect: float) -> float:
 
 
 def burst_pairs(r: np.ndarray) -> np.ndarray:
-    """Which pairs to keep: a pair whose ``|r|`` exceeds :data:`BURST_K` x the robust size of the
-    pairs' differences (1.4826 x median |r|) had a run disturbed by a burst of other work; at most
-    a third of the pairs (the largest) are left out. The rule looks only at ``|r|``, never at the
-    sign, so under "no change" the signs of the kept pairs are still fair coin tosses and the
-    signed-rank test stays exact; a burst in a base run would otherwise take the top rank with a
-    random sign and cost the test most of its power."""
-    size = np.abs(r)
-    scale = MAD_TO_SIGMA * float(np.median(size))
-    keep = np.ones(r.size, dtype=bool)
-    if scale == 0.0 or r.size < 4:
+    """Which pairs to keep: a pair whose ``|r|`` lies above the pairs' median size by more than
+    :data:`BURST_K` x the sizes' robust spread (1.4826 x their median distance from that median)
+    had a run disturbed by a burst of other work; at most half the pairs (the largest) are left
+    out. The rule reads only the sizes ``|r|``, never the signs, so under "no change" the signs of
+    the kept pairs are still fair coin tosses and the signed-rank test stays exact. The sizes cluster
+    around a real change, so their spread, and the bound's distance above it, do not grow with it: a
+    base-side burst does not stay in to take a top rank with the wrong sign because the change is
+    large."""
+    size = np.abs(np.asarray(r, dtype=float))
+    keep = np.ones(size.size, dtype=bool)
+    if size.size < 4:
         return keep
-    worst = np.argsort(size)[::-1][: r.size // 3]
-    keep[worst[size[worst] > BURST_K * scale]] = False
+    middle = float(np.median(size))
+    spread = MAD_TO_SIGMA * float(np.median(np.abs(size - middle)))
+    if spread == 0.0:
+        return keep
+    worst = np.argsort(size)[::-1][: int(BURST_SHARE * size.size)]
+    keep[worst[size[worst] > middle + BURST_K * spread]] = False
     return keep
+
+
+def signed_rank_p(r: np.ndarray, alternative: str = "two-sided") -> float:
+    """The Wilcoxon signed-rank p-value (scipy: exact for the sizes used here) over the pairs
+    :func:`burst_pairs` keeps; a difference of zero counts half for each side. ``alternative``:
+    "two-sided", or "greater" / "less" (the pairs' centre above / below zero)."""
+    r = np.asarray(r, dtype=float).ravel()
+    r = r[burst_pairs(r)]
+    if not r.size or not np.any(r):
+        return 1.0  # no pair, or every pair identical: no evidence of a difference
+    return float(stats.wilcoxon(r, zero_method="zsplit", alternative=alternative).pvalue)
+
+
+def equivalent(before: np.ndarray, after: np.ndarray, margin: float, alpha: float) -> bool:
+    """Two one-sided tests (Schuirmann): the pairs' centre lies between ``ln(1 - margin)`` and
+    ``ln(1 + margin)`` (within ``+/- margin x`` the median level for differences), each side at
+    ``alpha``: the exact signed-rank test of :func:`signed_rank_p` on the differences shifted by that
+    bound, whose signs are fair coin tosses when the centre sits on it."""
+    a, b = np.asarray(before, dtype=float).ravel(), np.asarray(after, dtype=float).ravel()
+    finite = np.isfinite(a) & np.isfinite(b)
+    a, b = a[finite], b[finite]
+    if not a.size or margin <= 0:
+        return False
+    r, logs = pair_differences(a, b)
+    if logs:
+        high, low = math.log1p(margin), math.log1p(-min(margin, 0.99))
+    else:
+        high = margin * abs(float(np.median(a)))
+        low = -high
+    return (signed_rank_p(r - high, "less") <= alpha  # H0: the centre is at or above the upper bound
+            and signed_rank_p(r - low, "greater") <= alpha)  # ... at or below the lower one
 
 
 def pair_differences(before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -145,7 +189,7 @@ def paired_compare(
 ) -> Comparison:
     """SAME / DIFFERENT / UNKNOWN from paired repetitions: ``before[i]`` and ``after[i]`` were
     measured next to each other. ``rel_change`` is the paired effect ``exp(median ln ratio) - 1``;
-    ``p_value`` the Wilcoxon signed-rank p (``p_ks``/``p_mwu`` are NaN: not computed). A pair with
+    ``p_value`` the signed-rank p (:func:`signed_rank_p`; ``p_ks``/``p_mwu`` are NaN). A pair with
     a non-finite value is dropped with a note; unequal lengths are bad input (ValueError)."""
     a = np.asarray(before, dtype=float).ravel()
     b = np.asarray(after, dtype=float).ravel()
@@ -165,20 +209,17 @@ def paired_compare(
         return Comparison(Verdict.UNKNOWN, 1.0, math.nan, math.nan, math.nan, min_effect, Kind.NONE, 0, 0, False,
                           p_ks=math.nan, p_mwu=math.nan, notes=tuple(notes))
     r, logs = pair_differences(a, b)
+    r_all = r
     keep = burst_pairs(r)
     if not keep.all():
         notes.append(f"{int((~keep).sum())} of {n} pair(s) left out: their |difference| is beyond "
-                     f"{BURST_K:g} x the pairs' typical size (a run disturbed by other work on the host)")
+                     f"the bulk of the pairs' sizes (a run disturbed by other work on the host)")
         a, b, r = a[keep], b[keep], r[keep]
         n = int(r.size)
     effect = float(np.median(r))
     level = float(np.median(a))
     rel = math.expm1(effect) if logs else relative_change(level, level + effect)
-    if not np.any(r):
-        p = 1.0  # every pair identical: no evidence of a difference
-    else:
-        # zsplit: a pair that did not move counts half for each side instead of being dropped
-        p = float(stats.wilcoxon(r, zero_method="zsplit", alternative="two-sided").pvalue)
+    p = signed_rank_p(r_all)
 
     spread = mad_sigma(r)
     threshold = math.log1p(min_effect) if logs else min_effect * abs(level)

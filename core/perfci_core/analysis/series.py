@@ -13,9 +13,10 @@ A point may say which of its repetitions came from which job (:attr:`Point.runs`
 count of each job in order). The repetitions of one job share the host's state at that moment, so
 they are not independent samples of the commit; the jobs are (:meth:`CleanSeries.run_medians`,
 :meth:`CleanSeries.run_best`).
-Without it a point is one job. A job may also name the interleaved measurement it belongs to
+Without it a point is one job. A job may also name the confirmation session it belongs to
 (:attr:`Point.pairs`): two jobs of two commits with the same key were measured A B A B ... in
-one session, their i-th repetitions side by side (:meth:`CleanSeries.paired`).
+one session, their i-th repetitions side by side (:meth:`CleanSeries.sessions`). Such a job
+confirms a suspect; it is not part of its commit's own level (:meth:`CleanSeries.own`).
 
 It also fixes the *scale* the change-point search works on (:func:`to_scale`): the natural log of
 the per-commit medians when every value is positive (steps become additive and symmetric, a
@@ -41,7 +42,7 @@ class Point:
     commit: str
     values: tuple[float, ...]
     runs: tuple[int, ...] = ()  # repetitions of each job, in order (sum = len(values)); () = one job
-    # Per job (parallel to ``runs``), the key of the interleaved measurement it was part of; 0 = none.
+    # Per job (parallel to ``runs``), the key of the confirmation session it was part of; 0 = none.
     pairs: tuple[int, ...] = ()
 
     @classmethod
@@ -62,7 +63,7 @@ class CleanSeries:
     notes: tuple[str, ...] = field(default=())
     positions: tuple[int, ...] = ()  # each point's index in the input series (default: 0, 1, ...)
     runs: tuple[tuple[int, ...], ...] = ()  # per point, its jobs' repetition counts (default: one job)
-    pairs: tuple[tuple[int, ...], ...] = ()  # per point, its jobs' interleaved-measurement keys (0: none)
+    pairs: tuple[tuple[int, ...], ...] = ()  # per point, its jobs' confirmation-session keys (0: none)
 
     def __post_init__(self) -> None:
         if not self.positions:
@@ -126,34 +127,41 @@ class CleanSeries:
             cache[lower_is_better] = out
         return cache[lower_is_better]
 
-    def paired(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-        """The repetitions of points ``a`` and ``b`` that were measured interleaved, side by side:
-        (``a``'s, ``b``'s), the i-th of each one pair. Jobs of the two points with the same key
-        are one interleaved measurement; one whose sides differ in size is left out (a side lost
-        repetitions, so its order no longer matches the other's)."""
+    def own(self) -> CleanSeries:
+        """Each point with its own jobs only, the confirmation sessions' jobs left out (a point that
+        has nothing else is dropped). The series itself when no job belongs to a session."""
         if not self.pairs:
-            return np.empty(0), np.empty(0)
-        left = {k: x for k, x in zip(self.pairs[a], self.jobs(a)) if k}
-        sides = [(left[k], x) for k, x in zip(self.pairs[b], self.jobs(b)) if k in left and left[k].size == x.size]
-        if not sides:
-            return np.empty(0), np.empty(0)
-        return np.concatenate([x for x, _ in sides]), np.concatenate([y for _, y in sides])
-
-    def paired_points(self) -> list[int]:
-        """The points ``k`` with interleaved pairs against ``k - 1`` (:meth:`paired`)."""
-        if not self.pairs:
-            return []
-        keys = [set(k) - {0} for k in self.pairs]
-        return [k for k in range(1, len(self)) if keys[k] & keys[k - 1] and len(self.paired(k - 1, k)[0])]
-
-    def first_jobs(self) -> CleanSeries:
-        """Each point with its first job only: the commit's own measurement, before any round of
-        re-measurement was added (the jobs of a point are kept in the order they ran). The series
-        itself when no point has more than one job."""
-        if not self.runs or all(len(r) <= 1 for r in self.runs):
             return self
-        samples = tuple(self.jobs(i)[0] for i in range(len(self)))
-        return CleanSeries(self.commits, samples, self.notes, self.positions)
+        keep, samples, runs = [], [], []
+        for i in range(len(self)):
+            jobs = [x for x, k in zip(self.jobs(i), self.pairs[i]) if not k]
+            if jobs:
+                keep.append(i)
+                samples.append(np.concatenate(jobs))
+                runs.append(tuple(x.size for x in jobs))
+        with_jobs = any(len(r) > 1 for r in runs)
+        return CleanSeries(tuple(self.commits[i] for i in keep), tuple(samples), self.notes,
+                           tuple(self.positions[i] for i in keep), tuple(runs) if with_jobs else ())
+
+    def sessions(self) -> dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]]:
+        """Every confirmation session, by the two points it measured (earlier, later): each
+        session's repetitions of the two, side by side (the i-th of each one pair), in the order of
+        their keys (the order they were measured in). A session whose sides differ in size is left
+        out: a side lost repetitions, so its order no longer matches the other's."""
+        if not self.pairs:
+            return {}
+        where: dict[int, list[tuple[int, np.ndarray]]] = {}
+        for i in range(len(self)):
+            for k, x in zip(self.pairs[i], self.jobs(i)):
+                if k:
+                    where.setdefault(k, []).append((i, x))
+        out: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}
+        for k in sorted(where):
+            sides = where[k]
+            if len(sides) == 2 and sides[0][0] != sides[1][0] and sides[0][1].size == sides[1][1].size:
+                (a, x), (b, y) = sorted(sides, key=lambda side: side[0])
+                out.setdefault((a, b), []).append((x, y))
+        return out
 
     def pooled(self, start: int, stop: int) -> np.ndarray:
         """Every repetition of points ``start`` .. ``stop - 1``."""
@@ -184,7 +192,8 @@ def clean(points: Sequence[Point | tuple[str, float | Iterable[float]]]) -> Clea
     """Drop non-finite repetitions and empty points, noting each; keep the commit order.
 
     Job counts that do not add up to a point's repetitions are a caller's error (ValueError). A
-    paired job that loses a repetition is no longer paired (its order no longer matches)."""
+    session's job that loses a repetition keeps its key (it is still not the commit's own), and
+    :meth:`CleanSeries.sessions` leaves it out: its order no longer matches its partner's."""
     commits: list[str] = []
     samples: list[np.ndarray] = []
     positions: list[int] = []
@@ -203,9 +212,7 @@ def clean(points: Sequence[Point | tuple[str, float | Iterable[float]]]) -> Clea
         finite = np.isfinite(arr)
         if not finite.all():
             notes.append(f"{p.commit}: dropped {int((~finite).sum())} non-finite repetition(s)")
-            kept = tuple(int(part.sum()) for part in np.split(finite, np.cumsum(sizes)[:-1]))
-            pair = tuple(k if n == m else 0 for k, n, m in zip(pair, kept, sizes))
-            sizes, arr = kept, arr[finite]
+            sizes, arr = tuple(int(part.sum()) for part in np.split(finite, np.cumsum(sizes)[:-1])), arr[finite]
         if arr.size == 0:
             notes.append(f"{p.commit}: no usable repetition, point skipped")
             continue

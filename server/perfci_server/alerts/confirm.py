@@ -1,31 +1,26 @@
-"""Adaptive re-measurement: suspected changes get confirmation rounds, detection decides again.
+"""Confirmation in production: suspected changes get interleaved sessions, detection decides again.
 
-Detection (:mod:`.service`) hands each series' result here (:meth:`Confirmations.track`) next to
-its found changes, then asks for the rounds of the machine x config (:meth:`Confirmations.schedule`):
+Detection (:mod:`.detection`) hands each series' result here (:meth:`Confirmations.track`) next to
+its found changes, then asks for the sessions of the machine x config (:meth:`Confirmations.schedule`):
 
-- every suspect detection reports (``analysis.detect.Suspect``: a likely change it can neither
-  confirm nor reject, or a confirmed one it cannot pin to a commit) is a ``suspects`` row,
-  ``pending``, never an alert;
+- every suspect detection reports (``analysis.detect.Suspect``: a likely change it cannot decide,
+  or a change found at a range it is locating) is a ``suspects`` row, ``pending``, never an alert;
 - the pure policy (``analysis.adaptive.plan``, the one the detection benchmark simulates) picks
-  the commits that get one more round, within the machine x config budget: extra repetitions of
-  the window's commits <= ``confirm_budget_fraction`` x their own (queued rounds count as
-  spent). Each round is a ``confirm`` job (``round`` 1, 2, ...) of the same machine x config,
-  claimed before push jobs, whose ``reason`` names the suspect; a plan's jobs are queued in a
-  seeded random order (``analysis.adaptive.run_order``), which is the order they are claimed in.
-  A suspect waits while one of its rounds is under way;
-- the round's run is an ordinary run: its repetitions join the commit's others in the window
-  reads (each run kept apart as one job: detection can test the rounds one value per job, which
-  confirms a step the test over commits cannot yet) and its upload triggers detection, which
-  decides again: a suspect no longer reported is ``confirmed`` when a found change of the series
-  covers its commit, ``rejected`` otherwise; one the policy cannot serve any more is
-  ``exhausted`` (undecided, nothing more measured).
-
-Interleaved rounds (``PERFCI_CONFIRM_PAIRED=true``; off by default, ``analysis.adaptive.Policy``
-says why): the policy names a suspect's ``k - 1`` and ``k`` as partners in each round; their two
-confirm jobs are linked (``jobs.partner_job_id``), the claim leases both to one agent, which
-measures them A B A B in one session and uploads each side to its own job (ordinary uploads), and
-each attempt's run names the other job (``runs.paired_with``): the window pairs their repetitions
-and detection tests them on their own (``analysis.detect``).
+  what to measure, within the machine x config budget: extra repetitions of the window's commits <=
+  ``confirm_budget_fraction`` x their own (queued jobs count as spent). An unconfirmed suspect gets
+  a **session** of its bracket: two ``confirm`` jobs, one per commit (``round`` 1, 2, ... of each),
+  linked as partners (``jobs.partner_job_id``) with ``PERFCI_CONFIRM_PAIRS`` repetitions: the claim
+  leases both to one agent, which measures them A B A B ... as it measures a pull request's session
+  and uploads each side to its own job, each run naming the other job (``runs.paired_with``). A
+  change found at a range gets **rounds**: one ``confirm`` job of each commit around it. Both are
+  claimed before push jobs, in a seeded random order (``analysis.adaptive.run_order``); the reason
+  names the suspect. A suspect waits while one of its jobs is under way;
+- the window reads a session's runs with their session key (:mod:`.series_repository`), so
+  detection judges them on their own pairs and never counts them in the commits' own level; a
+  round's run joins its commit's own repetitions. The upload triggers detection, which decides
+  again: a suspect no longer reported is ``confirmed`` when a found change of the series covers its
+  commit, ``rejected`` otherwise; one the policy cannot serve any more is ``exhausted``
+  (undecided, nothing more measured).
 """
 
 from __future__ import annotations
@@ -129,7 +124,7 @@ class Confirmations:
         self.session.flush()
 
     def schedule(self, settings: Settings) -> int:
-        """Queue the confirmation rounds the policy asks for the suspects tracked; returns how many."""
+        """Queue the confirmation sessions the policy asks for the suspects tracked; returns how many jobs."""
         try:
             return self._schedule(settings)
         finally:
@@ -147,8 +142,8 @@ class Confirmations:
         rounds_by_id = job_sql.confirm_rounds(self.session, self.machine_id, self.config_id, window)
         sha_of = {commit_id: sha for sha, (commit_id, _) in self.at.items()}
         waiting = {sha_of[c] for c in self._rounds_under_way(window)}
-        policy = Policy(budget_fraction=settings.confirm_budget_fraction, max_rounds=settings.confirm_max_rounds,
-                        paired=settings.confirm_paired)
+        policy = Policy(budget_fraction=settings.confirm_budget_fraction, pairs=settings.confirm_pairs,
+                        looks=settings.confirm_looks, max_rounds=settings.confirm_max_rounds)
         # Suspects of several metrics of one config share its jobs: one plan over them, strongest first.
         suspects = sorted({s: row for s, row in self.reported}.items(), key=lambda x: x[0].p_value)
         decided = plan([s for s, _ in suspects], {sha_of[c]: r for c, r in rounds_by_id.items()}, spent, baseline,
@@ -158,17 +153,17 @@ class Confirmations:
         added = job_sql.insert_confirm_jobs(self.session, self.machine_id, self.config_id, rounds, settings.max_attempts)
         partners = [((self.at[q.commit][0], q.round), (self.at[q.partner][0], q.partner_round))
                     for q in ordered if q.partner is not None and q.commit < q.partner]
-        job_sql.link_partners(self.session, self.machine_id, self.config_id, partners)
+        job_sql.link_partners(self.session, self.machine_id, self.config_id, partners, repetitions=policy.pairs)
         exhausted = set(decided.exhausted)
         for s, row in suspects:
             if s in exhausted:
                 row.state = SuspectState.EXHAUSTED.value
                 row.reason += (f"; undecided, confirmation stopped: {spent} extra repetitions of {decided.budget} allowed, "
-                               f"up to {policy.max_rounds} round(s) per commit")
+                               f"up to {policy.looks} session(s) of a bracket, {policy.max_rounds} round(s) per commit")
             else:
                 row.state = SuspectState.PENDING.value
         if added:
-            log.info("confirmation: %d round(s) queued on machine %s config %s (%d extra repetitions spent of %d)",
+            log.info("confirmation: %d job(s) queued on machine %s config %s (%d extra repetitions spent of %d)",
                      added, self.machine_id, self.config_id, spent, decided.budget)
         self.session.flush()
         return added

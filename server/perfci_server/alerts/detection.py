@@ -33,9 +33,10 @@ What one detection does (a Celery task per machine after successful uploads, see
   commit are merged.
 
 Suspects (:mod:`.confirm`): a change detection finds likely but cannot decide yet is not an
-alert; it is recorded as pending and gets confirmation rounds (extra repetitions of its commits,
-claimed before push jobs, within a per machine x config budget); detection decides again when
-they arrive. The hook is in :func:`detect_config`, next to the reconciliation of found changes.
+alert; it is recorded as pending and gets confirmation sessions (two commits measured interleaved
+on one agent, claimed before push jobs, within a per machine x config budget); detection decides
+again when they arrive. The hook is in :func:`detect_config`, next to the reconciliation of found
+changes.
 
 A change that disappears (more data shows no step): an alert of the series that detection no
 longer reports is deleted when its group is still untriaged and the window judged it — its first
@@ -80,15 +81,15 @@ from .window import Window, WindowSeries, version_of
 log = logging.getLogger(__name__)
 
 DETECT_TASK = dispatch.DETECT_TASK
-DETECTION = DetectionSettings(unknown_metric="report")  # the server's default settings (PERFCI_CONFIRM_MAX_ROUNDS=12)
+DETECTION = DetectionSettings(unknown_metric="report")  # the server's default settings (PERFCI_CONFIRM_LOOKS=3)
 STALE_MARGIN = 20  # measured commits after a truncated window's start before an absence counts
 PENDING_BATCH = 1000  # runs one detection task takes at most (keeps it well inside its time limit)
 
 
 def detection_settings(settings: Settings) -> DetectionSettings:
-    """The core's detection settings: the confirmation rounds' tests spend their alpha over as many
-    looks as a commit may get rounds (PERFCI_CONFIRM_MAX_ROUNDS)."""
-    return _detection(settings.confirm_max_rounds)
+    """The core's detection settings: a confirmation spends its alpha over as many sessions as it may
+    take (PERFCI_CONFIRM_LOOKS)."""
+    return _detection(settings.confirm_looks)
 
 
 @functools.cache
@@ -207,7 +208,7 @@ def detect_config(session: Session, branch_id: int, machine_id: int, config_id: 
             found, result = _own_changes(found, result, window.at(), own_from)
         outcome.found += len(found)
         book.reconcile((config_id, *key), found, judge_from, outcome)
-        if result is not None:  # suspects: pending, confirmation rounds (confirm.py)
+        if result is not None:  # suspects: pending, confirmation sessions (confirm.py)
             confirmations.track(*key, result, [(f.last_good[1], f.first_bad[1]) for f in found], judge_from)
     judged_to = -1
     for late in sorted(p for p in fresh if p < measured[0][0]):
@@ -283,7 +284,7 @@ def _detect_around(session: Session, book: Book, branch_id: int, machine_id: int
     log.info("detection: commit at position %s uploaded late (window starts at %s): analysed over positions %s..%s",
              late, main_judge_from, positions[0], positions[-1])
     # Changes only: suspects of a late window are left to the next detection that sees the commit
-    # in its main window (confirmation rounds are for the newest commits, where verdicts are due).
+    # in its main window (confirmation sessions are for the newest commits, where verdicts are due).
     for key, (found, _) in window_changes(window, config_id, detection_settings(settings)).items():
         found = [f for f in found if f.first_bad[1] < main_judge_from]
         outcome.found += len(found)

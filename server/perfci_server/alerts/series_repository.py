@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Row, func, select, text, update
+from sqlalchemy import Row, case, func, select, text, update
 from sqlalchemy.orm import Session
 
 from .. import db
@@ -175,14 +175,15 @@ def window_runs(
     metric, backend, run): (position, commit_id, sha, metric, backend, run_id, values, noisy,
     pair). ``values``: the run's repetitions in repetition order, a repetition without a value
     for the metric left out (no row when none has one); ``noisy``: the run carries the agent's
-    noisy mark; ``pair``: the key of the interleaved session the run was part of (the lower of
-    its job and the partner job it names; 0 when measured alone). A pull request's rounds are the
-    pull request's (round < 0): never the series'."""
+    noisy mark; ``pair``: the key of the confirmation session the run was part of (the lower of
+    its job and the partner job it names), 0 for a commit's own run (round 0, even one a bisect
+    measured interleaved). A pull request's runs (rounds below 0) are not the branch's: left out."""
     if not positions:
         return []
     statement = (
         select(BranchCommit.position, MetricValue.commit_id, Commit.sha, MetricValue.metric, MetricValue.backend,
-               MetricValue.run_id, MetricValue.rep_values, Run.noisy.is_not(None).label("noisy"), Run.session_key.label("pair"))
+               MetricValue.run_id, MetricValue.rep_values, Run.noisy.is_not(None).label("noisy"),
+               case((Job.round > 0, Run.session_key), else_=0).label("pair"))
         .join(BranchCommit, BranchCommit.commit_id == MetricValue.commit_id)
         .join(Commit, Commit.id == MetricValue.commit_id)
         .join(Run, Run.id == MetricValue.run_id)

@@ -19,9 +19,9 @@ The cache can never change a verdict:
 
 Points are cleaned as :func:`perfci_core.analysis.series.clean` does (non-finite repetitions
 dropped, empty points skipped) and each point's median is computed once, when it enters. A point
-measured by several runs (confirmation rounds) keeps each run's repetition count: detection
-tests the rounds one value per job. A run measured interleaved with a partner job keeps the
-session's key (``window_runs``' ``pair``), so detection pairs its repetitions with the partner's.
+measured by several runs keeps each run's repetition count. A confirmation session's run keeps the
+session's key (``window_runs``' ``pair``): detection pairs its repetitions with the partner's and
+leaves them out of the commit's own level.
 
 Decoding the stored window is most of what reading it costs, and a worker usually reads back the
 window it wrote itself: :func:`decode` hands back the object that produced exactly these bytes
@@ -46,7 +46,7 @@ import numpy as np
 from perfci_core.analysis.changepoints import SearchMemo
 from perfci_core.analysis.series import CleanSeries, medians_of
 
-FORMAT = 4  # bump when the stored layout changes (3: each point's jobs; 4: their interleaved-session keys)
+FORMAT = 5  # bump when the stored layout changes (3: each point's jobs; 4: their session keys; 5: confirmation sessions only)
 DECODED_KEPT = 64  # windows a process keeps decoded (one per branch x machine x config it detects)
 
 Key = tuple[str, str]  # (metric, backend)
@@ -74,7 +74,7 @@ class Point:
     samples: np.ndarray
     median: float
     runs: tuple[int, ...] = ()  # repetitions of each job (run) in ``samples``, in run order; () = one job
-    pairs: tuple[int, ...] = ()  # each job's interleaved-session key (0: measured alone); () = none paired
+    pairs: tuple[int, ...] = ()  # each job's confirmation-session key (0: the commit's own); () = none
 
 
 @dataclass
@@ -120,7 +120,7 @@ class Window:
             for (_, _, _, _, _, _, _, noisy, pair), start, end in runs:
                 arr = everything[start:end]
                 if not clean and not finite[start:end].all():
-                    arr, pair = arr[finite[start:end]], 0  # a lost repetition breaks the pairs' order
+                    arr = arr[finite[start:end]]  # a session side that lost one no longer pairs (CleanSeries.sessions)
                 if noisy and arr.size > 1:
                     arr = _weighed(arr)
                 if arr.size:

@@ -252,11 +252,12 @@ def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair], setti
     for pair in pairs:
         by_config[pair.config_id].append(sessions.Measured(pair, runs[pair.base_job], runs[pair.head_job]))
     rows: list[sessions.Row] = []
-    unchanged = 0
+    unchanged, margin = 0, 0.0
     undecided_configs = []
     for config_id, measured in by_config.items():
-        config_rows, same = sessions.compare_sessions(session, pr, measured, names.get(config_id, str(config_id)),
-                                                      settings.pull_sessions)
+        config_rows, same, within = sessions.compare_sessions(session, pr, measured, names.get(config_id, str(config_id)),
+                                                              settings.pull_sessions, len(by_config), settings.pull_equivalence)
+        margin = max(margin, within)
         rows += config_rows
         unchanged += same
         if any(r.verdict == "undecided" and _alerts_on(r.metric) for r in config_rows):
@@ -284,7 +285,8 @@ def _decide(session: Session, pr: PullRequest, pairs: list[pull_sql.Pair], setti
         lead = improved[0]
         return _Result(CommitState.SUCCESS, f"improvement: {lead.metric} {change_text(lead.change_pct)} ({lead.config}, "
                                             f"{lead.backend}){more} vs merge-base {base12}", rows, unchanged)
-    return _Result(CommitState.SUCCESS, f"no regression against merge-base {base12}", rows, unchanged)
+    within = f": unchanged within ±{100 * margin:.1f}%" if margin else ""
+    return _Result(CommitState.SUCCESS, f"no regression against merge-base {base12}{within}", rows, unchanged)
 
 
 _ORDER = {name: i for i, name in enumerate(catalogue.CATALOGUE)}

@@ -1,13 +1,12 @@
 """A pull request's head against its merge-base on one machine x config, over its interleaved sessions.
 
 Each session measures the two commits A B A B ... on one agent (the claim leases both jobs), so
-both runs of a pair share the host's moment. On a noisy backend a session takes at least the
-pairs whose signed-rank test can reach its look's level (a config's 5 never can: 2 / 2^5 = 0.06).
-While a metric perfci alerts on stays undecided, the head gets another session, up to
-``Settings.pull_sessions``; every look tests all the pairs so far, at its share of alpha under the
-Pocock-type spending bisect uses (:mod:`perfci_core.analysis.sequential`), so the looks together
-call an unchanged head DIFFERENT at most alpha of the time. ``sim`` decides on one session by the
-exact-change rule.
+both runs of a pair share the host's moment. On a noisy backend a session takes at least the pairs
+whose test can reach the first look's level for the strictest of Holm's steps over every metric
+perfci alerts on (:func:`session_pairs`). The calls are :func:`perfci_core.analysis.pull_verdict.verdicts`:
+each look at its share of alpha, one level over all alerting metrics of all the machine's configs,
+"unchanged" when two one-sided tests show every metric within its margin, else "undecided" (another
+session, up to ``Settings.pull_sessions``). ``sim`` decides on one session by the exact-change rule.
 """
 
 from __future__ import annotations
@@ -21,10 +20,9 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from perfci_core import metrics as catalogue
-from perfci_core.analysis.compare import DEFAULT_ALPHA, Comparison, Kind, Verdict, compare
 from perfci_core.analysis.min_effect import min_effect_of_series
-from perfci_core.analysis.paired import paired_compare, pairs_needed
-from perfci_core.analysis.sequential import look_alpha
+from perfci_core.analysis.paired import least_kept, min_attainable_p
+from perfci_core.analysis.pull_verdict import MetricSessions, look_level, verdicts
 
 from ..configs import repository as config_sql
 from ..machines import repository as machine_sql
@@ -48,7 +46,7 @@ class Row:
     base: float
     head: float
     change_pct: float
-    verdict: str  # regression / improvement / undecided
+    verdict: str  # regression / improvement / undecided (pull_verdict.Call)
     why: str = ""
 
 
@@ -64,33 +62,34 @@ class Measured(NamedTuple):
         return self.head.paired_with == self.pair.base_job and self.base.paired_with == self.pair.head_job
 
 
-def level(look: int, sessions: int) -> float:
-    """The alpha of the ``look``-th session's test (1-based) when a head may take ``sessions``."""
-    return look_alpha(DEFAULT_ALPHA, min(look, sessions), sessions)
-
-
 def session_pairs(session: Session, machine_id: int, config_id: int, sessions: int) -> int | None:
-    """The pairs of one session on a noisy backend: at least those whose signed-rank test can reach the first
-    look's level (9 when a head may take 3 sessions). None: the config's repetitions (``sim``: one decides). An
-    ``auto`` config runs on the best backend the machine's agents offer."""
+    """The pairs of one session on a noisy backend: at least those whose test can reach the first look's
+    level at Holm's strictest step over every alerting metric of the backend, in each of the machine's enabled
+    configs, with the most pairs left out as bursts. None: the config's repetitions (``sim``: one
+    decides). An ``auto`` config runs on the best backend the machine's agents offer."""
     config = config_sql.by_id(session, config_id)
     if config is None:
         return None
     backend = machine_sql.auto_backend(session, machine_id) if config.backend == "auto" else config.backend
     if backend not in NOISY:
         return None
-    return max(config.repetitions, pairs_needed(level(1, sessions)))
+    family = sum(1 for m in catalogue.CATALOGUE.values() if m.alerts and catalogue.Backend(backend) in m.backends)
+    strictest = look_level(1, sessions) / max(1, family) / max(1, len(config_sql.enabled_ids(session)))
+    pairs = config.repetitions
+    while min_attainable_p(least_kept(pairs)) > strictest:
+        pairs += 1
+    return pairs
 
 
-def compare_sessions(session: Session, pr: PullRequest, measured: list[Measured], config: str,
-                     sessions: int) -> tuple[list[Row], int]:
-    """The rows of the metrics that moved (or stayed undecided) over every session so far, and how
-    many stayed the same."""
+def compare_sessions(session: Session, pr: PullRequest, measured: list[Measured], config: str, sessions: int,
+                     configs: int = 1, equivalence: float = 0.0) -> tuple[list[Row], int, float]:
+    """The rows of the metrics that moved (or stayed undecided) over every session so far, how many
+    were shown unchanged, and the widest margin they were shown within (relative). ``configs``: the
+    machine's configs this pull request is measured on, which share the look's level."""
     interleaved = all(m.interleaved for m in measured)
-    alpha = level(len(measured), sessions)
-    rows, same = [], 0
     medians: dict[str, tuple[dict[str, float], dict[str, float]]] = defaultdict(lambda: ({}, {}))
     keys = set.intersection(*(set(m.base.values) & set(m.head.values) for m in measured))
+    evidence: list[MetricSessions] = []
     for (metric, backend) in sorted(keys):
         if metric not in catalogue.CATALOGUE:
             continue
@@ -101,19 +100,22 @@ def compare_sessions(session: Session, pr: PullRequest, measured: list[Measured]
         medians[backend][0][metric], medians[backend][1][metric] = float(np.median(a)), float(np.median(b))
         if not catalogue.CATALOGUE[metric].alerts:
             continue  # context (4K aliases move with layout): named in the whys it explains, never a row
-        result = _test(session, pr, measured[0].pair, metric, backend, a, b, interleaved, alpha)
-        if result.verdict is Verdict.DIFFERENT:
-            verdict = "regression" if result.kind is Kind.REGRESSION else "improvement"
-        elif result.verdict is Verdict.UNKNOWN and backend != catalogue.Backend.SIM.value:
-            verdict = "undecided"
-        else:
+        effect = 0.0 if backend == catalogue.Backend.SIM.value else min_effect_of_series(
+            _base_series(session, pr, measured[0].pair, metric, backend), f"{pr.base_branch} {metric}/{backend}").value
+        evidence.append(MetricSessions(config, metric, backend, a, b, interleaved and a.size == b.size, effect))
+    rows, same, margin = [], 0, 0.0
+    for v in verdicts(evidence, len(measured), sessions, 1.0 / max(1, configs), equivalence):
+        e = v.sessions
+        if v.call == "unchanged":
             same += 1
+            margin = max(margin, v.margin) if e.alerts else margin
             continue
-        rows.append(Row(config, metric, backend, result.before_median, result.after_median, result.rel_change * 100.0, verdict))
+        rows.append(Row(config, e.metric, e.backend, v.test.before_median, v.test.after_median, v.test.rel_change * 100.0,
+                        v.call))
     whys = Whys(session, measured[0].base.run_id, measured[0].head.run_id, medians)
     for row in rows:  # each row explains its own metric
         row.why = whys.of(row.metric, row.backend)
-    return rows, same
+    return rows, same, margin
 
 
 def _finite_pairs(base: list[float | None], head: list[float | None], interleaved: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -122,18 +124,6 @@ def _finite_pairs(base: list[float | None], head: list[float | None], interleave
         return np.array([x for x, _ in kept], dtype=float), np.array([y for _, y in kept], dtype=float)
     clean = lambda v: np.array([x for x in v if x is not None and math.isfinite(x)], dtype=float)  # noqa: E731
     return clean(base), clean(head)
-
-
-def _test(session: Session, pr: PullRequest, pair: pull_sql.Pair, metric: str, backend: str, a: np.ndarray, b: np.ndarray,
-          interleaved: bool, alpha: float) -> Comparison:
-    """The paired test on interleaved sides (two-sample otherwise) at ``alpha``, at the minimum effect
-    learned from the base branch's series on this machine x config; the exact rule on sim."""
-    if backend == catalogue.Backend.SIM.value:
-        return compare(a, b, metric, backend=backend)
-    effect = min_effect_of_series(_base_series(session, pr, pair, metric, backend), f"{pr.base_branch} {metric}/{backend}").value
-    if interleaved and a.size == b.size:
-        return paired_compare(a, b, metric, backend=backend, alpha=alpha, min_effect=effect)
-    return compare(a, b, metric, backend=backend, alpha=alpha, min_effect=effect)
 
 
 def _base_series(session: Session, pr: PullRequest, pair: pull_sql.Pair, metric: str, backend: str) -> list[tuple[str, list[float]]]:
