@@ -40,6 +40,7 @@ class ApiClient:
                  transport: httpx.BaseTransport | None = None) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
         self._http = httpx.Client(base_url=self.base_url + API_PREFIX, headers=headers, timeout=timeout,
                                   transport=transport)
 
@@ -66,8 +67,8 @@ class ApiClient:
         params = {k: v for k, v in params.items() if v is not None}
         return self.request("GET", path, params=params).json()
 
-    def post(self, path: str, json: Any = None) -> Any:
-        response = self.request("POST", path, json=json)
+    def post(self, path: str, json: Any = None, **kwargs: Any) -> Any:
+        response = self.request("POST", path, json=json, **kwargs)
         return response.json() if response.content else None
 
     def put(self, path: str, content: bytes, content_type: str = "application/json") -> httpx.Response:
@@ -93,9 +94,13 @@ class AgentClient(ApiClient):
         body["stopped_claiming"] = stopped_claiming
         return self.post("/agent/heartbeat", body)
 
-    def claim(self) -> dict[str, Any] | None:
-        """The next job for this machine, or None when nothing is queued (204)."""
-        return self.post("/agent/jobs/claim")
+    def claim(self, wait: float = 0.0) -> dict[str, Any] | None:
+        """The next job for this machine, or None when nothing is queued (204). ``wait``: seconds
+        the server may hold the request until a job is queued (a server that does not wait answers
+        at once)."""
+        if not wait:
+            return self.post("/agent/jobs/claim")
+        return self.post("/agent/jobs/claim", params={"wait": wait}, timeout=self.timeout + wait)
 
     def renew_lease(self, job_id: int, attempt: int) -> dict[str, Any]:
         return self.post(f"/agent/jobs/{job_id}/lease", {"attempt": attempt})

@@ -2,7 +2,8 @@
 
 A real Gitea (`bash .ci/gitea` builds it; PERFCI_GITEA_BIN) sends its deliveries to `perfci server`
 (PostgreSQL, a Celery worker on Redis); one `perfci agent run` daemon on the `sim` backend builds the
-real dataplane at each commit and measures it (config self-64B-short, 1 repetition). Timed from the
+real dataplane at each commit and measures it (config self-64B-short, 1 repetition). The agent polls as
+deployed (poll_seconds at its default: an idle claim waits on the server until a job is queued). Timed from the
 `git push` (or the pull request's creation through Gitea's API) to the moment Gitea's API shows:
 
 - push -> status: the pushed commit's `perfci/<machine>` status in a final state (not pending),
@@ -41,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from perfci_agent.daemon.config import AgentConfig
 from perfci_server import migrate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: the benchmarks and tests packages
@@ -49,6 +51,7 @@ from benchmarks.premise import require
 from tests.e2e.e2e_support import Stack, agent_argv, agent_env, base_repository, free_port, git, server_env, start_api, start_worker
 from tests.forge.gitea import Gitea, GiteaBuild  # the throwaway Gitea the tests drive
 
+DEFAULT_POLL_S = AgentConfig.model_fields["poll_seconds"].default  # what an agent runs with: its idle claims wait on the server
 CONFIG = {"name": "self-64B-short", "packets": 500_000, "warmup": 50_000, "backend": "sim", "repetitions": 1}
 WAIT_S = 20 * 60
 T = TypeVar("T")
@@ -98,7 +101,7 @@ def run(pushes: int, pulls: int, tmp: Path, code_pushes: int = 0) -> dict[str, A
         admin.post("/configs", CONFIG)
         enrollment = admin.post("/enrollment-tokens", {"note": "forge benchmark"})["token"]
         gitea.add_webhook(repo, f"{url}/api/v1/webhooks/gitea", secret)
-        stack.add("agent", agent_argv(tmp, url, "dut-01", enrollment), agent_env(env)).start()
+        stack.add("agent", agent_argv(tmp, url, "dut-01", enrollment, poll_seconds=DEFAULT_POLL_S), agent_env(env)).start()
 
         def final(sha: str, context: str) -> str | None:
             """The newest ``context`` status of ``sha`` once it is final (not pending)."""

@@ -126,12 +126,13 @@ def start_worker(stack: Stack, env: dict[str, str]) -> Proc:
     return stack.add("worker", argv, env).start()
 
 
-def agent_argv(tmp: Path, server_url: str, machine_name: str, enrollment_token: str) -> list[str]:
-    """`perfci agent run` with a config file under ``tmp`` (state in ``tmp/agent``; sim, short polls)."""
+def agent_argv(tmp: Path, server_url: str, machine_name: str, enrollment_token: str, poll_seconds: float = 0.3) -> list[str]:
+    """`perfci agent run` with a config file under ``tmp`` (state in ``tmp/agent``; sim, short polls
+    unless ``poll_seconds`` says otherwise)."""
     config, state = tmp / "agent.toml", tmp / "agent"
     config.write_text(
         f'server_url = "{server_url}"\nmachine_name = "{machine_name}"\nstate_dir = "{state}"\n'
-        f'enrollment_token = "{enrollment_token}"\ncores = [{default_core()}]\nbackends = ["sim"]\npoll_seconds = 0.3\n'
+        f'enrollment_token = "{enrollment_token}"\ncores = [{default_core()}]\nbackends = ["sim"]\npoll_seconds = {poll_seconds}\n'
         'heartbeat_seconds = 5.0\nlog_level = "info"\n'
     )
     return [str(BIN / "perfci"), "agent", "run", "--config", str(config)]

@@ -1,7 +1,8 @@
 """The agent daemon: claim a job, measure it, get the result to the server, repeat.
 
     start: identity (enroll once) -> backends -> upload what the spool holds
-    loop:  heartbeat (when due) -> claim -> [tuned-state gate] -> fetch into the bare mirror
+    loop:  heartbeat (when due) -> claim (the server holds it up to poll_seconds until a job is
+           queued) -> [tuned-state gate] -> fetch into the bare mirror
            -> perfci measure (same code path; once more when the result is marked noisy)
            -> spool -> upload until acknowledged
 
@@ -51,6 +52,7 @@ T = TypeVar("T")
 # A noisy measurement is taken again once: a burst of other work usually passes within a job's
 # time, and a host that stays loaded should not hold the job (and the queue) for long.
 NOISY_REMEASURES = 1
+CLAIM_WAIT_MAX_S = 60.0  # the server holds an idle claim this long at most (its ?wait= bound)
 
 
 def version() -> str:
@@ -183,9 +185,10 @@ class Agent:
         if not self.identity_holds():
             self.stop.wait(self.config.poll_seconds)
             return
-        claimed = self._call("claim", lambda c: c.claim())
-        if claimed is None:
-            self.stop.wait(self.config.poll_seconds)
+        asked = time.monotonic()
+        claimed = self._call("claim", lambda c: c.claim(wait=min(self.config.poll_seconds, CLAIM_WAIT_MAX_S)))
+        if claimed is None:  # the server held the claim while it waited; an older one answers at once
+            self.stop.wait(max(0.0, self.config.poll_seconds - (time.monotonic() - asked)))
             return
         self.work(Claim.model_validate(claimed))
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
 from ..bodies import json_body
+from ..identity import AgentIdentity
 from ..deps import AgentDep, AgentTokenDep, PageDep, ReaderDep, SessionDep, SettingsDep, authenticate_agent, committed
 from ..errors import Conflict, Forbidden, NotFound, Unauthorized, Unprocessable, responses
 from ..models import Job, JobState, utcnow
@@ -14,7 +17,10 @@ from ..pagination import Page, paginate
 from . import repository as job_sql
 from . import service
 from ..bounded import DbId, DbInt
+from .wakeups import MAX_CLAIM_WAIT_S, wakeups
 from .schemas import ClaimedJob, FailureReport, JobDetail, JobOutcome, JobRead, LeaseRenewal, LeaseRenewed, ReleaseRequest
+
+log = logging.getLogger(__name__)
 
 agent_router = APIRouter(prefix="/agent/jobs", tags=["agent"])
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -32,9 +38,33 @@ ReleaseBody = Annotated[ReleaseRequest, json_body(ReleaseRequest)]
     response_model=ClaimedJob,
     responses={204: {"description": "No job is waiting for this machine"}, **responses(*_AGENT_ERRORS)},
 )
-async def claim(session: SessionDep, token: AgentTokenDep, settings: SettingsDep) -> ClaimedJob | Response:
-    """Lease the next queued job for this agent's machine (atomic: no two agents get the same job)."""
-    claimed = await committed(session, lambda: service.claim(session, authenticate_agent(session, token), settings), urgent=True)
+async def claim(
+    session: SessionDep, token: AgentTokenDep, settings: SettingsDep,
+    wait: Annotated[float, Query(ge=0, le=MAX_CLAIM_WAIT_S, description="Seconds to wait for a job when none is queued")] = 0,
+) -> ClaimedJob | Response:
+    """Lease the next queued job for this agent's machine (atomic: no two agents get the same job).
+    With ``wait``, an idle agent's request is held until a job of its machine is queued (it is
+    answered at once) or ``wait`` seconds pass (204)."""
+    def look() -> tuple[AgentIdentity, ClaimedJob | None]:  # the token is checked at every look
+        agent = authenticate_agent(session, token)
+        return agent, service.claim(session, agent, settings)
+
+    deadline = time.monotonic() + wait
+    waits = wakeups(settings.effective_database_url)
+    heard = waits.heard
+    agent, claimed = await committed(session, look, urgent=True)
+    if claimed is None and wait > 0:
+        with waits.waiting(agent.machine_id) as queued:
+            if waits.heard != heard:  # a job may have been queued between the look and the wait
+                queued.set()
+            while claimed is None and (left := deadline - time.monotonic()) > 0:
+                await waits.wait(queued, left)
+                woken = queued.is_set()
+                queued.clear()
+                agent, claimed = await committed(session, look, urgent=True)
+            if claimed is not None:
+                log.info("claim: agent %d got job %d after waiting %.1f s (%s)", agent.id, claimed.job_id,
+                         wait - (deadline - time.monotonic()), "woken as it was queued" if woken else "found looking again")
     if claimed is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return Response(claimed.model_dump_json(), media_type="application/json")  # already a ClaimedJob

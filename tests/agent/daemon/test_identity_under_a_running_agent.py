@@ -59,7 +59,7 @@ class Server:
         self.heartbeats.append(kw)
         return {}
 
-    def claim(self) -> None:
+    def claim(self, wait: float = 0.0) -> None:
         self.claims += 1
         return None  # nothing queued: the agent waits a poll interval
 
