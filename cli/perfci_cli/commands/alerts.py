@@ -1,4 +1,5 @@
-"""``perfci alerts list|show|ack|invalid|fixed``: regression alerts from the server, and triage.
+"""``perfci alerts list|show|ack|invalid|fixed|creeps``: regression alerts from the server, triage, and
+the creeps (slow moves over many commits) kept apart from them.
 
 Exit status: 0 done; 2 bad input (no such alert, invalid filter, refused token); 3 the server
 could not be asked (unreachable, or it failed). ``--json`` prints the server's JSON unchanged.
@@ -105,6 +106,38 @@ def list_cmd(
         more = len(group["alerts"]) - 4
         table.add_row(str(group["id"]), _styled(group["status"]), _styled(group["direction"]), escape(group["machine"]),
                       escape(group["branch"]), _range(group), moved + (f" +{more}" if more > 0 else ""), escape(group["summary"]))
+    Console().print(table)
+
+
+@alerts.command("creeps")
+def creeps_cmd(
+    machine_id: Optional[int] = typer.Option(None, "--machine-id"),
+    branch: Optional[str] = typer.Option(None, "--branch"),
+    metric: Optional[str] = typer.Option(None, "--metric"),
+    limit: int = typer.Option(50, "--limit", min=1, max=500),
+    offset: int = typer.Option(0, "--offset", min=0),
+    as_json: bool = JSON_OPTION,
+    server: Optional[str] = SERVER_OPTION,
+    token: Optional[str] = TOKEN_OPTION,
+) -> None:
+    """Creeps, newest first: a level that moved gradually over a range of commits, no single commit to blame."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    page = ask_server(server, token, lambda c: c.get("/alerts/creeps", machine_id=machine_id, branch=branch, metric=metric,
+                                                     limit=limit, offset=offset))
+    if as_json:
+        print_json(page)
+        return
+    table = Table(title=f"{page['total']} creep(s)" + (f", showing {offset + 1}–{offset + len(page['items'])}" if page["items"] else ""))
+    for column in ("id", "direction", "machine", "branch", "config", "metric", "move", "over commits", "p"):
+        table.add_column(column, overflow="fold")
+    for creep in page["items"]:
+        span = f"{short(creep['first']['sha'])}..{short(creep['last']['sha'])}" + (f" ({creep['commits']})" if creep["commits"] else "")
+        table.add_row(str(creep["id"]), _styled(creep["direction"]), escape(creep["machine"]), escape(creep["branch"]),
+                      escape(creep["config"]), f"{creep['metric']}/{creep['backend']}", pct(creep["change_pct"]), span,
+                      f"{creep['p_value']:.1e}")
     Console().print(table)
 
 

@@ -32,6 +32,9 @@ What one detection does (a Celery task per machine after successful uploads, see
   there agrees the culprit is inside it); two groups whose ranges come to share their first bad
   commit are merged.
 
+Creeps (:mod:`.creeps`): a level that moved gradually over many commits is stored as one creep
+of its series, not as alerts; it fails no status.
+
 Suspects (:mod:`.confirm`): a change detection finds likely but cannot decide yet is not an
 alert; it is recorded as pending and gets confirmation sessions (two commits measured interleaved
 on one agent, claimed before push jobs, within a per machine x config budget); detection decides
@@ -71,7 +74,7 @@ from .. import dispatch
 from ..bisect import service as bisect_service
 from ..models import AlertDirection, AlertGroup, AlertStatus, utcnow
 from ..settings import Settings
-from . import confirm, origins, verdicts
+from . import confirm, creeps, origins, verdicts
 from . import repository as alert_sql
 from . import series_repository as series_sql
 from . import window as window_cache
@@ -203,6 +206,7 @@ def detect_config(session: Session, branch_id: int, machine_id: int, config_id: 
     book = Book(session, branch_id, machine_id)
     confirmations = confirm.Confirmations(session, branch_id, machine_id, config_id, window.at())
     own_from = book.first_own_position
+    seen_creeps = {}
     for key, (found, result) in window_changes(window, config_id, detection).items():
         if own_from:  # a branch's inherited history: its changes are its base branch's to report
             found, result = _own_changes(found, result, window.at(), own_from)
@@ -210,6 +214,8 @@ def detect_config(session: Session, branch_id: int, machine_id: int, config_id: 
         book.reconcile((config_id, *key), found, judge_from, outcome)
         if result is not None:  # suspects: pending, confirmation sessions (confirm.py)
             confirmations.track(*key, result, [(f.last_good[1], f.first_bad[1]) for f in found], judge_from)
+            seen_creeps[key] = result.creeps
+    outcome.creeps += creeps.record(session, branch_id, machine_id, config_id, seen_creeps, window.at(), own_from)
     judged_to = -1
     for late in sorted(p for p in fresh if p < measured[0][0]):
         if late < judged_to:

@@ -49,12 +49,13 @@ class Outcome:
     updated: int = 0
     dropped: int = 0
     confirm_jobs: int = 0  # confirmation rounds queued for suspects
+    creeps: int = 0  # creeps seen for the first time
     groups: set[int] = field(default_factory=set)
     commits: set[int] = field(default_factory=set)
 
     def as_dict(self) -> dict[str, Any]:
         return {"found": self.found, "created": self.created, "updated": self.updated, "dropped": self.dropped,
-                "confirm_jobs": self.confirm_jobs, "groups": sorted(self.groups), "commits": len(self.commits)}
+                "confirm_jobs": self.confirm_jobs, "creeps": self.creeps, "groups": sorted(self.groups), "commits": len(self.commits)}
 
 
 def _overlap(a: tuple[int, int], b: tuple[int, int]) -> int:

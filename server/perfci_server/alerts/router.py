@@ -13,8 +13,8 @@ from ..errors import NotFound, Unauthorized, responses
 from ..models import AlertDirection, AlertStatus, SuspectState
 from ..pagination import Page, paginate
 from . import repository as alert_sql
-from . import detection, reads
-from .schemas import AlertGroupRead, CheckResult, Redetect, RedetectAccepted, SuspectRead, Triage
+from . import creeps, detection, reads
+from .schemas import AlertGroupRead, CheckResult, CreepRead, Redetect, RedetectAccepted, SuspectRead, Triage
 
 router = APIRouter(prefix="/alerts", tags=["alerts"])
 
@@ -60,6 +60,20 @@ def list_pending(
     """Suspected changes, newest first: pending while their confirmation rounds run, not alerts."""
     statement = alert_sql.suspects_statement(state.value, machine_id, branch, metric)
     return reads.read_suspect_page(session, paginate(session, statement, page, lambda row: row))
+
+
+@router.get("/creeps", responses=responses(Unauthorized))
+def list_creeps(
+    session: SessionDep,
+    _: ReaderDep,
+    page: PageDep,
+    machine_id: Annotated[DbId | None, Query()] = None,
+    branch: Annotated[str | None, Query(description="Branch name")] = None,
+    metric: Annotated[str | None, Query()] = None,
+) -> Page[CreepRead]:
+    """Creeps, newest first: a level that moved gradually over a range of commits with no single commit to
+    blame (a host aging, many small commits). Not alerts: no commit's status fails for them."""
+    return creeps.read_page(session, paginate(session, creeps.statement(machine_id, branch, metric), page, lambda row: row))
 
 
 @router.get("/check", responses=responses(Unauthorized, NotFound))

@@ -98,6 +98,27 @@ class SuspectRead(BaseModel):
         return value if value is None or math.isfinite(value) else None
 
 
+class CreepRead(BaseModel):
+    """A level that moved gradually over a range of commits, no single commit to blame: not an
+    alert, and no commit's status fails for it."""
+
+    id: int
+    direction: str = Field(description="regression / improvement (change: a metric of unknown direction)")
+    branch: str
+    machine_id: int
+    machine: str
+    config: str
+    metric: str
+    backend: str
+    change_pct: float = Field(description="The whole move from its first commit to its last, in percent")
+    p_value: float = Field(description="The trend test over its commits (any steps on top taken out)")
+    first: CommitRef = Field(description="The first commit of the ramp")
+    last: CommitRef = Field(description="The last commit of the ramp")
+    commits: int | None = Field(description="Commits from the first to the last (positions on the branch)")
+    created_at: datetime = Field(description="When detection first saw it")
+    updated_at: datetime
+
+
 class TriageStatus(str, Enum):
     UNTRIAGED = AlertStatus.UNTRIAGED.value
     ACKNOWLEDGED = AlertStatus.ACKNOWLEDGED.value

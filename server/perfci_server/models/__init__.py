@@ -1,6 +1,6 @@
 """All tables, imported in one place so ``Base.metadata`` is complete for Alembic and the tests."""
 
-from .alert import Alert, AlertDirection, AlertGroup, AlertStatus, DetectionWindow, Suspect, SuspectState
+from .alert import Alert, AlertDirection, AlertGroup, AlertStatus, Creep, DetectionWindow, Suspect, SuspectState
 from .base import Base, utcnow
 from .bench import BenchConfig
 from .bisect import Bisect, BisectStatus
@@ -21,6 +21,7 @@ __all__ = [
     "AlertDirection",
     "AlertGroup",
     "AlertStatus",
+    "Creep",
     "Suspect",
     "SuspectState",
     "ApiToken",

@@ -141,3 +141,28 @@ class Suspect(IdMixin, CreatedAtMixin, Base):
     state: Mapped[str] = mapped_column(String(16), default=SuspectState.PENDING.value)
     reason: Mapped[str] = mapped_column(Text, default="")  # what the last detection said about it
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class Creep(IdMixin, CreatedAtMixin, Base):
+    """A level that moved gradually from ``first_commit`` to ``last_commit`` with no single commit
+    to blame (analysis.detect.Creep: a host aging, a cache filling, many small commits). Kept apart
+    from alerts and from the commits' verdicts: no status fails for it. Each detection of a series
+    replaces the creeps it sees in its window; ``created_at`` is when one was first seen."""
+
+    __tablename__ = "creeps"
+    __table_args__ = (
+        CheckConstraint("direction IN ('regression', 'improvement', 'change')", name="direction"),
+        Index("ix_creeps_series", "branch_id", "machine_id", "config_id"),
+    )
+
+    branch_id: Mapped[int] = mapped_column(BigId, ForeignKey("branches.id", ondelete="CASCADE"))
+    machine_id: Mapped[int] = mapped_column(BigId, ForeignKey("machines.id", ondelete="CASCADE"), index=True)
+    config_id: Mapped[int] = mapped_column(BigId, ForeignKey("bench_configs.id", ondelete="CASCADE"))
+    metric: Mapped[str] = mapped_column(String(64))
+    backend: Mapped[str] = mapped_column(String(8))
+    first_commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"))
+    last_commit_id: Mapped[int] = mapped_column(BigId, ForeignKey("commits.id", ondelete="CASCADE"))
+    direction: Mapped[str] = mapped_column(String(16))  # regression / improvement / change
+    change_pct: Mapped[float] = mapped_column(Double)  # the whole move from first to last
+    p_value: Mapped[float] = mapped_column(Double)  # the trend test over its commits
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
