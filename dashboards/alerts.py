@@ -1,5 +1,6 @@
 """Alerts: the alert groups with their status, suspected commit range, the metrics that moved and
-the lean-model explanation; and the suspected changes still being confirmed (pending, not alerts)."""
+the lean-model explanation; the suspected changes still being confirmed (pending, not alerts); and
+the creeps (slow moves over many commits, not alerts)."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def build() -> db.Dashboard:
     table = table.override_by_name("explanation", [p.DynamicConfigValue(id_val="custom.cellOptions",
                                                                         value={"type": "json-view"})])
     board = board.with_panel(p.hide_columns(table, "commit_url").height(16).span(24))
-    return board.with_panel(pending_table().height(8).span(24))
+    return board.with_panel(pending_table().height(8).span(24)).with_panel(creeps_table().height(8).span(24))
 
 
 def pending_table():
@@ -90,5 +91,26 @@ def pending_table():
                          "re-measurement budget or the rounds per commit are spent, undecided.", suspects)
     table = p.commit_link(table, "commit")
     table = p.colour_by_text(table, "state", {"pending": "blue", "exhausted": "text"})
+    table = p.colour_by_text(table, "direction", {"regression": "red", "improvement": "green", "change": "text"})
+    return p.hide_columns(table, "commit_url")
+
+
+def creeps_table():
+    """Creeps: a level that moved gradually over a range of commits, no single commit to blame."""
+    creeps = """
+        SELECT id AS creep, direction, branch, machine, config, metric || '/' || backend AS metric,
+               round(change_pct::numeric, 2) AS change_pct, p_value, first_sha || '..' || last_sha AS range,
+               first_position, last_position, last_position - first_position + 1 AS commits, created_at AS first_seen,
+               updated_at, last_url AS commit_url
+        FROM dash_creeps
+        WHERE machine_id IN (${machine:sqlstring})
+        ORDER BY updated_at DESC, id DESC
+        LIMIT 200
+    """
+    table = p.data_table("Creeps: slow moves over many commits",
+                         "A level that moved gradually over a range of commits (a host aging, a cache filling, many "
+                         "small commits), with no single commit to blame. Not alerts: no commit's status fails for "
+                         "them; a step on top of a creep is alerted as a step. The range links to its last commit.", creeps)
+    table = p.commit_link(table, "range")
     table = p.colour_by_text(table, "direction", {"regression": "red", "improvement": "green", "change": "text"})
     return p.hide_columns(table, "commit_url")

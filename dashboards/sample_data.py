@@ -12,6 +12,7 @@ The known changes (fractions of the branch length):
 - at 84 %: IPP -2 % (an improvement)                                            -> alerts, "acknowledged"
 - 3 commits before the head, on the first machine and config: a suspected CPP regression still
   being confirmed (a pending suspect, one queued confirmation round of its 3 commits)
+- over the branch's last tenth, on the last machine and first config: a CPP creep (+1.8 %)
 """
 
 from __future__ import annotations
@@ -283,11 +284,12 @@ def seed(connection: Connection, shape: Shape = Shape(), now: datetime | None = 
     seeded = Seeded(repository_id, branch_id, machine_ids, backends, config_ids, commit_ids, shas, len(values) * shape.reps)
     _seed_alerts(connection, ids, seeded, configs, series_medians, times)
     _seed_suspect(connection, ids, seeded, configs, times)
+    _seed_creep(connection, ids, seeded, configs, times)
     ids.sync_sequences()
     # Every table the panels join: statistics left from an earlier (rolled-back) seeding can make
     # the planner nest-loop over runs and jobs for minutes.
     for table in ("metric_values", "samples", "runs", "jobs", "branch_commits", "commits", "branches", "machines",
-                  "bench_configs", "alert_groups", "alerts", "suspects"):
+                  "bench_configs", "alert_groups", "alerts", "suspects", "creeps"):
         connection.execute(text(f"ANALYZE {table}"))
     return seeded
 
@@ -350,6 +352,19 @@ def _seed_suspect(connection: Connection, ids: _Ids, seeded: Seeded, configs, ti
                                "priority", "round", "reason", "updated_at", "created_at"),
           [(job_id, commit_id, machine_id, config_id, "queued", 0, 3, "confirm", 10, 1,
             f"{reason} at {seeded.shas[at][:12]}: round 1", when, when) for job_id, commit_id in zip(job_ids, commits)])
+
+
+def _seed_creep(connection: Connection, ids: _Ids, seeded: Seeded, configs, times) -> None:
+    """A CPP creep over the branch's last tenth (the alerts' creeps table)."""
+    machine, machine_id = list(seeded.machines.items())[-1]
+    n = len(seeded.commit_ids)
+    first, last = n - max(2, n // 10), n - 1
+    when = times[-1]
+    [creep_id] = ids.take("creeps", 1)
+    _copy(connection, "creeps", ("id", "branch_id", "machine_id", "config_id", "metric", "backend", "first_commit_id",
+                                 "last_commit_id", "direction", "change_pct", "p_value", "updated_at", "created_at"),
+          [(creep_id, seeded.branch_id, machine_id, seeded.configs[configs[0][0]], "cpp", seeded.machine_backends[machine],
+            seeded.commit_ids[first], seeded.commit_ids[last], "regression", 1.8, 2e-6, when, when)])
 
 
 def _factor(step: Step, metric: str) -> float:

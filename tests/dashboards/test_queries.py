@@ -58,6 +58,9 @@ EXPECTED_COLUMNS = {
     ("perfci-alerts", "Pending: suspected changes being confirmed"): [
         "suspect", "state", "why", "direction", "branch", "machine", "config", "metric", "change_pct", "p_value", "commit",
         "position", "subject", "confirm_jobs", "reason", "updated_at", "commit_url"],
+    ("perfci-alerts", "Creeps: slow moves over many commits"): [
+        "creep", "direction", "branch", "machine", "config", "metric", "change_pct", "p_value", "range", "first_position",
+        "last_position", "commits", "first_seen", "updated_at", "commit_url"],
 }
 
 NOT_SCALING = {"Serial fraction B (lower is better)", "Scaling efficiency E(N) (higher is better)", "Package energy (RAPL)"}
