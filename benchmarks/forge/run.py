@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import re
-import secrets
 import statistics
 import sys
 import tempfile
@@ -42,16 +41,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from perfci_agent.daemon.config import AgentConfig
-from perfci_server import migrate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: the benchmarks and tests packages
-from benchmarks import owned
+from benchmarks.forge.stack import forge_stack
 from benchmarks.premise import require
-from tests.e2e.e2e_support import Stack, agent_argv, agent_env, base_repository, free_port, git, server_env, start_api, start_worker
-from tests.forge.gitea import Gitea, GiteaBuild  # the throwaway Gitea the tests drive
+from tests.e2e.e2e_support import Stack, base_repository, git
 
-DEFAULT_POLL_S = AgentConfig.model_fields["poll_seconds"].default  # what an agent runs with: its idle claims wait on the server
 CONFIG = {"name": "self-64B-short", "packets": 500_000, "warmup": 50_000, "backend": "sim", "repetitions": 1}
 WAIT_S = 20 * 60
 T = TypeVar("T")
@@ -81,27 +76,8 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def run(pushes: int, pulls: int, tmp: Path, code_pushes: int = 0) -> dict[str, Any]:
-    database = owned.recreate_database(owned.default_database_url("forge"))
-    migrate.upgrade(database)
-    broker = owned.default_redis_url()
-    owned.claim_redis(broker)
-    stack = Stack(tmp)
-    gitea = Gitea.start(GiteaBuild.from_env(), tmp / "gitea")
-    try:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        env = server_env(database, broker, tmp / "server", port, gitea_api_url=f"{gitea.url}/api/v1", gitea_token=gitea.token,
-                         public_url=url)
-        _, admin = start_api(stack, env, port)
-        start_worker(stack, env)
-        repo = gitea.create_repo("dataplane-bench")
-        secret = secrets.token_hex(16)
-        admin.post("/repositories", {"name": repo.full_name, "forge": "gitea", "clone_url": gitea.clone_url(repo),
-                                     "webhook_secret": secret})
-        admin.post("/configs", CONFIG)
-        enrollment = admin.post("/enrollment-tokens", {"note": "forge benchmark"})["token"]
-        gitea.add_webhook(repo, f"{url}/api/v1/webhooks/gitea", secret)
-        stack.add("agent", agent_argv(tmp, url, "dut-01", enrollment, poll_seconds=DEFAULT_POLL_S), agent_env(env)).start()
+    with forge_stack(tmp, "forge", CONFIG, "dut-01") as forge:
+        stack, gitea, repo = forge.stack, forge.gitea, forge.repo
 
         def final(sha: str, context: str) -> str | None:
             """The newest ``context`` status of ``sha`` once it is final (not pending)."""
@@ -165,10 +141,6 @@ def run(pushes: int, pulls: int, tmp: Path, code_pushes: int = 0) -> dict[str, A
                 "pull_to_verdict_comment": summary(verdict_s), "docs_push": docs_push,
                 "load_before": load_before, "load_after": os.getloadavg(),
                 "cores": os.cpu_count(), "backend": "sim", "config": CONFIG["name"]}
-    finally:
-        for proc in reversed(stack.procs):
-            proc.stop()
-        gitea.stop()
 
 
 # --- a documentation-only push, as the agent did it -----------------------------------------------

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import sys
 import tempfile
 import time
@@ -44,14 +43,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from perfci_server import migrate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: the benchmarks and tests packages
-from benchmarks import owned
+from benchmarks.forge.stack import forge_stack
 from benchmarks.forge.team_score import Day, Poller, PullHead, Truth, git, score
 from benchmarks.premise import fail, require
-from tests.e2e.e2e_support import ROOT, Stack, agent_argv, agent_env, base_repository, free_port, server_env, start_api, start_worker
-from tests.forge.gitea import Gitea, GiteaBuild, Repo
+from tests.e2e.e2e_support import ROOT, Stack, base_repository
+from tests.forge.gitea import Gitea, Repo
 
 CONFIG = {"name": "self-64B-short", "packets": 500_000, "warmup": 50_000, "backend": "sim", "repetitions": 1}
 MACHINE = "dut-01"
@@ -287,65 +285,42 @@ def jobs(admin: Any) -> list[dict[str, Any]]:
 
 
 def run(smoke: bool, tmp: Path) -> dict[str, Any]:
-    database = owned.recreate_database(owned.default_database_url("team"))
-    migrate.upgrade(database)
-    broker = owned.default_redis_url()
-    owned.claim_redis(broker)
-    stack = Stack(tmp)
-    gitea = Gitea.start(GiteaBuild.from_env(), tmp / "gitea")
-    poller = None
-    try:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        env = server_env(database, broker, tmp / "server", port, gitea_api_url=f"{gitea.url}/api/v1", gitea_token=gitea.token,
-                         public_url=url)
-        _, admin = start_api(stack, env, port)
-        start_worker(stack, env)
-        repo = gitea.create_repo("dataplane-team")
-        secret = secrets.token_hex(16)
-        admin.post("/repositories", {"name": repo.full_name, "forge": "gitea", "clone_url": gitea.clone_url(repo),
-                                     "webhook_secret": secret})
-        admin.post("/configs", CONFIG)
-        enrollment = admin.post("/enrollment-tokens", {"note": "team day"})["token"]
-        gitea.add_webhook(repo, f"{url}/api/v1/webhooks/gitea", secret)
-        stack.add("agent", agent_argv(tmp, url, MACHINE, enrollment), agent_env(env)).start()
-
-        work = tmp / "work"
-        work.mkdir()
-        base_repository(work)
-        day = Day(MACHINE, sites=SITES)
+    with forge_stack(tmp, "team", CONFIG, MACHINE) as forge:
+        gitea, repo, admin, stack = forge.gitea, forge.repo, forge.admin, forge.stack
         poller = Poller(f"{gitea.url}/api/v1", gitea.token, repo.full_name)
         poller.start()
-        team = Team(work, gitea, repo, day, poller, admin, stack)
-        load_before = os.getloadavg()
-        (smoke_day if smoke else full_day)(team)
-        quiet_s = drain(team)
-        poller.stop()
-        all_jobs = jobs(admin)
-        alerts = admin.get("/alerts", limit=100)["items"]
-        truth = Truth(work, {name: REGRESSIONS / f"{name}.patch" for name in SITES})
-        require(any(j["state"] == "done" for j in all_jobs), "no job was measured")
-        require(poller.polls > 0, "the poller never read Gitea")
-        require(any(a["direction"] == "regression" for a in alerts), "no regression was alerted")
-        figures = score(day, truth, poller, alerts)
-        (tmp / "timeline.json").write_text(json.dumps(timeline(day, truth, poller, team.started), indent=1))
-        figures.update({
-            "day": "smoke" if smoke else "full", "branches": len(git(work, "branch", "--format=%(refname:short)").split()),
-            "pull_requests": len({p.number for p in day.pull_heads}), "commits": len(day.labels),
-            "jobs": {state: sum(j["state"] == state for j in all_jobs) for state in ("done", "failed", *ACTIVE)},
-            "alerts": [f"{a['id']} {a['direction']} {a['branch']} {a['first_bad']['sha'][:12]}: {a['summary']}" for a in alerts],
-            "polls": poller.polls, "poll_errors": poller.errors[:5], "quiet_after_last_job_s": quiet_s,
-            "load_before": load_before, "load_after": os.getloadavg(),
-            "load_max_1min": max(poller.loads, default=0.0), "cores": os.cpu_count(), "backend": "sim", "config": CONFIG["name"],
-            "duration_s": time.monotonic() - team.started,
-        })
-        return figures
-    finally:
-        if poller is not None and poller._thread.is_alive():
+        try:
+            work = tmp / "work"
+            work.mkdir()
+            base_repository(work)
+            day = Day(MACHINE, sites=SITES)
+            team = Team(work, gitea, repo, day, poller, admin, stack)
+            load_before = os.getloadavg()
+            (smoke_day if smoke else full_day)(team)
+            quiet_s = drain(team)
             poller.stop()
-        for proc in reversed(stack.procs):
-            proc.stop()
-        gitea.stop()
+            all_jobs = jobs(admin)
+            alerts = admin.get("/alerts", limit=100)["items"]
+            truth = Truth(work, {name: REGRESSIONS / f"{name}.patch" for name in SITES})
+            require(any(j["state"] == "done" for j in all_jobs), "no job was measured")
+            require(poller.polls > 0, "the poller never read Gitea")
+            require(any(a["direction"] == "regression" for a in alerts), "no regression was alerted")
+            figures = score(day, truth, poller, alerts)
+            (tmp / "timeline.json").write_text(json.dumps(timeline(day, truth, poller, team.started), indent=1))
+            figures.update({
+                "day": "smoke" if smoke else "full", "branches": len(git(work, "branch", "--format=%(refname:short)").split()),
+                "pull_requests": len({p.number for p in day.pull_heads}), "commits": len(day.labels),
+                "jobs": {state: sum(j["state"] == state for j in all_jobs) for state in ("done", "failed", *ACTIVE)},
+                "alerts": [f"{a['id']} {a['direction']} {a['branch']} {a['first_bad']['sha'][:12]}: {a['summary']}" for a in alerts],
+                "polls": poller.polls, "poll_errors": poller.errors[:5], "quiet_after_last_job_s": quiet_s,
+                "load_before": load_before, "load_after": os.getloadavg(),
+                "load_max_1min": max(poller.loads, default=0.0), "cores": os.cpu_count(), "backend": "sim", "config": CONFIG["name"],
+                "duration_s": time.monotonic() - team.started,
+            })
+            return figures
+        finally:
+            if poller._thread.is_alive():
+                poller.stop()
 
 
 def timeline(day: Day, truth: Truth, poller: Poller, started: float) -> dict[str, Any]:
