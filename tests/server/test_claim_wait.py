@@ -109,7 +109,8 @@ def test_the_listener_comes_back_when_its_connection_is_cut(committed_client, se
     create_config(client)
     agent = enroll(client)
     with ThreadPoolExecutor(1) as pool, caplog.at_level(logging.INFO, logger="perfci_server.jobs"):
-        assert _waiting_claim(pool, client, agent, wait=0.5).result(timeout=120).status_code == 204
+        assert pool.submit(client.post, CLAIM, params={"wait": 0.2}, headers=agent["headers"]).result(timeout=120).status_code == 204
+        _until("the listener connects", lambda: bool(_listeners()))  # it stays a while after the claim
         [cut] = _listeners()
         with db.session_scope() as session:
             assert session.scalar(text("SELECT pg_terminate_backend(:pid)"), {"pid": cut})
@@ -132,3 +133,21 @@ def test_without_notifications_a_waiting_claim_looks_again_at_short_intervals(mo
             return waits.listening
 
     assert asyncio.run(one_wait()) is False
+
+
+def test_the_listener_stops_once_no_claim_waits(committed_client, monkeypatch, caplog):
+    monkeypatch.setattr(wakeups, "LINGER_S", 2.0)
+    monkeypatch.setattr(wakeups, "IDLE_CHECK_S", 0.05)
+    client = committed_client
+    create_config(client)
+    agent = enroll(client)
+
+    def said(words: str) -> int:
+        return sum(words in r.getMessage() for r in caplog.records if r.name == "perfci_server.jobs.wakeups")
+
+    with ThreadPoolExecutor(1) as pool, caplog.at_level(logging.INFO, logger="perfci_server.jobs.wakeups"):
+        for turn in (1, 2):  # the next waiting claim after a stop listens again
+            assert pool.submit(client.post, CLAIM, params={"wait": 0.2}, headers=agent["headers"]).result(timeout=120).status_code == 204
+            _until("the listener stops", lambda: said("stopped listening") == turn)
+            _until("its connection closes", lambda: _listeners() == [])
+    assert said("listening for queued jobs (") == 2

@@ -5,13 +5,15 @@ agent's machine is queued, or N seconds pass. On PostgreSQL a trigger (migration
 NOTIFY perfci_job_queued with the machine id when a job is queued; one LISTEN connection per
 server process (per event loop) wakes that machine's waiting claims, which look again. Without
 that connection (SQLite, or PostgreSQL while it is down) a waiting claim looks again every
-:data:`FALLBACK_LOOK_S` instead. A waiting claim holds no database connection.
+:data:`FALLBACK_LOOK_S` instead. A waiting claim holds no database connection; the listener's
+own connection is closed once no claim has waited for :data:`LINGER_S`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +28,8 @@ CHANNEL = "perfci_job_queued"
 MAX_CLAIM_WAIT_S = 60.0  # the longest a claim may wait (below the proxies' usual idle timeouts)
 FALLBACK_LOOK_S = 0.5  # how often a waiting claim looks when no notification can come
 RECONNECT_S = (1.0, 2.0, 5.0, 10.0)  # the listener's delays between attempts to reconnect
+LINGER_S = 60.0  # the listener stops this long after the last waiting claim (idle agents wait again within seconds)
+IDLE_CHECK_S = 5.0  # how often a listener with nothing to hear checks whether it is still wanted
 
 
 class Wakeups:
@@ -39,6 +43,7 @@ class Wakeups:
         self._listening = False
         self._task: asyncio.Task[None] | None = None
         self.heard = 0  # notifications received: a claim that saw it change may have missed its job
+        self._last_wait = time.monotonic()
 
     @property
     def listening(self) -> bool:
@@ -58,6 +63,7 @@ class Wakeups:
             self._waiting[machine_id].discard(event)
             if not self._waiting[machine_id]:
                 del self._waiting[machine_id]
+            self._last_wait = time.monotonic()
 
     async def wait(self, event: asyncio.Event, seconds: float) -> None:
         """Until ``event`` is set or ``seconds`` pass (FALLBACK_LOOK_S at most while not listening)."""
@@ -77,9 +83,12 @@ class Wakeups:
         if self._conninfo is not None and (self._task is None or self._task.done()):
             self._task = asyncio.get_running_loop().create_task(self._listen(), name="perfci-job-wakeups")
 
+    def _wanted(self) -> bool:
+        return bool(self._waiting) or time.monotonic() - self._last_wait < LINGER_S
+
     async def _listen(self) -> None:
         failures = 0
-        while True:
+        while self._wanted():
             try:
                 async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
@@ -89,8 +98,9 @@ class Wakeups:
                     for events in list(self._waiting.values()):
                         for event in events:
                             event.set()
-                    async for notice in conn.notifies():
-                        self._wake_payload(notice.payload)
+                    while self._wanted():
+                        async for notice in conn.notifies(timeout=IDLE_CHECK_S):
+                            self._wake_payload(notice.payload)
             except (psycopg.Error, OSError) as exc:
                 self._listening = False
                 delay = RECONNECT_S[min(failures, len(RECONNECT_S) - 1)]
@@ -100,6 +110,7 @@ class Wakeups:
                 await asyncio.sleep(delay)
             finally:
                 self._listening = False
+        log.info("waiting claims: none for %.0f s, stopped listening for queued jobs", LINGER_S)
 
     def _wake_payload(self, payload: str) -> None:
         try:
