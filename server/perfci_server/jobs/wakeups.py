@@ -52,8 +52,9 @@ class Wakeups:
 
     @contextmanager
     def waiting(self, machine_id: int) -> Iterator[asyncio.Event]:
-        """An event set when a job of ``machine_id`` is queued. Taken before the claim looks, so a
-        job queued between the look and the wait still wakes it."""
+        """An event set when a job of ``machine_id`` is queued (and when the listener connects: a job
+        may have been queued meanwhile). A job queued between the claim's first look and this shows
+        in :attr:`heard`, which the claim read before it looked."""
         self._start()
         event = asyncio.Event()
         self._waiting[machine_id].add(event)
