@@ -94,6 +94,7 @@ def test_a_hanging_forge_stalls_only_its_own_repositories(committed_client, sent
         while hanging.requests == 0 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert hanging.requests >= 1, "the hanging forge was never asked"
+        delivered = time.monotonic()
         quick_id = _push(client, quick, "team/quick", quick_base, quick_head, "quick-0")
         producer.send_task(COMPLETE_PUSH_TASK, args=(quick_id,), queue="perfci")
 
@@ -106,6 +107,8 @@ def test_a_hanging_forge_stalls_only_its_own_repositories(committed_client, sent
             time.sleep(0.2)
         log.seek(0)
         assert state(quick_id), f"the other forge's push waited on the hanging one; worker log:\n{log.read()[-4000:]}"
+        # The figure, not a verdict (a busy host may take longer): `pytest -s -k forge_fairness` prints it.
+        print(f"\nthe other forge's push was complete {time.monotonic() - delivered:.1f} s after its delivery")
         assert hanging.hanging.is_set() and not any(state(i) for i in slow_ids)  # it was done while the forge still hung
         assert hanging.requests == 1  # one fetch held the forge's one slot; the others waited for it
         log.seek(0)
