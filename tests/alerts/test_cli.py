@@ -4,17 +4,14 @@ committed test database): exit codes CI can gate on, --json, triage from the com
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
 from tests.alerts.alerts_support import committed_sim_lab
 from perfci_cli.app import app
-from perfci_server.app import create_app
 from tests.server.server_support import ADMIN
+from tests.support.server import LiveServer
 
 pytestmark = pytest.mark.services
 STEP = 5
@@ -25,18 +22,10 @@ ADMIN_TOKEN = ADMIN["Authorization"].split()[1]
 def live(committed_client, sent_tasks):
     lab = committed_sim_lab(committed_client, sent_tasks, 9, STEP)
     lab.push(1)  # pushed, not measured yet
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started
-    port = server.servers[0].sockets[0].getsockname()[1]
-    lab.url = f"http://127.0.0.1:{port}"
+    served = LiveServer()
+    lab.url = served.url
     yield lab
-    server.should_exit = True
-    thread.join(timeout=10)
+    served.stop()
     lab.session.close()
 
 

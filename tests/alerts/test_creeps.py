@@ -5,18 +5,15 @@ time as later commits arrive, listed by the API and by `perfci alerts creeps`.""
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import numpy as np
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
 from perfci_cli.app import app
 from perfci_server import db
-from perfci_server.app import create_app
 from tests.alerts.alerts_support import TSC, Lab, tsc_values
+from tests.support.server import LiveServer
 
 pytestmark = pytest.mark.services
 
@@ -72,16 +69,9 @@ def test_a_creep_seen_again_keeps_its_row_and_grows_with_the_commits(client, ses
 @pytest.fixture
 def live(committed_client, sent_tasks):
     lab = _creeping_lab(committed_client, db.new_session(), sent_tasks)
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started
-    yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    served = LiveServer()
+    yield served.url
+    served.stop()
     lab.session.close()
 
 

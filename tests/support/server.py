@@ -7,10 +7,13 @@ are truncated after them (``committed``, ``committed_client``).
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
@@ -110,3 +113,22 @@ def redis_url() -> str:
     except redis.RedisError as exc:
         unreachable("Redis", TEST_REDIS_URL, exc)
     return TEST_REDIS_URL
+
+
+class LiveServer:
+    """The app served by uvicorn on a free loopback port, in a thread: for clients that speak HTTP
+    (the CLI) against the committed test database. ``stop()`` ends it."""
+
+    def __init__(self) -> None:
+        self._server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=0, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self._server.started, "uvicorn did not start within 20 s"
+        self.url = f"http://127.0.0.1:{self._server.servers[0].sockets[0].getsockname()[1]}"
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
