@@ -11,16 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy import Select, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from perfci_core.analysis import Creep as Found
 
-from ..models import BenchConfig, Branch, Creep, Machine
-from ..pagination import Page
-from . import explanation
-from . import repository as alert_sql
-from .schemas import CommitRef, CreepRead
+from ..models import Creep
 
 log = logging.getLogger(__name__)
 
@@ -69,40 +65,3 @@ def record(session: Session, branch_id: int, machine_id: int, config_id: int, se
             session.delete(gone)
     return new
 
-
-def statement(machine_id: int | None = None, branch: str | None = None, metric: str | None = None) -> Select[tuple[Creep]]:
-    """Creeps, newest first."""
-    query = select(Creep).order_by(Creep.id.desc())
-    if machine_id is not None:
-        query = query.where(Creep.machine_id == machine_id)
-    if branch is not None:
-        query = query.where(Creep.branch_id.in_(select(Branch.id).where(Branch.name == branch)))
-    if metric is not None:
-        query = query.where(Creep.metric == metric)
-    return query
-
-
-def read_page(session: Session, page: Page[Creep]) -> Page[CreepRead]:
-    """The API shape of a page of creeps, names and commits loaded in batch queries."""
-    rows = page.items
-    commits = alert_sql.commits_by_id(session, [c for r in rows for c in (r.first_commit_id, r.last_commit_id)])
-    positions = alert_sql.branch_positions(session, [(r.branch_id, c) for r in rows for c in (r.first_commit_id, r.last_commit_id)])
-    branches = alert_sql.names(session, Branch, [r.branch_id for r in rows])
-    machines = alert_sql.names(session, Machine, [r.machine_id for r in rows])
-    configs = alert_sql.names(session, BenchConfig, [r.config_id for r in rows])
-
-    def ref(row: Creep, commit_id: int) -> CommitRef:
-        c = commits[commit_id]
-        return CommitRef(sha=c.sha, position=positions.get((row.branch_id, commit_id)), subject=explanation.subject(c.message),
-                         author=f"{c.author_name} <{c.author_email}>" if c.author_email else c.author_name)
-
-    items = []
-    for r in rows:
-        first, last = ref(r, r.first_commit_id), ref(r, r.last_commit_id)
-        span = last.position - first.position + 1 if first.position is not None and last.position is not None else None
-        items.append(CreepRead(
-            id=r.id, direction=r.direction, branch=branches.get(r.branch_id, ""), machine_id=r.machine_id,
-            machine=machines.get(r.machine_id, ""), config=configs.get(r.config_id, ""), metric=r.metric, backend=r.backend,
-            change_pct=r.change_pct, p_value=r.p_value, first=first, last=last, commits=span,
-            created_at=r.created_at, updated_at=r.updated_at))
-    return Page(items=items, total=page.total, limit=page.limit, offset=page.offset)

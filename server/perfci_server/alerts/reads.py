@@ -8,7 +8,7 @@ from collections import defaultdict
 from sqlalchemy.orm import Session
 
 from ..errors import NotFound
-from ..models import Alert, AlertGroup, BenchConfig, Branch, CommitState, Machine, Repository, utcnow
+from ..models import Alert, AlertGroup, BenchConfig, Branch, Commit, CommitState, Creep, Machine, Repository, utcnow
 from ..models import Suspect as SuspectRow
 from ..pagination import Page
 from ..repos import repository as repo_sql
@@ -16,7 +16,7 @@ from ..settings import Settings
 from . import explanation, verdicts
 from . import repository as alert_sql
 from . import series_repository as series_sql
-from .schemas import AlertGroupRead, AlertRead, CheckResult, CheckState, CommitRef, MachineVerdict, SuspectRead, Triage
+from .schemas import AlertGroupRead, AlertRead, CheckResult, CheckState, CommitRef, CreepRead, MachineVerdict, SuspectRead, Triage
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +46,7 @@ def read_groups(session: Session, groups: list[AlertGroup]) -> list[AlertGroupRe
     def ref(group: AlertGroup, commit_id: int | None, author: bool) -> CommitRef | None:
         if commit_id is None:
             return None
-        c = commits[commit_id]
-        return CommitRef(sha=c.sha, position=positions.get((group.branch_id, commit_id)), subject=explanation.subject(c.message),
-                         author=(f"{c.author_name} <{c.author_email}>" if c.author_email else c.author_name) if author else "")
+        return commit_ref(commits[commit_id], positions.get((group.branch_id, commit_id)), author)
 
     families: dict[tuple[int, int, int, int], str | None] = {}
 
@@ -102,8 +100,7 @@ def read_suspects(session: Session, rows: list[SuspectRow]) -> list[SuspectRead]
             id=r.id, state=r.state, why=r.why, direction=r.direction, branch=branches.get(r.branch_id, ""),
             machine_id=r.machine_id, machine=machines.get(r.machine_id, ""), config=configs.get(r.config_id, ""),
             metric=r.metric, backend=r.backend, change_pct=r.change_pct, p_value=r.p_value,
-            suspect=CommitRef(sha=c.sha, position=positions.get((r.branch_id, r.suspect_commit_id)), subject=explanation.subject(c.message),
-                              author=f"{c.author_name} <{c.author_email}>" if c.author_email else c.author_name),
+            suspect=commit_ref(c, positions.get((r.branch_id, r.suspect_commit_id))),
             commits=[commits[i].sha for i in r.commit_ids if i in commits],
             confirm_jobs=alert_sql.active_confirm_jobs(session, r.machine_id, r.config_id, r.commit_ids),
             reason=r.reason, created_at=r.created_at, updated_at=r.updated_at,
@@ -113,6 +110,32 @@ def read_suspects(session: Session, rows: list[SuspectRow]) -> list[SuspectRead]
 
 def read_suspect_page(session: Session, page: Page[SuspectRow]) -> Page[SuspectRead]:
     return Page(items=read_suspects(session, page.items), total=page.total, limit=page.limit, offset=page.offset)
+
+
+def read_creep_page(session: Session, page: Page[Creep]) -> Page[CreepRead]:
+    """The API shape of a page of creeps, names and commits loaded in batch queries."""
+    rows = page.items
+    ends = [(r.branch_id, c) for r in rows for c in (r.first_commit_id, r.last_commit_id)]
+    commits = alert_sql.commits_by_id(session, [c for _, c in ends])
+    positions = alert_sql.branch_positions(session, ends)
+    branches = alert_sql.names(session, Branch, [r.branch_id for r in rows])
+    machines = alert_sql.names(session, Machine, [r.machine_id for r in rows])
+    configs = alert_sql.names(session, BenchConfig, [r.config_id for r in rows])
+    items = []
+    for r in rows:
+        first, last = (positions.get((r.branch_id, c)) for c in (r.first_commit_id, r.last_commit_id))
+        items.append(CreepRead(
+            id=r.id, direction=r.direction, branch=branches.get(r.branch_id, ""), machine_id=r.machine_id,
+            machine=machines.get(r.machine_id, ""), config=configs.get(r.config_id, ""), metric=r.metric, backend=r.backend,
+            change_pct=r.change_pct, p_value=r.p_value, first=commit_ref(commits[r.first_commit_id], first),
+            last=commit_ref(commits[r.last_commit_id], last), commits=None if first is None or last is None else last - first + 1,
+            created_at=r.created_at, updated_at=r.updated_at))
+    return Page(items=items, total=page.total, limit=page.limit, offset=page.offset)
+
+
+def commit_ref(c: Commit, position: int | None, author: bool = True) -> CommitRef:
+    return CommitRef(sha=c.sha, position=position, subject=explanation.subject(c.message),
+                     author=(f"{c.author_name} <{c.author_email}>" if c.author_email else c.author_name) if author else "")
 
 
 def read_page(session: Session, page: Page[AlertGroup]) -> Page[AlertGroupRead]:

@@ -19,6 +19,7 @@ from ..models import (
     BranchCommit,
     Commit,
     CommitStatus,
+    Creep,
     Job,
     JobPurpose,
     JobState,
@@ -214,6 +215,18 @@ def suspects_statement(state: str | None = None, machine_id: int | None = None, 
         statement = statement.where(Suspect.branch_id.in_(select(Branch.id).where(Branch.name == branch)))
     if metric is not None:
         statement = statement.where(Suspect.metric == metric)
+    return statement
+
+
+def creeps_statement(machine_id: int | None = None, branch: str | None = None, metric: str | None = None) -> Select[tuple[Creep]]:
+    """Creeps, newest first."""
+    statement = select(Creep).order_by(Creep.id.desc())
+    if machine_id is not None:
+        statement = statement.where(Creep.machine_id == machine_id)
+    if branch is not None:
+        statement = statement.where(Creep.branch_id.in_(select(Branch.id).where(Branch.name == branch)))
+    if metric is not None:
+        statement = statement.where(Creep.metric == metric)
     return statement
 
 

@@ -13,7 +13,7 @@ from ..errors import NotFound, Unauthorized, responses
 from ..models import AlertDirection, AlertStatus, SuspectState
 from ..pagination import Page, paginate
 from . import repository as alert_sql
-from . import creeps, detection, reads
+from . import detection, reads
 from .schemas import AlertGroupRead, CheckResult, CreepRead, Redetect, RedetectAccepted, SuspectRead, Triage
 
 router = APIRouter(prefix="/alerts", tags=["alerts"])
@@ -73,7 +73,7 @@ def list_creeps(
 ) -> Page[CreepRead]:
     """Creeps, newest first: a level that moved gradually over a range of commits with no single commit to
     blame (a host aging, many small commits). Not alerts: no commit's status fails for them."""
-    return creeps.read_page(session, paginate(session, creeps.statement(machine_id, branch, metric), page, lambda row: row))
+    return reads.read_creep_page(session, paginate(session, alert_sql.creeps_statement(machine_id, branch, metric), page, lambda row: row))
 
 
 @router.get("/check", responses=responses(Unauthorized, NotFound))
