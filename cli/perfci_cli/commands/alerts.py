@@ -67,6 +67,11 @@ def _range(group: dict[str, Any]) -> str:
 _STYLE = {"regression": "red", "improvement": "green", "untriaged": "bold yellow", "acknowledged": "cyan", "invalid": "dim", "fixed": "green"}
 
 
+def _title(page: dict[str, Any], offset: int, what: str) -> str:
+    shown = f", showing {offset + 1}–{offset + len(page['items'])}" if page["items"] else ""
+    return f"{page['total']} {what}{shown}"
+
+
 def _styled(word: str) -> str:
     style = _STYLE.get(word)
     return f"[{style}]{word}[/]" if style else word
@@ -98,7 +103,7 @@ def list_cmd(
     if as_json:
         print_json(page)
         return
-    table = Table(title=f"{page['total']} alert group(s)" + (f", showing {offset + 1}–{offset + len(page['items'])}" if page["items"] else ""))
+    table = Table(title=_title(page, offset, "alert group(s)"))
     for column in ("id", "status", "direction", "machine", "branch", "range", "metrics", "summary"):
         table.add_column(column, overflow="fold")
     for group in page["items"]:
@@ -130,7 +135,7 @@ def creeps_cmd(
     if as_json:
         print_json(page)
         return
-    table = Table(title=f"{page['total']} creep(s)" + (f", showing {offset + 1}–{offset + len(page['items'])}" if page["items"] else ""))
+    table = Table(title=_title(page, offset, "creep(s)"))
     for column in ("id", "direction", "machine", "branch", "config", "metric", "move", "over commits", "p"):
         table.add_column(column, overflow="fold")
     for creep in page["items"]:
