@@ -9,8 +9,10 @@ which is what the paired test (:mod:`perfci_core.analysis.paired`) assumes.
 
 Every repetition is one :func:`perfci_agent.measure.measure` call with one repetition — the same
 code path as any measurement (backend choice, tuning check, calibration, fresh pinned process) —
-and the two sides' repetitions are gathered into one result document per commit. Every repetition
-runs, on ``sim`` too (no kept counts are reused: a session's document holds only its own runs).
+and the two sides' repetitions are gathered into one result document per commit. On ``sim`` a run takes
+the counts this machine already simulated for the same binary and config
+(:mod:`perfci_agent.backends.sim_reuse`): they are exact, so simulating them again would only repeat
+them; a side whose every run was reused says so (``reused_from``).
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def interleave(
     should_stop: Callable[[], bool] | None = None,
     sim_family: str | None = None,
     cores: Sequence[int] | None = None,
+    reuse: bool = True,
 ) -> Interleaved:
     """Measure ``pairs`` pairs of ``base`` and ``head``; pairs are numbered from ``start_pair``
     (to add pairs to an earlier run with the same seed, which then continues its order).
@@ -97,7 +100,8 @@ def interleave(
     A side that does not build gives a ``build_failed`` document and no runs at all; a run that
     fails ends the measurement with that side ``run_failed`` and only the complete pairs kept.
     ``seed`` None draws one (recorded in the result). ``sim_family`` and ``cores`` reach every
-    :func:`measure` call as they are (the agent daemon measures a pair exactly like one job)."""
+    :func:`measure` call as they are (the agent daemon measures a pair exactly like one job), and so does
+    ``reuse`` (``sim``'s kept counts; ``pmu`` and ``tsc`` always measure)."""
     say = progress or (lambda *a, **k: None)
     root = repo_root(repo)
     shas = {side: resolve_commit(root, rev) for side, rev in zip(SIDES, (base, head))}
@@ -112,7 +116,7 @@ def interleave(
             say("measure_" + event, side=side, pair=rep, **kw)
 
         return measure(root, shas[side], backend=backend, reps=1, config=config, core=core, cache_dir=ws.cache_dir,
-                       progress=relay, sim_family=sim_family, cores=cores, reuse=False)
+                       progress=relay, sim_family=sim_family, cores=cores, reuse=reuse)
 
     # Both builds before the first run: a compile between runs would put the host in another state.
     failed: dict[str, ResultDocument] = {}
@@ -161,11 +165,14 @@ def interleave(
 
 def _merge(docs: list[ResultDocument], start_pair: int, cache_dir: Path, since) -> ResultDocument | None:
     """One document per side: every repetition renumbered to its pair, the time span of them all,
-    marked noisy when the side's repetitions spread beyond the usual noise."""
+    marked noisy when the side's repetitions spread beyond the usual noise; reused (the first run's
+    origin) only when every run of the side was."""
     if not docs:
         return None
     samples = [s.model_copy(update={"rep": start_pair + i}) for i, d in enumerate(docs) for s in d.samples]
-    merged = docs[0].model_copy(update={"samples": samples, "finished_at": docs[-1].finished_at, "noisy": None})
+    reused = docs[0].reused_from if all(d.reused_from is not None for d in docs) else None
+    merged = docs[0].model_copy(update={"samples": samples, "finished_at": docs[-1].finished_at, "noisy": None,
+                                        "reused_from": reused})
     return noisy.mark(merged, cache_dir, since)
 
 

@@ -4,6 +4,7 @@ a verdict -- tsc timings on a shared host decide nothing in a test."""
 import pytest
 
 from perfci_agent.interleave import SIDES, interleave, pair_order
+from perfci_agent.measure import measure
 
 pytestmark = pytest.mark.dataplane
 CONFIG = "self-64B-short"
@@ -56,3 +57,28 @@ def test_a_commit_that_does_not_build_means_no_run_at_all(scratch_repo):
     assert not done.ok and not runs and done.pairs == 0
     assert done.head.status == "build_failed" and "compile failed" in done.head.reason
     assert done.base.status == "run_failed" and "head commit does not build" in done.base.reason
+
+
+def test_on_sim_a_session_takes_the_counts_this_machine_already_simulated(scratch_repo, tmp_path):
+    """sim is exact: a side measured before costs no simulation; a side measured for the first time
+    simulates its first pair once and says it measured (not reused) — its later pairs repeat those counts."""
+    r = scratch_repo
+    cache = tmp_path / "cache"  # nothing kept yet, whatever ran before
+    before = measure(r["repo"], r["base"], backend="sim", reps=1, config=CONFIG, cache_dir=cache)
+    assert before.status == "ok" and before.reused_from is None, before.reason
+    events: list[tuple[str, dict]] = []
+    done = interleave(r["repo"], r["base"], r["regressed"], 2, seed=5, backend="sim", config=CONFIG, cache_dir=cache,
+                      progress=lambda e, **kw: events.append((e, kw)))
+    assert done.ok, (done.base.reason, done.head.reason)
+    reused = [(kw["side"], kw["pair"], kw["commit"]) for e, kw in events if e == "measure_reused"]
+    assert sorted(reused) == [("base", 0, r["base"]), ("base", 1, r["base"]), ("head", 1, r["regressed"])]
+    assert done.base.reused_from is not None and done.base.reused_from.commit == r["base"]
+    assert done.base.reused_from.started_at == before.started_at
+    assert done.head.reused_from is None  # its first pair was simulated in this session
+    base, head = done.values("ipp")
+    (measured,) = [m.value for m in before.samples[0].metrics if m.metric == "ipp" and m.backend == before.backend]
+    assert base == [measured, measured]
+    assert head[0] == head[1] and head[0] > base[0] * 1.005  # the regression, the same counts in both pairs
+    fresh = interleave(r["repo"], r["base"], r["regressed"], 1, seed=5, backend="sim", config=CONFIG, cache_dir=cache, reuse=False,
+                       progress=lambda e, **kw: events.append((e, kw)))
+    assert fresh.base.reused_from is None and fresh.values("ipp") == ([base[0]], [head[0]])

@@ -69,6 +69,9 @@ class PairLog:
         elif event == "measure_backend" and kw["side"] not in self.backend_logged:  # every run says it: once per side
             self.backend_logged.add(kw["side"])
             log.info("%s: backend %s (%s)", label, kw["backend"], kw["reason"])
+        elif event == "measure_reused":
+            log.info("%s: pair %d: sim counts reused from commit %s (the same binary, config and tool)", label,
+                     kw["pair"] + 1, kw["commit"][:12])
         elif event == "run":
             lap = self._lap()
             after = f" (the previous run took {lap:.1f} s)" if self.runs else ""
