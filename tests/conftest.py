@@ -3,6 +3,7 @@ registered here as plugins; a directory's own fixtures live in its conftest. Sup
 imported by package path (``from tests.server.server_support import ...``)."""
 
 pytest_plugins = [
+    "tests.support.services",
     "tests.support.database",
     "tests.support.server",
     "tests.support.celery_worker",

@@ -52,7 +52,15 @@ class Stopped(Exception):
 
 
 def default_core() -> int:
-    return max(os.sched_getaffinity(0))
+    """The forwarding core when none is given: ``PERFCI_CORE`` (e.g. the host's isolated core), else
+    the highest CPU this process may run on."""
+    named = os.environ.get("PERFCI_CORE", "").strip()
+    if not named:
+        return max(os.sched_getaffinity(0))
+    try:
+        return int(named)
+    except ValueError:
+        raise UsageError(f"PERFCI_CORE must be a CPU number, got {named!r}") from None
 
 
 def allowed_cores(core: int | None = None) -> list[int]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfci_agent.errors import BuildFailed
+from perfci_agent.measure import default_core
 from perfci_agent.workspace import compile_tree
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,8 +20,8 @@ DATAPLANE = REPO / "dataplane"
 
 
 def forwarding_core() -> int:
-    """The last CPU this process may run on (core 0 keeps the rest of the machine)."""
-    return max(os.sched_getaffinity(0))
+    """The CPU a measurement of this process forwards on (this xdist worker's own: tests/support/services.py)."""
+    return default_core()
 
 
 def eal_args(*extra: str, hugepages: bool = False) -> list[str]:

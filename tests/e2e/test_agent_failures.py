@@ -6,7 +6,6 @@ the agent runs in this process, one loop turn at a time.
 
 from __future__ import annotations
 
-import os
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +17,7 @@ from perfci_agent.daemon import host
 from perfci_agent.daemon.agent import Agent
 from perfci_agent.daemon.config import load
 from perfci_agent.server_api import AgentClient
+from perfci_agent.measure import default_core
 from perfci_core.result import BenchConfig, ResultDocument
 from tests.server.server_support import SECRET
 
@@ -49,7 +49,7 @@ def new_commit(repo: Path, subject: str) -> str:
 def agent_for(server, tmp_path: Path, **settings: str) -> Agent:
     env = {"PERFCI_AGENT_SERVER_URL": server.base_url, "PERFCI_AGENT_MACHINE_NAME": "failures-dut",
            "PERFCI_AGENT_STATE_DIR": str(tmp_path / "agent"), "PERFCI_AGENT_BACKENDS": "sim",
-           "PERFCI_AGENT_CORES": str(max(os.sched_getaffinity(0))), "PERFCI_AGENT_POLL_SECONDS": "0.1",
+           "PERFCI_AGENT_CORES": str(default_core()), "PERFCI_AGENT_POLL_SECONDS": "0.1",
            **{f"PERFCI_AGENT_{k.upper()}": v for k, v in settings.items()}}
     agent = Agent(load(None, environ=env), threading.Event())
     agent.start()

@@ -6,7 +6,6 @@ uploads each side to its own job; each run names the other job, so detection can
 
 from __future__ import annotations
 
-import os
 import threading
 
 import pytest
@@ -16,6 +15,7 @@ from sqlalchemy.orm import Session
 from tests.e2e.e2e_support import free_port, make_history, server_env, signed_push, start_api
 from perfci_agent.daemon.agent import Agent
 from perfci_agent.daemon.config import load
+from perfci_agent.measure import default_core
 from perfci_server.jobs import repository as job_sql
 from perfci_server.models import Commit, Run
 from tests.server.server_support import SECRET
@@ -36,7 +36,7 @@ def test_a_paired_claim_is_measured_interleaved_and_each_side_lands_on_its_job(t
     config = server.post("/configs", {**CONFIG, "enabled": False})  # the pushes queue nothing: only the pair is measured
     env = {"PERFCI_AGENT_SERVER_URL": server.base_url, "PERFCI_AGENT_MACHINE_NAME": "paired-dut",
            "PERFCI_AGENT_STATE_DIR": str(tmp_path / "agent"), "PERFCI_AGENT_BACKENDS": "tsc",
-           "PERFCI_AGENT_CORES": str(max(os.sched_getaffinity(0))), "PERFCI_AGENT_POLL_SECONDS": "0.1",
+           "PERFCI_AGENT_CORES": str(default_core()), "PERFCI_AGENT_POLL_SECONDS": "0.1",
            "PERFCI_AGENT_ENROLLMENT_TOKEN": server.post("/enrollment-tokens", {"note": "pair"})["token"]}
     agent = Agent(load(None, environ=env), threading.Event())
     agent.start()

@@ -12,7 +12,7 @@ from benchmarks import owned
 from benchmarks.server_ingest import detection, run
 from tests.support.services import TEST_DATABASE_URL, TEST_REDIS_URL
 
-pytestmark = [pytest.mark.services, pytest.mark.xdist_group("redis")]  # the test Redis database, unflushed
+pytestmark = pytest.mark.services
 
 
 def _libpq(url: str) -> str:

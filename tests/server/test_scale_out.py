@@ -38,7 +38,7 @@ from tests.server.git_forge import GitForge
 from tests.server.server_support import SECRET, body_of, fixture, github_headers
 from tests.support.database import cloned_database
 
-pytestmark = [pytest.mark.services, pytest.mark.xdist_group("redis")]  # Celery workers on the test Redis
+pytestmark = pytest.mark.services
 
 ZERO = "0" * 40
 TOKEN = "ghp_" + "s" * 36

@@ -8,8 +8,6 @@ with ``--dist loadfile``). The reasons for the resource groups:
 
 - a costly session resource is built once per worker: the scratch repository's and the bisect
   repository's dataplane builds, the dataplane build, the memhazard valgrind tool;
-- one Redis database serves the tests that use Redis (a Celery worker of one test must never take
-  another's task), so they run one after another;
 - the dashboard role is cluster-wide: its login password (the dashboards tests) and the migrations
   run outside the template (``pg-roles`` marks) alter it one at a time (the migrations themselves
   survive altering it at once: the benchmarks migrate their own databases outside any group).
@@ -27,8 +25,6 @@ FIXTURE_GROUPS = {
     "bisect_repo": "bisect-repo",
     "tool_lib": "memhazard",
     "run_window": "memhazard",
-    "redis_url": "redis",
-    "broker": "redis",
     "dash_engine": "pg-roles",
     "agent_host": "playbooks",  # Ansible applied to this host: once, by one worker
 }

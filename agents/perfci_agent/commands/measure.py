@@ -124,7 +124,7 @@ def register(app: typer.Typer) -> None:
         backend: str = typer.Option("auto", "--backend", help="auto | pmu | sim | tsc"),
         reps: Optional[int] = typer.Option(None, "--reps", help="repetitions in fresh processes (default: 5; sim: 2)"),
         config: str = typer.Option("self-64B", "--config", help="benchmark configuration name"),
-        core: Optional[int] = typer.Option(None, "--core", help="forwarding core (default: the highest allowed CPU)"),
+        core: Optional[int] = typer.Option(None, "--core", help="forwarding core (default: PERFCI_CORE, else the highest allowed CPU)"),
         cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="build cache and kept sim counts (default: REPO/.perfci)"),
         as_json: bool = typer.Option(False, "--json", help="print the result document as JSON"),
         lcores: Optional[int] = typer.Option(None, "--lcores", min=1, max=64,
