@@ -228,3 +228,33 @@ def test_two_one_sided_tests_show_an_unchanged_head_within_its_margin_and_never_
     moved = [equivalent(b, h * 1.04, 0.03, 0.0045) for b, h in (_tsc_pairs(rng, 50) for _ in range(40))]
     assert not any(moved)  # a head 4 % slower is not shown within +/- 3 % (at the margin: at most alpha of the time)
     assert not equivalent(np.ones(27), np.ones(27), 0.0, 0.01)
+
+
+def test_the_signed_rank_p_is_exact_with_ties_and_zeros_at_any_size():
+    """Every sign pattern of the nonzero pairs counted by brute force (16 pairs: 2^14 patterns here),
+    and scipy's own answers where they are exact (no ties: its distribution; with ties, at up to 13
+    pairs: its permutation test over all 2^n patterns)."""
+    from scipy import stats
+
+    from perfci_core.analysis.paired import _exact_signed_rank_p
+
+    r = np.array([0.0, 0.0, 1, -1, 1, 2, 2, -2, 3, 3, 3, -4, 5, 6, -6, 7]) / 100
+    ranks = stats.rankdata(np.abs(r))
+    nonzero = np.flatnonzero(r)
+    patterns = 1 - 2 * ((np.arange(2 ** nonzero.size)[:, None] >> np.arange(nonzero.size)) & 1)
+    r_plus = (patterns > 0) @ ranks[nonzero] + ranks[r == 0].sum() / 2
+    seen = float(ranks[r > 0].sum() + ranks[r == 0].sum() / 2)
+    greater, less = np.mean(r_plus >= seen - 1e-9), np.mean(r_plus <= seen + 1e-9)
+    assert _exact_signed_rank_p(r, "greater") == pytest.approx(greater, rel=1e-12)
+    assert _exact_signed_rank_p(r, "less") == pytest.approx(less, rel=1e-12)
+    assert _exact_signed_rank_p(r, "two-sided") == pytest.approx(min(1.0, 2 * min(greater, less)), rel=1e-12)
+
+    rng = np.random.default_rng(11)
+    for trial in range(60):  # scipy's permutation test is slow: ties at up to 8 pairs
+        n = int(rng.integers(3, 14 if trial % 2 else 9))
+        x = rng.standard_normal(n) if trial % 2 else np.round(3 * rng.standard_normal(n)) / 3
+        if not x.any():
+            continue
+        for alternative in ("two-sided", "greater", "less"):
+            want = stats.wilcoxon(x, zero_method="zsplit", alternative=alternative).pvalue
+            assert _exact_signed_rank_p(x, alternative) == pytest.approx(want, rel=1e-9), (x, alternative)

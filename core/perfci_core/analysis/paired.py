@@ -11,8 +11,8 @@ pair a coin toss.
 The statistic. Per pair ``r_i = ln(after_i / before_i)`` (log ratios: a +5 % and a -5 % move weigh
 the same and the host's multiplicative slow-down cancels; counts that can be zero use the plain
 differences ``after_i - before_i`` instead). The test is the **Wilcoxon signed-rank test** on ``r``
-(scipy, exact distribution for the sizes used here), the pairs disturbed by a burst of other work
-left out (:func:`burst_pairs`):
+(exact over every sign pattern, ties and zeros included, up to :data:`EXACT_MAX_PAIRS` pairs), the
+pairs disturbed by a burst of other work left out (:func:`burst_pairs`):
 
 - it is the rank test for paired data, so one burst pair (a run +150 % while a neighbour ran)
   moves one rank, not the mean as it would in a paired t-test;
@@ -56,6 +56,7 @@ from .series import relative_change, resolve_metric
 _WILCOXON_ARE = 3.0 / math.pi
 BURST_K = 2.0  # normal pairs: the bound sits near 3 sigma of the per-pair noise
 BURST_SHARE = 0.5  # at most half the pairs are left out (a quarter of a loaded host's runs are slowed)
+EXACT_MAX_PAIRS = 200  # the signed-rank test's exact null up to here (a convolution of n coins, milliseconds)
 
 
 def min_attainable_p(n: int) -> float:
@@ -139,14 +140,36 @@ def burst_pairs(r: np.ndarray) -> np.ndarray:
 
 
 def signed_rank_p(r: np.ndarray, alternative: str = "two-sided") -> float:
-    """The Wilcoxon signed-rank p-value (scipy: exact for the sizes used here) over the pairs
+    """The Wilcoxon signed-rank p-value (exact up to :data:`EXACT_MAX_PAIRS` pairs) over the pairs
     :func:`burst_pairs` keeps; a difference of zero counts half for each side. ``alternative``:
     "two-sided", or "greater" / "less" (the pairs' centre above / below zero)."""
     r = np.asarray(r, dtype=float).ravel()
     r = r[burst_pairs(r)]
     if not r.size or not np.any(r):
         return 1.0  # no pair, or every pair identical: no evidence of a difference
-    return float(stats.wilcoxon(r, zero_method="zsplit", alternative=alternative).pvalue)
+    if r.size > EXACT_MAX_PAIRS:  # the normal approximation is as good as exact here
+        return float(stats.wilcoxon(r, zero_method="zsplit", alternative=alternative).pvalue)
+    return _exact_signed_rank_p(r, alternative)
+
+
+def _exact_signed_rank_p(r: np.ndarray, alternative: str) -> float:
+    """The signed-rank p-value over all 2^n sign patterns, ties and zeros included. scipy's exact
+    distribution assumes neither; with them it runs a permutation test of 2^n resamples up to 13
+    pairs (seconds per call) and a normal approximation above. Twice a midrank is an integer, so the
+    null distribution of twice ``r_plus`` is one fair coin per nonzero pair, convolved; a zero pair
+    adds half its rank whatever the signs (zsplit), the same to every pattern."""
+    twice = np.rint(2.0 * stats.rankdata(np.abs(r))).astype(np.int64)
+    moves = twice[r != 0]
+    null = np.ones(1)
+    for rank in moves:
+        null = 0.5 * (np.concatenate([null, np.zeros(rank)]) + np.concatenate([np.zeros(rank), null]))
+    observed = int(twice[r > 0].sum())  # the zeros' constant share left out on both sides
+    greater, less = float(null[observed:].sum()), float(null[:observed + 1].sum())
+    if alternative == "greater":
+        return min(1.0, greater)
+    if alternative == "less":
+        return min(1.0, less)
+    return min(1.0, 2.0 * min(greater, less))
 
 
 def equivalent(before: np.ndarray, after: np.ndarray, margin: float, alpha: float) -> bool:
