@@ -47,9 +47,10 @@ class JobPurpose(str, Enum):
 
 
 # Claimed highest first, then oldest: a bisect step or a confirmation decides an alert someone is
-# waiting for, a push job only adds a commit to the series.
-# A pull request's verdict is awaited before a merge; backfilled history waits for everything else.
-JOB_PRIORITY = {JobPurpose.PUSH: 0, JobPurpose.BISECT: 10, JobPurpose.CONFIRM: 10, JobPurpose.PULL: 10, JobPurpose.BACKFILL: -10}
+# waiting for. A push's status and a pull request's verdict are both awaited on the forge: first come,
+# first served (a pull request's head is usually a push queued just before it, whose kept sim counts
+# its session then takes). Backfilled history waits for everything else.
+JOB_PRIORITY = {JobPurpose.PUSH: 0, JobPurpose.BISECT: 10, JobPurpose.CONFIRM: 10, JobPurpose.PULL: 0, JobPurpose.BACKFILL: -10}
 
 
 class Job(IdMixin, CreatedAtMixin, Base):
