@@ -10,6 +10,7 @@ run as a worker would, a recording forge API, and an agent uploading simulated r
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import text
 
 
 pytestmark = pytest.mark.services
@@ -160,9 +161,9 @@ def test_superseding_closing_and_merging_end_what_was_pending(world):
     assert world.statuses(second)[PR_MAIN]["description"] == "merged before it was measured"
 
 
-def test_a_commit_is_never_green_before_its_own_measurement(world):
-    """A pull request's rounds are claimed before push jobs: the head's pull-request session is
-    measured first, and its series verdict stays pending until its own job is."""
+def test_a_commit_is_never_green_before_its_own_measurement(world, committed):
+    """The head's pull-request session measured before the head's own job (as when its jobs were queued
+    first: a forge does not order its deliveries): its series verdict stays pending until its own job is."""
     main = world.git.commit(1)
     world.push("main", ZERO, main)
     world.measure()
@@ -170,6 +171,8 @@ def test_a_commit_is_never_green_before_its_own_measurement(world):
     world.regressed.add(bad := world.git.commit(1, "fwd: stage the MAC header through a vector")[0])
     world.push("feature", ZERO, [bad])
     world.pull_request("opened", 4, "feature", bad)
+    with committed.begin() as conn:  # the session ahead of the push job in the claim order
+        assert conn.execute(text("UPDATE jobs SET priority = 1 WHERE purpose = 'pull' AND state = 'queued'")).rowcount == 2
     assert world.statuses(bad)[SERIES] == {**world.statuses(bad)[SERIES], "state": "pending",
                                            "description": "being measured on dut-01"}
     seen = []

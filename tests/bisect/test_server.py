@@ -43,8 +43,10 @@ SIM_CONFIG = {"name": "self-64B-short", "packets": 100_000, "warmup": 2_000, "ba
 MACHINE_NAME = "dut-bisect"
 
 
-def push_range(client: TestClient, repo: Path, shas: list[str], session: Any = None, sent_tasks: Any = None) -> None:
-    """The repository's commits arrive as one GitHub push, as from the forge."""
+def push_range(client: TestClient, repo: Path, shas: list[str], session: Any = None, sent_tasks: Any = None,
+               repository_id: int | None = None) -> None:
+    """The repository's commits arrive as one GitHub push, as from the forge (``repository_id``: the
+    repository's, to wait for the worker's completion on; ids are not reset between tests)."""
     commits = []
     for sha in shas:
         author, email, date, message = git(repo, "log", "-1", "--format=%an%x1f%ae%x1f%cI%x1f%B", sha).split("\x1f", 3)
@@ -58,9 +60,10 @@ def push_range(client: TestClient, repo: Path, shas: list[str], session: Any = N
     if session is not None:
         complete_pushes(session, sent_tasks)
         return
+    assert repository_id is not None, "waiting for the worker needs the repository's id"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        listed = client.get("/api/v1/repositories/1/commits", params={"branch": "main"}, headers=ADMIN)
+        listed = client.get(f"/api/v1/repositories/{repository_id}/commits", params={"branch": "main"}, headers=ADMIN)
         if listed.status_code == 200 and listed.json()["total"] == len(shas):
             return
         time.sleep(0.2)
@@ -151,8 +154,8 @@ def api(committed, redis_url, monkeypatch):
 def test_server_bisect_finds_the_same_culprit_through_the_agent_endpoints(api, worker, bisect_repo, redis_url):
     process, log = worker
     repo, shas, cache = bisect_repo["repo"], bisect_repo["shas"], bisect_repo["cache"]
-    create_repository(api)
-    push_range(api, repo, shas)
+    repository = create_repository(api)
+    push_range(api, repo, shas, repository_id=repository["id"])
     config = create_config(api, **SIM_CONFIG)
     agent = enroll_this_machine(api)
 

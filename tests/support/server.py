@@ -105,7 +105,7 @@ def committed_client(committed: Engine, sent_tasks: SentTasks) -> Iterator[TestC
 
 @pytest.fixture
 def redis_url() -> str:
-    """The test Redis database (reachable, as it is); the tests using it share one xdist worker."""
+    """This xdist worker's test Redis database (reachable, as it is: tests/support/services.py)."""
     import redis
 
     try:
