@@ -41,7 +41,7 @@ lint: setup
 # built by .ci/gitea (once per version, cached). perfci_agent is applied to this host only with
 # PERFCI_TEST_APPLY_PLAYBOOKS=1 (.ci/run sets it); without it those tests are skipped, saying so.
 test: lint services dataplane gitea
-	PERFCI_GITEA_BIN="$${PERFCI_GITEA_BIN:-$$(bash .ci/gitea)}" $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	PERFCI_GITEA_BIN="$${PERFCI_GITEA_BIN:-$$(bash .ci/gitea)}" $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Only what needs neither the services nor a dataplane build, and leaves this host alone.
 test-fast: lint

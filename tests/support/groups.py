@@ -12,7 +12,8 @@ with ``--dist loadfile``). The reasons for the resource groups:
   run outside the template (``pg-roles`` marks) alter it one at a time (the migrations themselves
   survive altering it at once: the benchmarks migrate their own databases outside any group).
 
-Without xdist the marks do nothing.
+Without xdist the marks do nothing. Under ``--dist loadgroup`` the groups are collected costliest first
+(:data:`MARK_COST`), which ``--no-loadscope-reorder`` keeps.
 """
 
 from __future__ import annotations
@@ -63,3 +64,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             from _pytest.nodeid import coerce_node_id
 
             item._id = coerce_node_id(f"{item.nodeid}@{group}")
+    if getattr(config.option, "loadgroup", False):
+        _costliest_groups_first(items)
+
+
+# A test's rough cost by what it runs (the marks): real builds and stacks take a minute, most tests a
+# fraction of a second. xdist hands out groups in collection order (with --no-loadscope-reorder; by
+# default it puts the groups with the most tests first), so the long groups start first and the short
+# ones fill in around them, instead of one long test starting last while the other worker idles.
+MARK_COST = {"playbooks": 60, "dataplane": 20, "services": 5}
+
+
+def _costliest_groups_first(items: list[pytest.Item]) -> None:
+    def group(item: pytest.Item) -> str:
+        return next(item.iter_markers("xdist_group")).args[0]
+
+    cost: dict[str, float] = {}
+    for item in items:
+        cost[group(item)] = cost.get(group(item), 0.0) + 1 + sum(MARK_COST.get(m.name, 0) for m in item.iter_markers())
+    items.sort(key=lambda item: -cost[group(item)])  # stable: a group's tests keep their order
