@@ -252,13 +252,15 @@ def test_a_slow_post_of_an_older_verdict_never_lands_after_a_newer_one(lab, forg
     newer.start()
     posted_before = len(forge.requests)
     deadline = time.monotonic() + 60
-    with session_scope() as session:  # the newer post either waits for the older one or reaches the forge
-        while len(forge.requests) == posted_before and time.monotonic() < deadline:
+    waiting = 0
+    # The newer post either waits for the older one or reaches the forge. Each look takes a connection
+    # only while it reads: held across the loop, it could leave the newer post none to start with.
+    while not waiting and len(forge.requests) == posted_before and time.monotonic() < deadline:
+        with session_scope() as session:
             waiting = session.scalar(text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                                           "AND wait_event_type = 'Lock' AND wait_event = 'advisory'"))
-            if waiting:
-                break
-            time.sleep(0.05)
+        time.sleep(0.05)
+    assert waiting or len(forge.requests) > posted_before, "the newer post neither waited for the older one nor posted"
     release.set()
     older.join(60)
     newer.join(60)
