@@ -36,6 +36,7 @@ class World:
         response = client.post("/api/v1/repositories", headers=ADMIN, json={
             "name": "perfci-org/dataplane", "forge": "github", "clone_url": f"file://{git.path}", "webhook_secret": SECRET})
         assert response.status_code == 201, response.text
+        self.repository_id = response.json()["id"]
         self.config = create_config(client, **SIM) | {"backend": "sim"}
         self.agent = enroll(client, name="dut-01", machine=MACHINE, backends=["sim"])
         client.patch(f"/api/v1/machines/{self.agent['machine_id']}", json={"name": "dut-01"}, headers=ADMIN)

@@ -77,7 +77,7 @@ def test_a_stacked_branch_starts_from_the_branch_it_forked_from(world):
 
     assert [(a["branch"], a["first_bad"]["sha"]) for a in _alerts(world, sightings=True)] == [("feature1", bad)]
     assert world.statuses(stacked)[SERIES]["state"] == "success"  # judged against feature1, where it changed nothing
-    branches = {b["name"]: b for b in world.client.get("/api/v1/repositories/1/branches").json()["items"]}
+    branches = {b["name"]: b for b in world.client.get(f"/api/v1/repositories/{world.repository_id}/branches").json()["items"]}
     assert branches["feature2"]["base_branch_id"] == branches["feature1"]["id"]
 
 
