@@ -206,27 +206,24 @@ def implicating_groups_by_commit(session: Session, commit_ids: Sequence[int], ma
 def suspects_statement(state: str | None = None, machine_id: int | None = None, branch: str | None = None,
                        metric: str | None = None) -> Select[tuple[Suspect]]:
     """Suspected changes, newest first."""
-    statement = select(Suspect).order_by(Suspect.id.desc())
-    if state is not None:
-        statement = statement.where(Suspect.state == state)
-    if machine_id is not None:
-        statement = statement.where(Suspect.machine_id == machine_id)
-    if branch is not None:
-        statement = statement.where(Suspect.branch_id.in_(select(Branch.id).where(Branch.name == branch)))
-    if metric is not None:
-        statement = statement.where(Suspect.metric == metric)
-    return statement
+    statement = _of_series(select(Suspect).order_by(Suspect.id.desc()), Suspect, machine_id, branch, metric)
+    return statement if state is None else statement.where(Suspect.state == state)
 
 
 def creeps_statement(machine_id: int | None = None, branch: str | None = None, metric: str | None = None) -> Select[tuple[Creep]]:
     """Creeps, newest first."""
-    statement = select(Creep).order_by(Creep.id.desc())
+    return _of_series(select(Creep).order_by(Creep.id.desc()), Creep, machine_id, branch, metric)
+
+
+def _of_series(statement: Select[Any], model: type[Suspect] | type[Creep], machine_id: int | None, branch: str | None,
+               metric: str | None) -> Select[Any]:
+    """``statement`` narrowed to the findings of one machine, branch (by name) and metric, each when given."""
     if machine_id is not None:
-        statement = statement.where(Creep.machine_id == machine_id)
+        statement = statement.where(model.machine_id == machine_id)
     if branch is not None:
-        statement = statement.where(Creep.branch_id.in_(select(Branch.id).where(Branch.name == branch)))
+        statement = statement.where(model.branch_id.in_(select(Branch.id).where(Branch.name == branch)))
     if metric is not None:
-        statement = statement.where(Creep.metric == metric)
+        statement = statement.where(model.metric == metric)
     return statement
 
 
