@@ -9,4 +9,5 @@ pytest_plugins = [
     "tests.support.celery_worker",
     "tests.support.gitea",
     "tests.support.groups",
+    "tests.support.builds",
 ]

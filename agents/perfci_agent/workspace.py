@@ -331,7 +331,7 @@ class Workspace:
             export(self.repo, src.sha, key.inputs, inputs)
             status: dict[str, object] = {"status": "ok"}
             try:
-                compile_tree(inputs, staging / "build", on_step, env=isolated_env(self.builds))
+                compile_tree(inputs, staging / "build", on_step, env=self.build_env())
             except BuildFailed as exc:
                 if not exc.of_commit:
                     raise
@@ -344,6 +344,13 @@ class Workspace:
             raise
         if status["status"] != "ok":
             raise BuildFailed(str(status["reason"]), str(status["log_tail"]))
+
+    def build_env(self) -> dict[str, str]:
+        """The builds' environment: git finds no repository around them (:func:`isolated_env`), and
+        ccache keeps its objects in ``ccache/`` of this cache unless ``CCACHE_DIR`` names a shared one."""
+        env = isolated_env(self.builds)
+        env.setdefault("CCACHE_DIR", str(self.cache_dir / "ccache"))
+        return env
 
     def _tree(self, src: Sources) -> Path:
         """``trees/<digest>``: ``src``'s build inputs and run data, exported once."""
@@ -374,7 +381,15 @@ def compile_tree(src: Path, build_dir: Path, on_step=None, env: dict[str, str] |
 
     Returns the binary; raises :class:`BuildFailed` with the log tail. The full log is kept in
     ``build_dir/build.log``. ``env``: the build's environment (default: this process's).
+
+    meson compiles through ccache when it is installed. Every build has a directory of its own, and
+    the compile commands name sources relative to it, so ccache is told to leave the directory out
+    of its hash (``CCACHE_NOHASHDIR``): a tree that changes one file recompiles that file and takes
+    the others' objects. Their code is the compiler's own output for the same source and flags; only
+    the build directory recorded in their debug information may be another build's.
     """
+    env = dict(os.environ if env is None else env)
+    env.setdefault("CCACHE_NOHASHDIR", "1")
     build_dir.mkdir(parents=True, exist_ok=True)
     steps = [("compile", ["ninja", "-C", str(build_dir)])]
     if not (build_dir / "build.ninja").exists():  # afterwards ninja reconfigures by itself

@@ -104,6 +104,51 @@ def test_commits_with_the_same_build_inputs_share_one_build(tiny):
     assert len(finished(ws.cache_dir)) == 2 and not list((ws.cache_dir / "builds").glob(".*"))
 
 
+TWO_FILES = {
+    # debug information, as the dataplane's: it records the build directory, which ccache hashes unless told not to
+    "meson.build": "project('two', 'c', default_options: ['buildtype=release', 'debug=true'])\nexecutable('perfci-fwd', 'src/main.c', 'src/scale.c')\n",
+    "src/main.c": "int scale(int x);\nint main(int argc, char **argv) { (void)argv; return scale(argc); }\n",
+    "src/scale.c": "int scale(int x) { return 3 * x + 1; }\n",
+}
+
+
+def ccache_counts(directory: Path) -> dict[str, int]:
+    out = subprocess.run(["ccache", "--print-stats"], capture_output=True, text=True, check=True,
+                         env={**os.environ, "CCACHE_DIR": str(directory)}).stdout
+    counts = dict(line.split("\t") for line in out.splitlines() if "\t" in line)
+    return {"hits": int(counts.get("direct_cache_hit", 0)) + int(counts.get("preprocessed_cache_hit", 0)),
+            "misses": int(counts.get("cache_miss", 0))}
+
+
+def code(binary: Path, scratch: Path) -> dict[str, bytes]:
+    """The sections the CPU runs and reads: what a measurement depends on (debug information aside)."""
+    sections = {}
+    for name in (".text", ".rodata", ".data"):
+        out = scratch / f"section{name}"
+        subprocess.run(["objcopy", "-O", "binary", f"--only-section={name}", str(binary), str(out)], check=True)
+        sections[name] = out.read_bytes()
+    return sections
+
+
+def test_a_new_tree_recompiles_only_the_files_it_changed_into_the_compilers_own_code(tmp_path, monkeypatch):
+    monkeypatch.delenv("CCACHE_DIR", raising=False)  # the agent's own: ccache/ in its cache directory
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    base = commit(repo, TWO_FILES, "base")
+    changed = commit(repo, {"src/main.c": TWO_FILES["src/main.c"].replace("scale(argc)", "scale(argc + 1)")}, "main")
+    ws = Workspace(repo, tmp_path / "agent-cache")
+    assert not ws.build(base).cached
+    cold = ccache_counts(ws.cache_dir / "ccache")
+    assert cold == {"hits": 0, "misses": 2}
+    built = ws.build(changed)  # another build directory: scale.c's object is taken, main.c compiled
+    assert ccache_counts(ws.cache_dir / "ccache") == {"hits": 1, "misses": 3}
+    monkeypatch.setenv("CCACHE_DISABLE", "1")
+    alone = Workspace(repo, tmp_path / "no-ccache").build(changed)
+    assert code(built.binary, tmp_path) == code(alone.binary, tmp_path)
+    assert subprocess.run([str(built.binary)]).returncode == 7  # scale(1 + 1)
+
+
 def test_the_key_names_the_toolchain(tiny):
     repo, sha = tiny["repo"], tiny["base"]
     here, src = toolchain(), sources(repo, sha)
