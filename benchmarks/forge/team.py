@@ -63,7 +63,7 @@ SITES = {
     "f-ttl-word-over-checksum": ("ttl_decrement",),  # a store-forward block per packet
 }
 ACTIVE = ("queued", "leased", "running")
-QUIET_S = {"full": 120, "smoke": 60}  # "pending 2 minutes after the last job ended"
+QUIET_S = {"full": 120, "smoke": 30}  # "pending 2 minutes after the last job ended"; the smoke is stricter
 WAIT_S = 60 * 60  # a hang detector for the whole drain
 
 
