@@ -69,18 +69,17 @@ def pairs_needed(alpha: float) -> int:
     return max(1, math.ceil(math.log2(2.0 / alpha)))
 
 
-def can_reject(before: np.ndarray, after: np.ndarray, alpha: float) -> bool:
+def can_reject(before: np.ndarray, after: np.ndarray, alpha: float, metric: str | catalogue.Metric | None = None) -> bool:
     """Whether :func:`paired_compare` on these pairs could reach ``alpha`` at all: the pairs it
-    keeps (finite, not bursts) are enough for ``min_attainable_p``. Which pairs are kept depends on
-    the sizes of the differences only, never on their signs, so under "no change" asking this first
-    leaves the test's level as it is; and a test that cannot reject spends none of its alpha (the
-    caller may give it to its other tests)."""
+    keeps (finite, not bursts) are enough for ``min_attainable_p``. Which pairs are kept never
+    depends on which run of a pair came first, so under "no change" asking this first leaves the
+    test's level as it is; and a test that cannot reject spends none of its alpha (the caller may
+    give it to its other tests)."""
     a, b = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
     finite = np.isfinite(a) & np.isfinite(b)
     if not finite.any():
         return False
-    r, _ = pair_differences(a[finite], b[finite])
-    return min_attainable_p(int(burst_pairs(r).sum())) <= alpha
+    return min_attainable_p(int(burst_pairs(a[finite], b[finite], metric).sum())) <= alpha
 
 
 def least_kept(n: int) -> int:
@@ -117,34 +116,40 @@ def paired_high_threshold(n: int, standardized_effect: float) -> float:
     return float(2.0 * stats.norm.sf(math.sqrt(_WILCOXON_ARE * n) * standardized_effect))
 
 
-def burst_pairs(r: np.ndarray) -> np.ndarray:
-    """Which pairs to keep: a pair whose ``|r|`` lies above the pairs' median size by more than
-    :data:`BURST_K` x the sizes' robust spread (1.4826 x their median distance from that median)
-    had a run disturbed by a burst of other work; at most half the pairs (the largest) are left
-    out. The rule reads only the sizes ``|r|``, never the signs, so under "no change" the signs of
-    the kept pairs are still fair coin tosses and the signed-rank test stays exact. The sizes cluster
-    around a real change, so their spread, and the bound's distance above it, do not grow with it: a
-    base-side burst does not stay in to take a top rank with the wrong sign because the change is
-    large."""
-    size = np.abs(np.asarray(r, dtype=float))
-    keep = np.ones(size.size, dtype=bool)
-    if size.size < 4:
+def burst_pairs(before: np.ndarray, after: np.ndarray, metric: str | catalogue.Metric | None = None) -> np.ndarray:
+    """Which pairs to keep. A burst of other work slows a run down, so each pair is judged by its
+    slower run: the higher value (the lower for a metric where higher is better), in logs when every
+    value is positive. A pair whose slower run lies beyond the bulk of the pairs' slower runs (their
+    median plus :data:`BURST_K` x their robust spread, 1.4826 x the median distance from that median)
+    had a run disturbed; at most half the pairs (the slowest) are left out. Which run of a pair is the
+    slower does not depend on which of the two came first, so under "no change", the order in each
+    pair drawn at random, the signs of the kept pairs are still fair coin tosses and the signed-rank
+    test stays exact. The slower runs gather at the slower commit's level, so the bound moves with a
+    real change: a burst on the faster commit's run smaller than the change stays in with the
+    change's sign, a larger one is left out, and none takes a top rank with the wrong sign: the
+    test's power grows with the change (docs/detection.md, "Bursts in a session")."""
+    a, b = np.asarray(before, dtype=float).ravel(), np.asarray(after, dtype=float).ravel()
+    keep = np.ones(a.size, dtype=bool)
+    if a.size < 4:
         return keep
-    middle = float(np.median(size))
-    spread = MAD_TO_SIGMA * float(np.median(np.abs(size - middle)))
+    m = resolve_metric(metric) if metric is not None else None
+    sign = -1.0 if m is not None and m.direction is catalogue.Direction.HIGHER_IS_BETTER else 1.0
+    logs = bool((a > 0).all() and (b > 0).all())
+    slower = np.maximum(sign * (np.log(a) if logs else a), sign * (np.log(b) if logs else b))
+    middle = float(np.median(slower))
+    spread = MAD_TO_SIGMA * float(np.median(np.abs(slower - middle)))
     if spread == 0.0:
         return keep
-    worst = np.argsort(size)[::-1][: int(BURST_SHARE * size.size)]
-    keep[worst[size[worst] > middle + BURST_K * spread]] = False
+    worst = np.argsort(slower)[::-1][: int(BURST_SHARE * slower.size)]
+    keep[worst[slower[worst] > middle + BURST_K * spread]] = False
     return keep
 
 
 def signed_rank_p(r: np.ndarray, alternative: str = "two-sided") -> float:
-    """The Wilcoxon signed-rank p-value (exact up to :data:`EXACT_MAX_PAIRS` pairs) over the pairs
-    :func:`burst_pairs` keeps; a difference of zero counts half for each side. ``alternative``:
-    "two-sided", or "greater" / "less" (the pairs' centre above / below zero)."""
+    """The Wilcoxon signed-rank p-value (exact up to :data:`EXACT_MAX_PAIRS` pairs) of the pairs'
+    differences ``r`` (the pairs :func:`burst_pairs` keeps); a difference of zero counts half for each
+    side. ``alternative``: "two-sided", or "greater" / "less" (the pairs' centre above / below zero)."""
     r = np.asarray(r, dtype=float).ravel()
-    r = r[burst_pairs(r)]
     if not r.size or not np.any(r):
         return 1.0  # no pair, or every pair identical: no evidence of a difference
     if r.size > EXACT_MAX_PAIRS:  # the normal approximation is as good as exact here
@@ -172,16 +177,20 @@ def _exact_signed_rank_p(r: np.ndarray, alternative: str) -> float:
     return min(1.0, 2.0 * min(greater, less))
 
 
-def equivalent(before: np.ndarray, after: np.ndarray, margin: float, alpha: float) -> bool:
+def equivalent(before: np.ndarray, after: np.ndarray, margin: float, alpha: float,
+               metric: str | catalogue.Metric | None = None) -> bool:
     """Two one-sided tests (Schuirmann): the pairs' centre lies between ``ln(1 - margin)`` and
     ``ln(1 + margin)`` (within ``+/- margin x`` the median level for differences), each side at
-    ``alpha``: the exact signed-rank test of :func:`signed_rank_p` on the differences shifted by that
-    bound, whose signs are fair coin tosses when the centre sits on it."""
+    ``alpha``: the exact signed-rank test of :func:`signed_rank_p` on the differences of the pairs
+    :func:`burst_pairs` keeps, shifted by that bound, whose signs are fair coin tosses when the
+    centre sits on it."""
     a, b = np.asarray(before, dtype=float).ravel(), np.asarray(after, dtype=float).ravel()
     finite = np.isfinite(a) & np.isfinite(b)
     a, b = a[finite], b[finite]
     if not a.size or margin <= 0:
         return False
+    keep = burst_pairs(a, b, metric)
+    a, b = a[keep], b[keep]
     r, logs = pair_differences(a, b)
     if logs:
         high, low = math.log1p(margin), math.log1p(-min(margin, 0.99))
@@ -232,17 +241,16 @@ def paired_compare(
         return Comparison(Verdict.UNKNOWN, 1.0, math.nan, math.nan, math.nan, min_effect, Kind.NONE, 0, 0, False,
                           p_ks=math.nan, p_mwu=math.nan, notes=tuple(notes))
     r, logs = pair_differences(a, b)
-    r_all = r
-    keep = burst_pairs(r)
+    keep = burst_pairs(a, b, m)
     if not keep.all():
-        notes.append(f"{int((~keep).sum())} of {n} pair(s) left out: their |difference| is beyond "
-                     f"the bulk of the pairs' sizes (a run disturbed by other work on the host)")
+        notes.append(f"{int((~keep).sum())} of {n} pair(s) left out: their slower run is beyond "
+                     f"the bulk of the pairs' slower runs (a run disturbed by other work on the host)")
         a, b, r = a[keep], b[keep], r[keep]
         n = int(r.size)
     effect = float(np.median(r))
     level = float(np.median(a))
     rel = math.expm1(effect) if logs else relative_change(level, level + effect)
-    p = signed_rank_p(r_all)
+    p = signed_rank_p(r)
 
     spread = mad_sigma(r)
     threshold = math.log1p(min_effect) if logs else min_effect * abs(level)

@@ -28,7 +28,7 @@ from scipy import stats
 from perfci_core import metrics as catalogue
 
 from .compare import DEFAULT_ALPHA, Comparison, Kind, Verdict, compare
-from .paired import equivalent, pair_differences, paired_compare, signed_rank_p
+from .paired import equivalent, paired_compare
 from .sequential import look_alpha
 
 Call = Literal["regression", "improvement", "unchanged", "undecided"]
@@ -120,15 +120,13 @@ def _holm(family: Sequence[MetricSessions], level: float) -> list[float]:
 def _p(m: MetricSessions) -> float:
     """The difference test's p-value."""
     if m.paired:
-        a, b = np.asarray(m.base, dtype=float), np.asarray(m.head, dtype=float)
-        finite = np.isfinite(a) & np.isfinite(b)
-        return signed_rank_p(pair_differences(a[finite], b[finite])[0])
+        return paired_compare(m.base, m.head, m.metric, backend=m.backend).p_value
     return compare(m.base, m.head, m.metric, backend=m.backend).p_value
 
 
 def _equivalent(m: MetricSessions, margin: float, alpha: float) -> bool:
     if m.paired:
-        return equivalent(m.base, m.head, margin, alpha)
+        return equivalent(m.base, m.head, margin, alpha, m.metric)
     # two samples: each side of the shifted logs against the base, one-sided Mann-Whitney (two one-sided tests)
     a, b = np.asarray(m.base, dtype=float), np.asarray(m.head, dtype=float)
     a, b = a[np.isfinite(a) & (a > 0)], b[np.isfinite(b) & (b > 0)]

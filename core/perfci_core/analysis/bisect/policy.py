@@ -98,7 +98,7 @@ class Policy:
         """What an interleaved session of a step takes at least: the fewest pairs whose paired test
         can reach the share of alpha of the look they make (8 at alpha = 0.01 without spending, 11
         with ``pocock``), and room for one pair in five left out as a burst (``burst_pairs`` leaves
-        out about 6 % of pairs of plain normal noise): 10 and 14."""
+        out about 4 % of the pairs of plain normal noise): 10 and 14."""
         for n in range(1, self.max_reps + 1):
             if pairs_needed(self.look_alpha(n)) <= n:
                 return n + math.ceil(n / 5)

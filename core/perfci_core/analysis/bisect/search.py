@@ -83,7 +83,7 @@ class Bisection:
         alpha = p.look_alpha(min(len(a.samples), len(b.samples)))  # this look's share (Policy.spending)
         if not p.exact:
             before, after = paired_samples(a, b)
-            if before.size and can_reject(before, after, alpha):
+            if before.size and can_reject(before, after, alpha, p.metric):
                 return paired_compare(before, after, p.metric, alpha=alpha, min_effect=min_effect, tolerance=p.tolerance)
         return compare(a.samples, b.samples, p.metric, backend="sim" if p.exact else None,
                        alpha=alpha, min_effect=min_effect, noise=self._noise(), tolerance=p.tolerance)
