@@ -233,9 +233,8 @@ def test_the_test_is_exact_under_no_change_whichever_pairs_the_burst_rule_leaves
 def test_the_tests_power_grows_with_the_change():
     """On recorded tsc noise (a quarter of its runs slowed by bursts of other work), 20 pairs a
     session: a larger slow-down is found at least as often, step after step (0.51, 0.74, 0.87, 0.92,
-    0.97 here). A rule that judged the pairs by the size of their difference kept base-side bursts in
-    as the change grew, where they took the top ranks with the wrong sign: 0.79 at +5 %, 0.77 at +8 %,
-    0.80 at +12 % on these draws."""
+    0.97 here). A rule that judged the pairs by the size of their difference would keep base-side
+    bursts in as the change grew, where they take the top ranks with the wrong sign."""
     rng = np.random.default_rng(1)
     draws = [_tsc_pairs(rng, 20) for _ in range(300)]
     found = [np.mean([paired_compare(b, h * (1 + step), "cpp", backend="tsc", min_effect=0.01).verdict is Verdict.DIFFERENT

@@ -25,6 +25,7 @@ def test_creeps_smoke():
 
 def test_session_pairs_smoke():
     assert "trials a cell" in smoke("compare/session_pairs.py")
+    assert "the share called DIFFERENT" in smoke("compare/session_pairs.py", "--recorded")
 
 
 def test_pull_requests_smoke():

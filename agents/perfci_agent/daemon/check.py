@@ -51,7 +51,8 @@ def toolchain(backends: list[str]) -> Iterator[Line]:
                            timeout=30)
         yield Line(OK, "libdpdk", r.stdout.strip()) if r.returncode == 0 else \
             Line(FAIL, "libdpdk", "pkg-config does not find libdpdk (Debian: libdpdk-dev)")
-    yield Line(OK, "ccache", shutil.which("ccache")) if shutil.which("ccache") else \
+    ccache = shutil.which("ccache")
+    yield Line(OK, "ccache", ccache) if ccache else \
         Line(WARN, "ccache", "not installed: every new source tree compiles every file (Debian: ccache)")
     yield _tool("valgrind", "by the sim backend" if {"auto", "sim"} & set(backends) else None)
     yield _tool("perf", "by the pmu backend" if {"auto", "pmu"} & set(backends) else None)
