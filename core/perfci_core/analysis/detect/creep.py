@@ -6,9 +6,10 @@ boundaries that move the same way is tested against a ramp: one slope between tw
 ``Settings.creep_commits`` apart) plus any of those boundaries as steps on top of it, chosen
 greedily by description length on the search's own points (the ramp costs one group's penalty and
 ``ln N`` per kink inside the run's stretch). When that beats the steps alone and the trend over the
-ramp (Kendall's tau, the steps taken out) passes the search's alpha, the ramp is a creep; a boundary
-stays a step only when it is also DIFFERENT in the search's test on the medians with the ramp taken
-out. A suspect inside a creep is held to the same test at its own level."""
+ramp (Kendall's tau, the steps taken out) passes the search's alpha, the ramp is a creep; the steps on
+top of it are what the search itself finds and validates on the stretch's medians with the ramp
+taken out (so they are located there, not where the staircase cut the ramp). A suspect inside a
+creep is held to the search's boundary test with the ramp taken out, at its own level."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ from scipy import stats
 
 from perfci_core import metrics as catalogue
 
-from ..changepoints import ChangePoint, Proposal
+from ..changepoints import ChangePoint, Frame, Proposal
 from ..compare import Kind, Verdict, compare, kind_of
-from ..series import CleanSeries
+from ..series import CleanSeries, to_scale
 from .settings import Settings
 
 GRID = 50  # kink positions tried per stretch (every commit of a shorter one)
@@ -82,9 +83,11 @@ class _Sums:
         return np.maximum(syy - sxy * sxy / sxx, 0.0), sxy / sxx
 
 
-def find(own: CleanSeries, proposal: Proposal, cps: list[ChangePoint], m: catalogue.Metric | None,
-         min_effect: float, settings: Settings) -> tuple[list[ChangePoint], list[Ramp], list[ChangePoint]]:
-    """The changes that stay steps, the creeps, and the boundaries a creep explains (module doc)."""
+def find(own: CleanSeries, proposal: Proposal, point_sigma: np.ndarray, cps: list[ChangePoint],
+         m: catalogue.Metric | None, min_effect: float,
+         settings: Settings) -> tuple[list[ChangePoint], list[Ramp], list[ChangePoint]]:
+    """The changes that stay steps (on a creep: found again with the ramp taken out), the creeps,
+    and the boundaries a creep replaces (module doc). ``point_sigma``: the search's per-point noise."""
     if not settings.creeps or not cps or proposal.frame is None or not proposal.z.size:
         return cps, [], []
     z, w = proposal.z, proposal.w
@@ -102,21 +105,23 @@ def find(own: CleanSeries, proposal: Proposal, cps: list[ChangePoint], m: catalo
         a = cps[i - 1].index if i > 0 else 0
         b = cps[j + 1].index if j + 1 < len(cps) else n
         group = cps[i:j + 1]
-        ramp = _ramp(own, sums, a, b, group, penalty, logs, m, min_effect, settings, proposal.frame.unit)
-        if ramp is None:
+        found = _ramp(own, sums, a, b, group, penalty, logs, m, min_effect, settings, proposal.frame, point_sigma)
+        if found is None:
             steps += group
         else:
+            ramp, on_top = found
             ramps.append(ramp)
-            steps += [cp for cp in group if cp.index in ramp.steps]
-            explained += [cp for cp in group if cp.index not in ramp.steps]
+            steps += on_top
+            explained += group
         i = j + 1
     return steps, ramps, explained
 
 
 def _ramp(own: CleanSeries, sums: _Sums, a: int, b: int, group: list[ChangePoint], penalty: float, logs: bool,
-          m: catalogue.Metric | None, min_effect: float, settings: Settings, unit: float) -> Ramp | None:
-    """The creep of one run of same-direction boundaries on the stretch [a, b), or None when steps
-    explain it better (module doc)."""
+          m: catalogue.Metric | None, min_effect: float, settings: Settings, frame: Frame,
+          point_sigma: np.ndarray) -> tuple[Ramp, list[ChangePoint]] | None:
+    """The creep of one run of same-direction boundaries on the stretch [a, b) and the steps on top
+    of it, or None when steps explain the stretch better (module doc)."""
     length = settings.creep_commits
     if b - a < length + 1:
         return None
@@ -150,9 +155,12 @@ def _ramp(own: CleanSeries, sums: _Sums, a: int, b: int, group: list[ChangePoint
         return None
     start, end = int(s[at]), int(e[at])
     _, slope = sums.fit([a, *sorted(chosen), b], np.array([start]), np.array([end]))
-    ramp = Ramp(start, min(end, own.medians.size - 1), float(slope[0]) * unit, (), 0.0, 1.0, Kind.NONE)
+    ramp = Ramp(start, min(end, own.medians.size - 1), float(slope[0]) * frame.unit, (), 0.0, 1.0, Kind.NONE)
     flat = ramp.detrended(own.medians, logs)
-    kept = tuple(k for k in chosen if _step_holds(flat, a, k, b, m, min_effect, settings.search.alpha, settings))
+    on_top = [ChangePoint(cp.index + a, cp.range_start + a, cp.range_end + a, cp.test) for cp in
+              Proposal(flat[a:b], to_scale(flat[a:b]), point_sigma[a:b], settings.search, frame=frame).validated(
+                  m, min_effect, settings.search.alpha)]
+    kept = tuple(cp.index for cp in on_top)
     trend = _trend(own.medians, flat, a, b, ramp, kept)
     move = math.expm1(ramp.slope * (ramp.end - ramp.start)) if logs else ramp.slope * (ramp.end - ramp.start) / abs(
         float(np.median(own.medians[a:b])) or 1.0)
@@ -160,7 +168,7 @@ def _ramp(own: CleanSeries, sums: _Sums, a: int, b: int, group: list[ChangePoint
         return None
     level = float(own.medians[ramp.start])
     kind = kind_of(m, level, level * (1.0 + move)) if m is not None else Kind.CHANGE
-    return Ramp(ramp.start, ramp.end, ramp.slope, kept, move, trend, kind)
+    return Ramp(ramp.start, ramp.end, ramp.slope, kept, move, trend, kind), on_top
 
 
 def _stair_error(sums: _Sums, a: int, ks: Sequence[int], b: int) -> float:

@@ -87,8 +87,8 @@ def detect(
         _, point_sigma = series_noise(s, slice(learned))
         frame = Frame.of(scaled[:learned], point_sigma[:learned], settings.search)
     proposal = Proposal(s.medians, scaled, point_sigma, settings.search, frame=frame, memo=memo)  # one search, two alphas
-    cps, ramps, explained = creep.find(s, proposal, proposal.validated(m, min_effect, settings.search.alpha), m, min_effect,
-                                       settings)
+    cps, ramps, explained = creep.find(s, proposal, point_sigma, proposal.validated(m, min_effect, settings.search.alpha),
+                                       m, min_effect, settings)
     bounds = [cp.index for cp in cps]
     changes, unpinned = [], []
     for i, cp in enumerate(cps):
