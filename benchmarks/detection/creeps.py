@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             spans += [c.end - c.start for c in r.creeps]
         size = f"{np.mean(sizes):+.1%}" if sizes else "-"
         span = f"{np.mean(spans):.0f}" if spans else "-"
-        print(f"{creep:>+6.0%} {reps:>4} {step:>+5.0%} {np.mean(alerts):>6.1f} ({min(alerts)}-{max(alerts)}){'':>5} "
+        print(f"{creep:>+6.0%} {reps:>4} {step:>+5.0%} {np.mean(alerts):>6.2f} ({min(alerts)}-{max(alerts)}){'':>4} "
               f"{one:>4}/{len(seeds):<4} {size:>10} {span:>10} {f'{found}/{len(seeds)}' if step else '-':>10}", flush=True)
     print("step alerts: changes other than the stepped case's own step (each blames one commit of a creep no commit "
           "caused); one creep: seeds with exactly one creep finding")
