@@ -19,7 +19,7 @@ Ground truth and scores: benchmarks/forge/team_score.py. A poller reads every st
 a second. Each score must be 0: false failure (a commit or pull request carrying no regression of its
 own shown `failure` at any time), false success (a regression's own commit or pull request `success`
 at any time), statuses (or comments) still pending 2 minutes after the last job ended (the smoke day
-allows 1 minute: stricter, and a minute shorter in the tests), duplicate
+allows 30 seconds: stricter, and shorter in the tests), duplicate
 alert groups, alerts on commits with no regression of their own, regressions never alerted, sites an
 explanation does not name. Also printed: push -> status and pull request -> verdict (p50, min, max)
 and the host's load average.
