@@ -46,3 +46,13 @@ def test_steps_on_a_flat_series_are_not_a_creep():
     level = 100.0 * np.where(np.arange(300) >= 100, 1.03, 1.0) * np.where(np.arange(300) >= 200, 1.03, 1.0)
     r = detect(noisy(level, np.random.default_rng(4), "normal", 0.01, 3), "cpp", "tsc")
     assert [c.index for c in r.changes] == [100, 200] and r.creeps == ()
+
+
+def test_a_small_step_on_a_creep_is_placed_and_sized_with_the_creep_taken_out():
+    """The search runs again on the creep's stretch with the ramp taken out: a 2 % step is placed where it is, not
+    where the staircase cut the ramp, and its size is its own, not the ramp's share of the windows around it."""
+    for seed in range(8):
+        level = _creep(200, 0.10) * np.where(np.arange(200) >= 130, 1.02, 1.0)
+        r = detect(noisy(level, np.random.default_rng(40 + seed), "normal", 0.01, 3), "cpp", "tsc")
+        assert [abs(c.index - 130) <= 1 for c in r.changes] == [True], (seed, [c.index for c in r.changes])
+        assert r.changes[0].rel_change == pytest.approx(0.02, abs=0.006), seed
