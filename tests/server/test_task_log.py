@@ -162,7 +162,8 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 def test_perfci_worker_and_beat_in_production_write_json_lines(committed, leaves_no_task_behind, redis_url, tmp_path):
     env = {**os.environ, "PERFCI_ENV": "production", "PERFCI_DATABASE_URL": TEST_DATABASE_URL, "PERFCI_BROKER_URL": redis_url,
-           "PERFCI_ADMIN_TOKEN": "observe-admin-token-0123456789", "PERFCI_DATA_DIR": str(tmp_path / "data")}
+           "PERFCI_ADMIN_TOKEN": "observe-admin-token-0123456789", "PERFCI_DATA_DIR": str(tmp_path / "data"),
+           "PERFCI_REQUEUE_INTERVAL_SECONDS": "2"}  # beat's first due task in seconds, not the default 30
     for name in ("PERFCI_LOG_FORMAT", "PERFCI_LOG_LEVEL"):
         env.pop(name, None)  # production's default: JSON
     worker_log, beat_log = tmp_path / "worker.log", tmp_path / "beat.log"
