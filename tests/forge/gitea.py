@@ -303,13 +303,16 @@ class Gitea:
         return [HookDelivery(uuid, event, bool(delivered), bool(succeeded), json.loads(request or "{}"), json.loads(response or "{}"))
                 for uuid, event, delivered, succeeded, request, response in rows]
 
-    def settled_hook_deliveries(self, hook_id: int, count: int, timeout: float = 30.0) -> list[HookDelivery]:
-        """A hook's deliveries once `count` of them are recorded as delivered: Gitea marks a delivery
-        after its receiver's answer is read, so a receiver may see the body before the mark."""
+    def settled_hook_deliveries(self, hook_id: int, count: int, timeout: float = 60.0) -> list[HookDelivery]:
+        """A hook's deliveries once `count` of them have their outcome recorded. Gitea marks a task
+        delivered *before* it sends the request (so it is sent once), and writes the response and
+        whether it succeeded after the answer is read: a receiver has the body, and the task reads
+        delivered, while the outcome is still to come. Settled: delivered with a response recorded
+        (an answer's status, or the error that stood for one)."""
         deadline = time.monotonic() + timeout
         while True:
             recorded = self.hook_deliveries(hook_id)
-            if sum(d.delivered for d in recorded) >= count or time.monotonic() > deadline:
+            if sum(d.delivered and bool(d.response) for d in recorded) >= count or time.monotonic() > deadline:
                 return recorded
             time.sleep(0.1)
 
