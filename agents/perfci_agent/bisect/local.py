@@ -76,7 +76,7 @@ class BisectReport:
     builds: int  # commits measured by this run (each needs its build; failed builds included)
     compiled: int  # of those, how many were compiled now rather than taken from the build cache
     repetitions: int  # measurements run now (cached ones not counted)
-    reused: int  # repetitions taken from earlier results
+    reused: int  # repetitions taken from earlier results: cached documents, sim counts kept for the same binary
     steps: list[dict]
     profiles: list[Profile] = field(default_factory=list)
     sim_family: str | None = None  # the store-buffer model every sim measurement used
@@ -183,7 +183,10 @@ class LocalBisect:
     # --- measuring ---------------------------------------------------------------------------
 
     def _measure(self, index: int, reps: int, fresh: bool = False) -> ResultDocument:
-        """``fresh``: a confirmation, simulated again on sim (never the counts kept from an earlier run)."""
+        """``fresh``: a confirmation. It builds the commit as it is built today, so on sim it checks
+        the search's results (possibly cached by an earlier run, from another build) against this
+        binary; the counts kept for this very binary (:mod:`..backends.sim_reuse`) are that check at
+        no cost, because sim's counts are deterministic."""
         rec = self.commits[index]
         self.builds.add(index)
         compiled: list[bool] = []
@@ -194,7 +197,7 @@ class LocalBisect:
             self.say("measure_" + event, **{"index": index, "sha": rec.info.sha, **kw})
 
         doc = measure(self.root, rec.info.sha, backend=self.backend, reps=reps, config=self.config, core=self.core,
-                      cache_dir=self.cache_dir, progress=relay, sim_family=self.sim_family, reuse=not fresh)
+                      cache_dir=self.cache_dir, progress=relay, sim_family=self.sim_family)
         self.compiled += sum(compiled)
         if self.backend == "auto":  # the first result says what auto chose; keep it for every commit
             self.backend = doc.backend.value
@@ -257,7 +260,10 @@ class LocalBisect:
         values = metric_values(doc, self.metric.name)
         if not values:
             raise UsageError(f"backend {doc.backend.value} produced no {self.metric.name} values")
-        self.repetitions += len(values)
+        if doc.reused_from is not None:
+            self.reused += len(values)  # sim counts kept for this binary: taken, not simulated
+        else:
+            self.repetitions += len(values)
         (rec.fresh if fresh else rec.values).extend(values)
         rec.status = "measured"
         return core.Sampled(values, session) if session else values
