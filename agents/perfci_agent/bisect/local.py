@@ -182,11 +182,11 @@ class LocalBisect:
 
     # --- measuring ---------------------------------------------------------------------------
 
-    def _measure(self, index: int, reps: int, fresh: bool = False) -> ResultDocument:
-        """``fresh``: a confirmation. It builds the commit as it is built today, so on sim it checks
-        the search's results (possibly cached by an earlier run, from another build) against this
-        binary; the counts kept for this very binary (:mod:`..backends.sim_reuse`) are that check at
-        no cost, because sim's counts are deterministic."""
+    def _measure(self, index: int, reps: int) -> ResultDocument:
+        """The commit built as it builds today and measured. A confirmation thus checks the search's
+        results (possibly cached by an earlier run, from another build) against this binary; on sim,
+        the counts kept for this very binary (:mod:`..backends.sim_reuse`) are that check at no cost,
+        because sim's counts are deterministic."""
         rec = self.commits[index]
         self.builds.add(index)
         compiled: list[bool] = []
@@ -252,7 +252,7 @@ class LocalBisect:
     def _sample(self, index: int, count: int, fresh: bool) -> list[float] | core.Sampled | None:
         rec = self.commits[index]
         self.say("sample", index=index, sha=rec.info.sha, count=count, fresh=fresh)
-        doc, session = self._interleaved(index, fresh) or (self._measure(index, count, fresh), 0)
+        doc, session = self._interleaved(index, fresh) or (self._measure(index, count), 0)
         if doc.status != "ok":
             rec.status, rec.reason = doc.status, doc.reason or doc.status
             log.info("commit %s skipped: %s", rec.info.sha[:12], rec.reason)
