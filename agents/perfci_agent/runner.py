@@ -9,7 +9,8 @@ Command line (dataplane/README.md):
 
 ``wrapper`` is ``perf stat ... --`` or ``valgrind ...``; taskset sits *inside* perf so perf
 itself is not pinned to the forwarding core, and execs the dataplane (same process).
-``--file-prefix`` keeps EAL runtime files of concurrent runs apart. CORES is one core, or
+``--file-prefix`` keeps EAL runtime files of concurrent runs apart; the dataplane removes them
+when it exits, :func:`run` after a run that was killed or crashed. CORES is one core, or
 several (``a,b``: the dataplane forwards on every one of them, each lcore with its own queue
 pair, and the report gains a per-lcore breakdown under ``lcores``).
 """
@@ -122,6 +123,14 @@ def stable_stack_env(argv: list[str], env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def eal_runtime_dir(prefix: str, env: dict[str, str] | None = None) -> Path:
+    """Where EAL keeps the runtime files of a ``--file-prefix`` (its rule: /var/run for root,
+    else ``$XDG_RUNTIME_DIR`` or /tmp)."""
+    env = os.environ if env is None else env
+    base = "/var/run" if os.getuid() == 0 else env.get("XDG_RUNTIME_DIR", "/tmp")
+    return Path(base) / "dpdk" / prefix
+
+
 def run(spec: RunSpec) -> RunResult:
     """Run once; :class:`RunFailed` on timeout, crash, non-zero exit or a bad report."""
     with tempfile.TemporaryDirectory(prefix="perfci-run-") as tmp:
@@ -151,6 +160,9 @@ def run(spec: RunSpec) -> RunResult:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
             raise RunFailed(f"dataplane timed out after {spec.timeout:.0f} s", tail(out + err)) from None
+        finally:  # a killed or crashed dataplane leaves its EAL runtime files (6.5 MB) behind
+            if proc.returncode != 0:
+                shutil.rmtree(eal_runtime_dir(argv[argv.index("--file-prefix") + 1], env), ignore_errors=True)
         elapsed = time.monotonic() - start
         if proc.returncode != 0:
             how = f"killed by signal {-proc.returncode} ({signal.Signals(-proc.returncode).name})" if proc.returncode < 0 else f"exit status {proc.returncode}"

@@ -53,14 +53,19 @@ sync_open(struct window_sync *s)
 	return 0;
 }
 
-/* The last lcore out of its window closes the shared one: its end time, then perf disable. */
+/*
+ * The last lcore out of its window closes the shared one: the latest lcore's
+ * end time, then perf disable. Not its own: lcores stopping at one deadline
+ * read the TSC within cycles of each other, and the last to count itself out
+ * may have read it first.
+ */
 static int
-sync_close(struct window_sync *s, uint64_t now, const char *reason)
+sync_close(struct window_sync *s, const char *reason)
 {
 	const struct app_config *cfg = s->cfg;
 	int ret = 0;
 
-	s->end_tsc = now;
+	s->end_tsc = __atomic_load_n(&s->last_end_tsc, __ATOMIC_ACQUIRE);
 	s->stop_reason = reason;
 	if (perf_control(cfg->perf_ctl_fd, cfg->perf_ack_fd, "disable") < 0) {
 		fprintf(stderr, "perf control: disable failed: %s\n", strerror(errno));
@@ -69,6 +74,17 @@ sync_close(struct window_sync *s, uint64_t now, const char *reason)
 	}
 	__atomic_store_n(&s->closed, 1, __ATOMIC_RELEASE);
 	return ret;
+}
+
+/* Raise the shared window's end to this lcore's, if later. */
+static void
+note_end(struct window_sync *s, uint64_t end)
+{
+	uint64_t seen = __atomic_load_n(&s->last_end_tsc, __ATOMIC_RELAXED);
+
+	while (seen < end && !__atomic_compare_exchange_n(&s->last_end_tsc, &seen, end, true,
+							  __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
 }
 
 /* This lcore's own window starts at the shared start if it opened it, else when it sees it open. */
@@ -95,11 +111,12 @@ finish(struct lcore_run *r, uint64_t now, const char *reason)
 	if (r->w.open) {
 		r->w.end_tsc = now;
 		r->w.closed = 1;
+		note_end(s, now);
 	}
 	r->w.stop_reason = reason;
 	if (__atomic_add_fetch(&s->finished, 1, __ATOMIC_ACQ_REL) == s->nb_lcores) {
 		if (__atomic_load_n(&s->open, __ATOMIC_ACQUIRE))
-			return sync_close(s, now, reason);
+			return sync_close(s, reason);
 		s->stop_reason = reason;
 		return s->failed ? -1 : 0;
 	}

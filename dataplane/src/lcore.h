@@ -27,6 +27,7 @@ struct window_sync {
 	uint32_t open;		/* set, with release, once start_tsc and deadline are written */
 	uint32_t closed;	/* set, with release, once end_tsc is written */
 	uint64_t start_tsc;
+	uint64_t last_end_tsc;	/* the latest end of an lcore's window (atomic max) */
 	uint64_t end_tsc;
 	uint64_t deadline;	/* --duration: TSC at which every lcore stops; 0: none */
 	const char *stop_reason;	/* of the lcore that finished last */

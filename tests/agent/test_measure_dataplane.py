@@ -162,6 +162,8 @@ def test_run_failures_are_reported(scratch_repo):
     huge = CONFIGS["self-64B"].model_copy(update={"packets": 10**12})
     with pytest.raises(RunFailed, match="timed out after 1 s"):
         runner.run(runner.RunSpec(binary, default_core(), huge, timeout=1.0))
+    runtime = runner.eal_runtime_dir("any").parent
+    assert not list(runtime.glob(f"perfci-{os.getpid():07d}-*")), "the killed run left its EAL runtime files"
     bad = CONFIGS["self-64B"].model_copy(update={"routes": "no/such/routes.txt"})
     with pytest.raises(RunFailed, match="exit status 2"):
         runner.run(runner.RunSpec(binary, default_core(), bad, timeout=30.0))

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,10 @@ DATAPLANE = REPO / "dataplane"
 def forwarding_core() -> int:
     """The CPU a measurement of this process forwards on (this xdist worker's own: tests/support/services.py)."""
     return default_core()
+
+
+def file_prefix(eal: list[str]) -> str:
+    return next(a.split("=", 1)[1] for a in eal if a.startswith("--file-prefix="))
 
 
 def eal_args(*extra: str, hugepages: bool = False) -> list[str]:
@@ -50,11 +55,12 @@ def run_fwd(binary: Path, eal: list[str], app: list[str], timeout: float = 60, *
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
-def sigterm_in_window(binary: Path, eal: list[str], app: list[str], forwarding: float = 0.3, timeout: float = 60) -> Run:
+def sigterm_in_window(binary: Path, eal: list[str], app: list[str], forwarding: float = 0.3, timeout: float = 60,
+                      in_window: Callable[[], object] = lambda: None) -> Run:
     """Run until the measurement window has been open for ``forwarding`` seconds, then SIGTERM.
     The dataplane's window control (``--perf-ctl``/``--perf-ack``, perf's protocol, answered here)
     says when it opened: by then its signal handlers are installed, however long start-up took on a
-    loaded host."""
+    loaded host. ``in_window`` is called once the window is open."""
     ctl_r, ctl_w = os.pipe()
     ack_r, ack_w = os.pipe()
     try:
@@ -70,6 +76,7 @@ def sigterm_in_window(binary: Path, eal: list[str], app: list[str], forwarding: 
                 ack.write("ack\n")
                 ack.flush()
                 if command == "enable":
+                    in_window()
                     time.sleep(forwarding)  # every lcore in its window, forwarding
                     proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=timeout)

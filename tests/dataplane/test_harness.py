@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from .fwd import eal_args, run_fwd, sigterm_in_window
+from perfci_agent import runner
+
+from .fwd import eal_args, file_prefix, run_fwd, sigterm_in_window
 
 
 def test_self_fed_report_is_complete_and_consistent(fwd_bin):
@@ -87,6 +89,20 @@ def test_sigterm_closes_the_window_and_reports(fwd_bin):
     report = sigterm_in_window(fwd_bin, eal_args(), ["--packets", str(10**12)]).report
     assert report["stop_reason"] == "signal"
     assert report["window"]["packets"]["rx"] > 0
+
+
+def test_the_runtime_files_go_when_the_dataplane_ends(fwd_bin):
+    """EAL leaves 6.5 MB of runtime files a run; the dataplane removes them as it exits, after its
+    count or on SIGTERM (a killed one's are removed by the agent's runner: tests/agent)."""
+    eal = eal_args()
+    rundir = runner.eal_runtime_dir(file_prefix(eal))
+    seen = []
+    report = sigterm_in_window(fwd_bin, eal, ["--packets", str(10**12)], in_window=lambda: seen.append(rundir.is_dir())).report
+    assert seen == [True] and report["stop_reason"] == "signal"  # where the runner looks is where EAL put them
+    assert not rundir.exists()
+    eal = eal_args()
+    assert run_fwd(fwd_bin, eal, ["--packets", "1000"]).report["stop_reason"] == "packets"
+    assert not runner.eal_runtime_dir(file_prefix(eal)).exists()
 
 
 @pytest.mark.parametrize("nb_lcores", [1, 2])

@@ -78,7 +78,8 @@ def test_the_baseline_s_whole_poll_loop_shares_nothing_per_packet(trees, tmp_pat
     two = backend.sample(trees["base"], default_core(), backend.config_for(CONFIG), DATAPLANE, rep=0)
     assert two.raw["sim.hz_forwarding_threads"] == 2 and two.raw["sim.fwd_packets"] > CONFIG.as_run_by("sim").packets
     assert two.raw["sim.line_transfers"] + two.raw["sim.read_transfers"] < 20, transfer_sites(two.raw)
-    assert all(site.startswith(("finish@lcore.c", "lcore_main@lcore.c", "window_done@lcore.c")) for site in transfer_sites(two.raw))
+    edges = ("finish@lcore.c", "lcore_main@lcore.c", "window_done@lcore.c", "note_end@lcore.c")
+    assert all(site.startswith(edges) for site in transfer_sites(two.raw)), transfer_sites(two.raw)
 
 
 def test_more_lcores_than_cpus_is_a_clear_error(trees, tmp_path):
