@@ -41,7 +41,8 @@ from enum import Enum
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
+# scipy (about a second to import) is imported by the functions that use it: the API, the agent and
+# the CLI import this module for its types and rules, most of them never for a test.
 
 from perfci_core import metrics as catalogue
 
@@ -134,6 +135,7 @@ def high_threshold(n_a: int, n_b: int, standardized_effect: float) -> float:
         return 1.0
     if math.isinf(standardized_effect):
         return 0.0
+    from scipy import stats
     p_order = stats.norm.cdf(standardized_effect / math.sqrt(2.0))
     nn = n_a * n_b
     z = (p_order - 0.5) * nn / math.sqrt(nn * (n_a + n_b + 1) / 12.0)
@@ -183,6 +185,7 @@ def compare(
     if exact:
         return _compare_exact(a, b, med_a, med_b, rel, m, tolerance, notes)
 
+    from scipy import stats
     p_ks = float(stats.ks_2samp(a, b).pvalue)
     if np.ptp(np.concatenate([a, b])) == 0.0:
         p_mwu = 1.0  # every value identical: no evidence of a difference

@@ -42,7 +42,8 @@ import math
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
+# scipy (about a second to import) is imported by the functions that use it: the API, the agent and
+# the CLI import this module for its types and rules, most of them never for a test.
 
 from perfci_core import metrics as catalogue
 
@@ -113,6 +114,7 @@ def paired_high_threshold(n: int, standardized_effect: float) -> float:
         return 1.0
     if math.isinf(standardized_effect):
         return 0.0
+    from scipy import stats
     return float(2.0 * stats.norm.sf(math.sqrt(_WILCOXON_ARE * n) * standardized_effect))
 
 
@@ -153,6 +155,7 @@ def signed_rank_p(r: np.ndarray, alternative: str = "two-sided") -> float:
     if not r.size or not np.any(r):
         return 1.0  # no pair, or every pair identical: no evidence of a difference
     if r.size > EXACT_MAX_PAIRS:  # the normal approximation is as good as exact here
+        from scipy import stats
         return float(stats.wilcoxon(r, zero_method="zsplit", alternative=alternative).pvalue)
     return _exact_signed_rank_p(r, alternative)
 
@@ -163,6 +166,7 @@ def _exact_signed_rank_p(r: np.ndarray, alternative: str) -> float:
     pairs (seconds per call) and a normal approximation above. Twice a midrank is an integer, so the
     null distribution of twice ``r_plus`` is one fair coin per nonzero pair, convolved; a zero pair
     adds half its rank whatever the signs (zsplit), the same to every pattern."""
+    from scipy import stats
     twice = np.rint(2.0 * stats.rankdata(np.abs(r))).astype(np.int64)
     moves = twice[r != 0]
     null = np.ones(1)

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
+# scipy (about a second to import) is imported by the functions that use it: the API, the agent and
+# the CLI import this module for its types and rules, most of them never for a test.
 
 from perfci_core import metrics as catalogue
 
@@ -133,6 +134,7 @@ def _equivalent(m: MetricSessions, margin: float, alpha: float) -> bool:
     if a.size < 2 or b.size < 2:
         return False
     la, lb = np.log(a), np.log(b)
+    from scipy import stats
     upper = stats.mannwhitneyu(lb - np.log1p(margin), la, alternative="less").pvalue
     lower = stats.mannwhitneyu(lb - np.log1p(-min(margin, 0.99)), la, alternative="greater").pvalue
     return bool(upper <= alpha and lower <= alpha)

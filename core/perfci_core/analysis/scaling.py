@@ -61,7 +61,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
-from scipy import optimize, stats
+# scipy (about a second to import) is imported by the functions that use it: the API, the agent and
+# the CLI import this module for its types and rules, most of them never for a test.
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -109,6 +110,7 @@ def fit_serial_fraction(points: Mapping[int, float]) -> AmdahlFit:
     y = np.array([points[n] for n in ns], dtype=float)
     scale = y[0] / x[0]  # fit in units of the first point's per-lcore throughput: well-conditioned
     with warnings.catch_warnings():
+        from scipy import optimize
         warnings.simplefilter("ignore", optimize.OptimizeWarning)  # the covariance is not used
         (p1, b), _ = optimize.curve_fit(amdahl_pps, x, y / scale, p0=(1.0, 0.1),
                                         bounds=([0.0, 0.0], [np.inf, 1.0]), xtol=1e-12, ftol=1e-12, gtol=1e-12)
@@ -142,6 +144,7 @@ def serial_fraction_interval(reps: Sequence[Mapping[int, float]], confidence: fl
     if all(np.ptp(c) == 0 for c in columns):  # identical repetitions: nothing to resample
         b = fit(*columns)
         return b, b
+    from scipy import stats
     res = stats.bootstrap(columns, fit, paired=True, vectorized=False,
                           confidence_level=confidence, n_resamples=resamples, method="percentile",
                           random_state=np.random.default_rng(seed))

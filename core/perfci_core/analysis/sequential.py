@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from scipy import stats
+# scipy (about a second to import) is imported by the functions that use it: the API, the agent and
+# the CLI import this module for its types and rules, most of them never for a test.
 
 Spending = Literal["pocock", "obrien-fleming", "even"]
 SPENDING: tuple[str, ...] = ("pocock", "obrien-fleming", "even")
@@ -43,6 +44,7 @@ def spent(alpha: float, t: float, shape: Spending = "pocock") -> float:
         return alpha * math.log(1.0 + (math.e - 1.0) * t)
     if shape == "even":
         return alpha * t
+    from scipy import stats
     return float(2.0 * stats.norm.sf(stats.norm.isf(alpha / 2.0) / math.sqrt(t)))
 
 

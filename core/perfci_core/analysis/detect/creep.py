@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+# scipy (about a second to import) is imported by the functions that use it: the API, the agent and
+# the CLI import this module for its types and rules, most of them never for a test.
 
 from perfci_core import metrics as catalogue
 
@@ -202,6 +203,7 @@ def _trend(medians: np.ndarray, flat: np.ndarray, a: int, b: int, ramp: Ramp, st
     y = y[max(0, lo):max(0, hi)]
     if y.size < 3:
         return 1.0
+    from scipy import stats
     return float(stats.kendalltau(np.arange(y.size), y).pvalue)
 
 
