@@ -7,9 +7,7 @@ export PERFCI_TEST_DATABASE_URL ?= postgresql+psycopg://perfci:perfci@127.0.0.1:
 export PERFCI_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 # pytest-xdist workers for `make test` (tests/support/groups.py keeps tests sharing a resource on one).
-# One more than CI's two cores: about a fifth of the suite's time is spent waiting (on services, agents
-# and the forge), which a third worker fills (docs/contributing.md, "Tests").
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 2
 
 .PHONY: setup services dataplane gitea demo measure lint test test-fast test-playbooks dashboards clean
 
