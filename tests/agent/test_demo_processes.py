@@ -24,7 +24,10 @@ with ExitStack() as stack:
         p = stack.enter_context(run._process(name, ["sh", "-c", "sleep 600 & echo $!; wait"], log / f"{name}.log", {"PATH": "/usr/bin:/bin"}))
         print(p.pid, flush=True)
     print("ready", flush=True)
-    time.sleep(600)
+    # Short sleeps, as the demo's own waits: CPython sees a signal that lands just before a sleep
+    # starts only when that sleep ends, so one long sleep could outlast the test's wait.
+    while True:
+        time.sleep(0.2)
 """
 
 
