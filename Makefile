@@ -7,7 +7,8 @@ export PERFCI_TEST_DATABASE_URL ?= postgresql+psycopg://perfci:perfci@127.0.0.1:
 export PERFCI_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 # pytest-xdist workers for `make test` (tests/support/groups.py keeps tests sharing a resource on one).
-PYTEST_WORKERS ?= 2
+# Three on two cores: the third runs while the others wait on their servers, agents and the forge.
+PYTEST_WORKERS ?= 3
 
 .PHONY: setup services dataplane gitea demo measure lint test test-fast test-playbooks dashboards clean
 

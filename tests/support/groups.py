@@ -1,4 +1,4 @@
-"""Which tests share one xdist worker (``-n 2 --dist loadgroup``).
+"""Which tests share one xdist worker (``make test``: ``-n 3 --dist loadgroup``).
 
 pytest-xdist sends the tests of one ``xdist_group`` to one worker. A test is in the group of each
 resource it uses: by the fixtures it uses (:data:`FIXTURE_GROUPS`) or by an explicit

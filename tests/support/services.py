@@ -5,9 +5,9 @@ maintenance connection and the prefix of every database the tests make: ``<name>
 migrated schema, built once per run), ``<name>_<worker>`` (each worker's clone of it) and
 ``<name>_<worker>_<suffix>`` (a test's own). ``PERFCI_TEST_REDIS_URL`` is worker 0's Redis database;
 worker ``i`` uses the database ``i`` below it (15, 14, ... by default), so a Celery worker of one
-xdist worker never takes another's task. Each xdist worker forwards on a CPU of its own
-(``PERFCI_CORE``, the highest allowed for worker 0, the next for worker 1): otherwise every pinned
-dataplane run of both workers shares the highest CPU while the other one idles.
+xdist worker never takes another's task. Each xdist worker forwards on a CPU of its own where there
+are enough (``PERFCI_CORE``: the highest allowed for worker 0, the next for worker 1, round the
+allowed CPUs): otherwise every pinned dataplane run of every worker shares the highest CPU.
 """
 
 from __future__ import annotations
