@@ -5,6 +5,7 @@
 
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
+#include <rte_pause.h>
 
 #include "lcore.h"
 
@@ -132,7 +133,10 @@ finish(struct lcore_run *r, uint64_t now, const char *reason)
  * empty poll. The self harness refills this queue's RX ring in large batches
  * below a low-water mark, timed apart as harness cycles, so that it never
  * counts as forwarding. Before the window opens the lcore forwards as in the
- * window (warm-up); after its share it leaves the loop.
+ * window (warm-up), then waits without polling for the others to warm up: each
+ * lcore forwards the same packets however late its start (what keeps the sim
+ * counts of several lcores identical run to run). After its share it leaves
+ * the loop.
  */
 int
 lcore_main(void *arg)
@@ -158,7 +162,11 @@ lcore_main(void *arg)
 					prev = r->w.start_tsc;
 				}
 			}
-			if (ready && !r->w.open && __atomic_load_n(&s->open, __ATOMIC_ACQUIRE)) {
+			if (ready && !r->w.open) {
+				if (!__atomic_load_n(&s->open, __ATOMIC_ACQUIRE)) {
+					rte_pause();
+					continue;
+				}
 				window_open(r, rte_rdtsc());
 				prev = r->w.start_tsc;
 			}

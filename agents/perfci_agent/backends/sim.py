@@ -320,12 +320,14 @@ class SimBackend:
         its IR). ``--fair-sched=yes``: with several lcores, valgrind's ticket lock runs the threads
         in turn, one timeslice each; its default pipe lock lets the kernel pick, often the same
         thread again, and one lcore could run far ahead of the others (the line-transfer counts
-        do not depend on that order, the memory the tool holds until the others catch up does)."""
+        do not depend on that order, the memory the tool holds until the others catch up does).
+        ``--lcores``: the tool starts every lcore at time 0, whichever valgrind runs first."""
+        cores = self.forwarding_cores(core, config)
         return self._spec(binary, core, config, workdir,
                           [f"--tool={TOOL_NAME}", f"--window-fn={self.window_fn}", f"--family={self.family.name}",
-                           f"--commit-rule={self.commit_rule}", "--fair-sched=yes",
+                           f"--commit-rule={self.commit_rule}", f"--lcores={len(cores)}", "--fair-sched=yes",
                            "--vex-iropt-register-updates=allregs-at-mem-access", "--read-inline-info=yes", "--fullpath-after=",
-                           f"--out-file={out}"], valgrind_lib, self.forwarding_cores(core, config))
+                           f"--out-file={out}"], valgrind_lib, cores)
 
     def sample(self, binary: Path, core: int, config: BenchConfig, workdir: Path, rep: int) -> Sample:
         """One memhazard run (instructions + hazards) and, side by side on another core when

@@ -192,6 +192,7 @@ static const HChar *clo_family = "intel-icx";
 static const HChar *clo_commit_rule = "time";
 static Long clo_store_buffer = 0; /* 0: the family's */
 static Long clo_rob = 0;
+static Long clo_lcores = 1; /* forwarding threads to wait for before any access is applied */
 
 static const struct mh_family *family;
 static UInt sb_size, rob_size;
@@ -699,10 +700,12 @@ on_store_w(Addr addr, UWord size, Addr iaddr, UWord flags)
 /* An access outside this thread's window: it changes who holds the line, counts nothing. */
 static UInt lines_used;
 static UInt forwarding_threads;
+static Bool awaiting_lcores(void);
 /*
- * Accesses outside the window are followed once two threads forward (before,
- * no line can move between forwarding threads); until then the instrumented
- * code does not even call the helper (one lcore pays one test per access).
+ * Accesses outside the window are followed once two threads forward, or from
+ * the start when --lcores says several will (before, no line can move between
+ * forwarding threads); until then the instrumented code does not even call the
+ * helper (one lcore pays one test per access).
  */
 static ULong touching;
 
@@ -710,7 +713,7 @@ static void
 set_collecting(ULong on)
 {
 	collecting = on;
-	touching = !on && forwarding_threads >= 2;
+	touching = !on && (forwarding_threads >= 2 || clo_lcores >= 2);
 }
 
 static void
@@ -818,6 +821,10 @@ share_access(Addr addr, UWord size, Addr iaddr, Bool store, Bool counted, UWord 
 		untracked_thread_accesses++;
 		return;
 	}
+	/* Before all lcores have started, one that has not is starting up: whether the others
+	 * have yet made its lines theirs depends on valgrind's order, so it moves nothing. */
+	if (!me()->forwards && awaiting_lcores())
+		return;
 	for (line = first; line <= last; line++) { /* a split access touches both lines */
 		if (logging())
 			share_later(line, iaddr, store, counted, pending);
@@ -837,21 +844,22 @@ share_access(Addr addr, UWord size, Addr iaddr, Bool store, Bool counted, UWord 
  * concurrent cores move it. So the table is not updated in the order valgrind
  * runs the threads, but in the order concurrent cores would make the
  * accesses: while two or more threads forward, each access is stamped with
- * its thread's virtual time (the window instructions that thread has run,
- * plus where it joined: a thread starts forwarding at the others' current
- * time; code outside the window takes no time) and logged; logged accesses
+ * its thread's virtual time (the window instructions that thread has run;
+ * code outside the window takes no time) and logged; logged accesses
  * older than every forwarding thread's present time can no longer be
  * preceded by another, and are applied, oldest first (ties by thread id).
  * That is the order of cores running in lockstep at the same speed per
  * window instruction, and it does not depend on how valgrind interleaved the
  * threads: the counts are the same run to run as long as each thread's own
  * execution is (lcores that forward from queues of their own, without
- * blocking system calls) and so is where the others are when a thread first
- * forwards (how far lcore 0 got before lcore 1 started: with --fair-sched=yes
- * the same, checked run to run). A thread in a system call, or gone, leaves the
- * rotation (its time would hold everyone back) and rejoins at the others'
- * time. --fair-sched=yes (a ticket lock: threads run in turn) keeps the
- * threads within a timeslice of each other, and the logs short.
+ * blocking system calls, each its own warm-up: the dataplane's lcores wait for
+ * each other without polling). With --lcores=N the first N threads to forward
+ * start at time 0, as lcores launched together do, whenever valgrind first
+ * runs them, and nothing is applied until all N have started; a thread that
+ * starts later joins at the others' present time. A thread in a system call,
+ * or gone, leaves the rotation (its time would hold everyone back) and
+ * rejoins at the others' time. --fair-sched=yes (a ticket lock: threads run in turn)
+ * keeps the threads within a timeslice of each other, and the logs short.
  */
 struct mh_event {
 	ULong time_flags; /* virtual time << 2 | counted << 1 | store */
@@ -904,12 +912,22 @@ virtual_time(ThreadId tid)
 	return (tid == running_tid ? window_instrs : t->out_at) - t->skew + t->base;
 }
 
+/* Fewer threads forward than --lcores: a thread yet to start would start at time 0. */
+static Bool
+awaiting_lcores(void)
+{
+	return forwarding_threads < (UInt)clo_lcores;
+}
+
 /* The present of the thread that is furthest behind: nothing older can still come. */
 static ULong
 horizon(void)
 {
 	ULong h = ~0ULL;
 	ThreadId t;
+
+	if (awaiting_lcores())
+		return 0;
 
 	for (t = 1; t <= top_tid; t++)
 		if (in_rotation(t) && virtual_time(t) < h)
@@ -955,7 +973,7 @@ apply_logs(ULong until)
 static Bool
 logging(void)
 {
-	return in_rotation(running_tid) && (unapplied > 0 || rotation_size() >= 2);
+	return in_rotation(running_tid) && (unapplied > 0 || rotation_size() >= 2 || awaiting_lcores());
 }
 
 static void
@@ -1088,10 +1106,16 @@ on_window_entry(Addr sp)
 	t->sb.last_commit = 0;
 	nt_lines_forget(t); /* and may have loaded them */
 	if (!t->forwards) {
+		Bool together = awaiting_lcores(); /* one of the --lcores: starts at time 0 */
+
 		t->forwards = True;
 		forwarding_threads++;
-		if (running_tid <= MH_MAX_SHARERS)
-			join_rotation(running_tid);
+		if (running_tid <= MH_MAX_SHARERS) {
+			if (together)
+				count_rotation();
+			else
+				join_rotation(running_tid);
+		}
 	}
 }
 
@@ -1601,6 +1625,7 @@ mh_process_cmd_line_option(const HChar *arg)
 	} else if VG_STR_CLO (arg, "--commit-rule", clo_commit_rule) {
 	} else if VG_BINT_CLO (arg, "--store-buffer", clo_store_buffer, 1, MH_MAX_STORE_BUFFER) {
 	} else if VG_BINT_CLO (arg, "--rob", clo_rob, 1, 1 << 20) {
+	} else if VG_BINT_CLO (arg, "--lcores", clo_lcores, 1, MH_MAX_SHARERS) {
 	} else
 		return False;
 	return True;
@@ -1613,7 +1638,8 @@ mh_print_usage(void)
 		    "    --window-fn=NAME       count while NAME and its callees run [fwd_burst]\n"
 		    "    --family=NAME          intel-icx|intel-spr|intel-skx|amd-zen4 [intel-icx]\n"
 		    "    --commit-rule=time|rob when a store has left the buffer: estimated time, or ROB instructions [time]\n"
-		    "    --store-buffer=N --rob=N  override the family's sizes (--rob: of the rule rob)\n");
+		    "    --store-buffer=N --rob=N  override the family's sizes (--rob: of the rule rob)\n"
+		    "    --lcores=N             threads that forward: accesses wait until all N have started [1]\n");
 }
 
 static void
