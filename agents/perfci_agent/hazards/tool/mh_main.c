@@ -858,8 +858,9 @@ share_access(Addr addr, UWord size, Addr iaddr, Bool store, Bool counted, UWord 
  * runs them, and nothing is applied until all N have started; a thread that
  * starts later joins at the others' present time. A thread in a system call,
  * or gone, leaves the rotation (its time would hold everyone back) and
- * rejoins at the others' time. --fair-sched=yes (a ticket lock: threads run in turn)
- * keeps the threads within a timeslice of each other, and the logs short.
+ * rejoins at the others' time. --fair-sched=yes (a ticket lock: threads run
+ * in turn) keeps the threads within a timeslice of each other, and the logs
+ * short.
  */
 struct mh_event {
 	ULong time_flags; /* virtual time << 2 | counted << 1 | store */
