@@ -25,14 +25,14 @@ from .repos.router import router as repos_router
 from .results.router import agent_router as results_agent_router
 from .results.router import document_schema
 from .results.router import router as results_router
-from .settings import Settings, get_settings
+from .settings import get_settings
 from .webhooks.router import router as webhooks_router
 
 API_PREFIX = "/api/v1"
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or get_settings()
+def create_app() -> FastAPI:
+    """The app; it reads the settings per request (:func:`get_settings`), none when it is made."""
     app = FastAPI(
         title="perfci",
         summary="Performance-regression CI for DPDK dataplanes: results service",
@@ -64,7 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @api.get("/health", tags=["health"], summary="Liveness: the process answers (no dependency checked)")
     async def health() -> dict[str, str]:
-        return {"status": "ok", "env": settings.env}
+        return {"status": "ok", "env": get_settings().env}
 
     @api.get(
         "/ready",

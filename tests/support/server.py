@@ -7,13 +7,16 @@ are truncated after them (``committed``, ``committed_client``).
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 import uvicorn
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
@@ -68,10 +71,30 @@ def sent_tasks(monkeypatch: pytest.MonkeyPatch) -> SentTasks:
     return sent
 
 
+@functools.cache
+def shared_app() -> FastAPI:
+    """One app per process for the clients below: making one takes a fifth of a second (FastAPI builds
+    every route's validators), and the app reads its settings per request, so a test that changes
+    them sees them. What a test leaves on it (overrides, the cached OpenAPI document, whose limits
+    are settings) is cleared after it."""
+    return create_app()
+
+
+@contextmanager
+def app_client(overrides: dict[Any, Any] | None = None) -> Iterator[TestClient]:
+    app = shared_app()
+    app.dependency_overrides.update(overrides or {})
+    try:
+        with TestClient(app) as test_client:
+            yield test_client
+    finally:
+        app.dependency_overrides.clear()
+        app.openapi_schema = None
+
+
 @pytest.fixture
 def client(session: Session, sent_tasks: SentTasks, pg_settings: None) -> Iterator[TestClient]:
     """The app over the test's transaction: each request commits to a savepoint, like in production."""
-    app = create_app()
 
     def _session() -> Iterator[Session]:
         try:
@@ -81,8 +104,7 @@ def client(session: Session, sent_tasks: SentTasks, pg_settings: None) -> Iterat
             session.rollback()
             raise
 
-    app.dependency_overrides[get_session] = _session
-    with TestClient(app) as test_client:
+    with app_client({get_session: _session}) as test_client:
         yield test_client
 
 
@@ -99,7 +121,7 @@ def committed(pg_engine: Engine, pg_settings: None) -> Iterator[Engine]:
 @pytest.fixture
 def committed_client(committed: Engine, sent_tasks: SentTasks) -> Iterator[TestClient]:
     """The app with its real per-request sessions against the test database."""
-    with TestClient(create_app()) as test_client:
+    with app_client() as test_client:
         yield test_client
 
 
