@@ -6,6 +6,10 @@ PY := $(VENV)/bin/python
 export PERFCI_TEST_DATABASE_URL ?= postgresql+psycopg://perfci:perfci@127.0.0.1:5432/perfci_test
 export PERFCI_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
+# The tests and the demo start hundreds of Python processes that import this checkout: let them keep
+# its bytecode (some CI images turn that off, and then every process compiles it again).
+unexport PYTHONDONTWRITEBYTECODE
+
 # pytest-xdist workers for `make test` (tests/support/groups.py keeps tests sharing a resource on one).
 # Three on two cores: the third runs while the others wait on their servers, agents and the forge.
 PYTEST_WORKERS ?= 3
