@@ -77,3 +77,13 @@ def test_a_broker_down_is_503_on_ready(monkeypatch, pg_engine):
     response = _get("ready")
     assert response.status_code == 503, response.text
     assert response.json()["error"]["details"] == {"database": "ok", "broker": "unavailable"}
+
+
+def test_an_app_made_before_a_settings_change_answers_with_the_new_settings(monkeypatch):
+    """create_app() reads no setting (the tests' clients share one app per process): a route
+    answers with the settings of the moment it is asked."""
+    with TestClient(create_app()) as client:
+        _env(monkeypatch, PERFCI_ENV="test", PERFCI_ADMIN_TOKEN="a-test-admin-token-of-32-characters")
+        assert client.get("/api/v1/health").json()["env"] == "test"
+        _env(monkeypatch, PERFCI_ENV="development")
+        assert client.get("/api/v1/health").json()["env"] == "development"
